@@ -1,0 +1,184 @@
+//! A bottleneck: one discipline feeding one link that sends a packet at a time at a fixed rate.
+//! This is the whole of `debloat replay`, and the harness the scenario tests use.
+//!
+//! Sans-IO like the disciplines: the caller feeds arrivals in time order with
+//! [`Bottleneck::arrive`] and collects [`Event`]s; [`Bottleneck::finish`] drains what is left.
+//! The link asks the discipline for a packet whenever it is idle and something is queued, as the
+//! kernel's `qdisc_run` does after every enqueue and every completed transmission. With no rate
+//! the link takes packets as fast as the discipline releases them (e.g. CAKE's own shaper).
+
+use crate::packet::{Nanos, Packet};
+use crate::qdisc::{Dequeue, DropReason, Qdisc};
+
+/// Something that happened to a packet.
+#[derive(Debug)]
+pub enum Event<P> {
+    /// The link started sending `packet` at `start`; it finishes at `end`.
+    Sent {
+        /// The packet as it left (ECN field included).
+        packet: P,
+        /// Start of transmission.
+        start: Nanos,
+        /// End of transmission.
+        end: Nanos,
+    },
+    /// The discipline dropped `packet` at `at`.
+    Dropped {
+        /// The packet.
+        packet: P,
+        /// Why.
+        reason: DropReason,
+        /// When.
+        at: Nanos,
+    },
+}
+
+/// A discipline in front of a fixed-rate link.
+#[derive(Debug)]
+pub struct Bottleneck<Q> {
+    qdisc: Q,
+    rate_bps: Option<u64>,
+    link_free_at: Nanos,
+    next_attempt: Option<Nanos>,
+    now: Nanos,
+}
+
+/// Time to serialise `len` bytes at `rate_bps` bit/s, rounded up to a whole nanosecond.
+pub fn tx_time(len: u32, rate_bps: u64) -> Nanos {
+    let bits = u128::from(len) * 8 * 1_000_000_000;
+    bits.div_ceil(u128::from(rate_bps.max(1))) as Nanos
+}
+
+impl<Q> Bottleneck<Q> {
+    /// A bottleneck; `rate_bps` of `None` means the link never limits.
+    pub fn new(qdisc: Q, rate_bps: Option<u64>) -> Self {
+        Bottleneck {
+            qdisc,
+            rate_bps,
+            link_free_at: 0,
+            next_attempt: None,
+            now: 0,
+        }
+    }
+
+    /// The discipline, e.g. for its statistics.
+    pub fn qdisc(&self) -> &Q {
+        &self.qdisc
+    }
+
+    /// The discipline, mutably (e.g. to change a rate at run time).
+    pub fn qdisc_mut(&mut self) -> &mut Q {
+        &mut self.qdisc
+    }
+
+    /// When the link next wants the discipline, if anything is pending.
+    pub fn next_wakeup(&self) -> Option<Nanos> {
+        self.next_attempt
+    }
+
+    /// Current time (the latest time passed in).
+    pub fn now(&self) -> Nanos {
+        self.now
+    }
+}
+
+impl<Q> Bottleneck<Q> {
+    fn drain_drops<P: Packet>(&mut self, at: Nanos, out: &mut impl FnMut(Event<P>))
+    where
+        Q: Qdisc<P>,
+    {
+        while let Some(d) = self.qdisc.take_dropped() {
+            out(Event::Dropped {
+                packet: d.packet,
+                reason: d.reason,
+                at,
+            });
+        }
+    }
+
+    fn attempt<P: Packet>(&mut self, at: Nanos, out: &mut impl FnMut(Event<P>))
+    where
+        Q: Qdisc<P>,
+    {
+        self.now = self.now.max(at);
+        let got = self.qdisc.dequeue(at);
+        self.drain_drops(at, out);
+        self.next_attempt = match got {
+            Dequeue::Packet(p) => {
+                let end = at + self.rate_bps.map_or(0, |r| tx_time(p.meta().len, r));
+                self.link_free_at = end;
+                out(Event::Sent {
+                    packet: p,
+                    start: at,
+                    end,
+                });
+                Some(end)
+            }
+            Dequeue::Empty => None,
+            Dequeue::NotBefore(t) => Some(t.max(at + 1)),
+        };
+    }
+
+    /// Run the link up to and including time `t`.
+    pub fn advance_to<P: Packet>(&mut self, t: Nanos, out: &mut impl FnMut(Event<P>))
+    where
+        Q: Qdisc<P>,
+    {
+        while let Some(a) = self.next_attempt {
+            if a > t {
+                break;
+            }
+            self.attempt(a, out);
+        }
+        self.now = self.now.max(t);
+    }
+
+    /// A packet arrives at time `t` (not before the previous arrival).
+    pub fn arrive<P: Packet>(&mut self, packet: P, t: Nanos, out: &mut impl FnMut(Event<P>))
+    where
+        Q: Qdisc<P>,
+    {
+        let t = t.max(self.now);
+        self.advance_to(t, out);
+        self.qdisc.enqueue(packet, t);
+        self.drain_drops(t, out);
+        if self.next_attempt.is_none() {
+            self.next_attempt = Some(t.max(self.link_free_at));
+        }
+    }
+
+    /// Send everything still queued; returns the time the link went idle.
+    pub fn finish<P: Packet>(&mut self, out: &mut impl FnMut(Event<P>)) -> Nanos
+    where
+        Q: Qdisc<P>,
+    {
+        while let Some(a) = self.next_attempt {
+            self.attempt(a, out);
+        }
+        self.link_free_at.max(self.now)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fifo::{Fifo, Limit};
+    use crate::testutil::pkt;
+
+    #[test]
+    fn serialises_at_the_link_rate() {
+        let mut b = Bottleneck::new(Fifo::new(Limit::Packets(10)), Some(8_000_000));
+        let mut sent = vec![];
+        let mut out = |e: Event<crate::packet::Record>| {
+            if let Event::Sent { start, end, .. } = e {
+                sent.push((start, end))
+            }
+        };
+        b.arrive(pkt(1, 1000), 0, &mut out);
+        b.arrive(pkt(2, 1000), 0, &mut out);
+        b.finish(&mut out);
+        // 1000 B at 8 Mbit/s = 1 ms each, back to back.
+        assert_eq!(sent, vec![(0, 1_000_000), (1_000_000, 2_000_000)]);
+        assert_eq!(tx_time(1514, 10_000_000), 1_211_200);
+    }
+}

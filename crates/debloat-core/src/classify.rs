@@ -1,0 +1,219 @@
+//! From frame bytes to [`PacketMeta`]: the flow dissector's job. Parses Ethernet (with VLAN
+//! tags), ARP, IPv4, IPv6 (with extension headers), TCP, UDP and ICMP with `etherparse`, and
+//! reads the TCP details CAKE's ACK filter needs. A frame that does not parse is an error the
+//! caller counts and drops; it never panics.
+
+use crate::flow::FlowKey;
+use crate::packet::{Ecn, PacketMeta, TcpInfo};
+use etherparse::{NetSlice, SlicedPacket, TransportSlice};
+use thiserror::Error;
+
+/// A frame that could not be classified.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("malformed frame: {0}")]
+pub struct ClassifyError(pub String);
+
+/// How the capture frames its packets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkType {
+    /// Ethernet II (pcap LINKTYPE_ETHERNET).
+    Ethernet,
+    /// Raw IPv4/IPv6 (pcap LINKTYPE_RAW).
+    RawIp,
+}
+
+/// Classify one frame. `wire_len` is the length on the wire (may exceed `data.len()` when a
+/// capture truncated it); it becomes [`PacketMeta::len`].
+pub fn classify(data: &[u8], wire_len: u32, link: LinkType) -> Result<PacketMeta, ClassifyError> {
+    let parsed = match link {
+        LinkType::Ethernet => SlicedPacket::from_ethernet(data),
+        LinkType::RawIp => SlicedPacket::from_ip(data),
+    }
+    .map_err(|e| ClassifyError(e.to_string()))?;
+    let mut meta = PacketMeta::new(
+        wire_len.max(data.len() as u32),
+        FlowKey::NonIp { ethertype: 0 },
+    );
+    let (src, dst, proto, label, tos, off) = match &parsed.net {
+        Some(NetSlice::Ipv4(v4)) => {
+            let h = v4.header();
+            let off = h.slice().as_ptr() as usize - data.as_ptr() as usize;
+            let tos = (h.dcp().value() << 2) | h.ecn().value();
+            (
+                h.source_addr().into(),
+                h.destination_addr().into(),
+                v4.payload().ip_number.0,
+                0,
+                tos,
+                off,
+            )
+        }
+        Some(NetSlice::Ipv6(v6)) => {
+            let h = v6.header();
+            let off = h.slice().as_ptr() as usize - data.as_ptr() as usize;
+            let tc = h.traffic_class();
+            (
+                h.source_addr().into(),
+                h.destination_addr().into(),
+                v6.payload().ip_number.0,
+                h.flow_label().value(),
+                tc,
+                off,
+            )
+        }
+        Some(NetSlice::Arp(_)) => {
+            meta.flow = FlowKey::NonIp { ethertype: 0x0806 };
+            return Ok(meta);
+        }
+        None => {
+            let et = match &parsed.link {
+                Some(etherparse::LinkSlice::Ethernet2(e)) => e.ether_type().0,
+                _ => return Err(ClassifyError("no network layer".into())),
+            };
+            meta.flow = FlowKey::NonIp { ethertype: et };
+            return Ok(meta);
+        }
+    };
+    meta.network_offset = off as u16;
+    meta.dscp = tos >> 2;
+    meta.ecn = Ecn::from_bits(tos);
+    let (mut sport, mut dport) = (0, 0);
+    match &parsed.transport {
+        Some(TransportSlice::Tcp(t)) => {
+            sport = t.source_port();
+            dport = t.destination_port();
+            meta.tcp = Some(tcp_info(t));
+        }
+        Some(TransportSlice::Udp(u)) => {
+            sport = u.source_port();
+            dport = u.destination_port();
+        }
+        _ => {}
+    }
+    meta.flow = FlowKey::Ip {
+        src,
+        dst,
+        sport,
+        dport,
+        proto,
+        flow_label: label,
+    };
+    Ok(meta)
+}
+
+fn tcp_info(t: &etherparse::TcpSlice<'_>) -> TcpInfo {
+    let s = t.slice();
+    let flags = (u16::from(s[12] & 0x0f) << 8) | u16::from(s[13]);
+    let mut info = TcpInfo {
+        flags,
+        ack_seq: t.acknowledgment_number(),
+        payload_len: t.payload().len() as u32,
+        options_droppable: true,
+        ..TcpInfo::default()
+    };
+    parse_options(t.options(), &mut info);
+    info
+}
+
+/// Walk TCP options as `cake_tcph_may_drop` does, recording timestamps and SACK blocks.
+fn parse_options(opts: &[u8], info: &mut TcpInfo) {
+    let mut i = 0;
+    while i < opts.len() {
+        let kind = opts[i];
+        match kind {
+            0 => break,
+            1 => {
+                i += 1;
+                continue;
+            }
+            _ => {}
+        }
+        let Some(&size) = opts.get(i + 1) else { break };
+        let size = usize::from(size);
+        if size < 2 || i + size > opts.len() {
+            break;
+        }
+        let body = &opts[i + 2..i + size];
+        match kind {
+            19 => {}
+            5 => {
+                if size % 8 != 2 {
+                    info.options_droppable = false;
+                }
+                let n = (body.len() / 8).min(4);
+                for b in 0..n {
+                    let w = |o: usize| {
+                        u32::from_be_bytes([body[o], body[o + 1], body[o + 2], body[o + 3]])
+                    };
+                    info.sack[b] = (w(b * 8), w(b * 8 + 4));
+                }
+                info.sack_len = n as u8;
+            }
+            8 => {
+                if size != 10 {
+                    info.options_droppable = false;
+                } else {
+                    let w = |o: usize| {
+                        u32::from_be_bytes([body[o], body[o + 1], body[o + 2], body[o + 3]])
+                    };
+                    info.timestamp = Some((w(0), w(4)));
+                }
+            }
+            _ => info.options_droppable = false,
+        }
+        i += size;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use etherparse::PacketBuilder;
+
+    #[test]
+    fn classifies_an_ecn_tcp_ack_with_timestamps() {
+        let b = PacketBuilder::ethernet2([1; 6], [2; 6])
+            .ipv4([198, 18, 0, 1], [198, 18, 1, 1], 64)
+            .tcp(40000, 80, 1, 65535)
+            .ack(777)
+            .options(&[etherparse::TcpOptionElement::Timestamp(5, 6)])
+            .expect("options fit");
+        let mut buf = Vec::new();
+        b.write(&mut buf, &[]).expect("write");
+        buf[15] = (46 << 2) | 2; // DSCP EF, ECT(0)
+        let m = classify(&buf, buf.len() as u32, LinkType::Ethernet).expect("parses");
+        assert_eq!((m.dscp, m.ecn, m.network_offset), (46, Ecn::Ect0, 14));
+        let t = m.tcp.expect("tcp");
+        assert_eq!(
+            (t.ack_seq, t.payload_len, t.timestamp, t.options_droppable),
+            (777, 0, Some((5, 6)), true)
+        );
+        assert!(matches!(
+            m.flow,
+            FlowKey::Ip {
+                sport: 40000,
+                dport: 80,
+                proto: 6,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        assert!(classify(&[0x00, 0x01], 2, LinkType::Ethernet).is_err());
+        let mut bad_ip = vec![0u8; 34];
+        bad_ip[12] = 0x08; // IPv4 ethertype, then a zero (invalid) IP header
+        assert!(classify(&bad_ip, 34, LinkType::Ethernet).is_err());
+    }
+
+    #[test]
+    fn arp_is_its_own_non_ip_flow() {
+        let mut f = vec![0u8; 42];
+        f[12] = 0x08;
+        f[13] = 0x06;
+        f[14..22].copy_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]);
+        let m = classify(&f, 42, LinkType::Ethernet).expect("arp parses");
+        assert_eq!(m.flow, FlowKey::NonIp { ethertype: 0x0806 });
+    }
+}

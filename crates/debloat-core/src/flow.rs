@@ -1,0 +1,249 @@
+//! Flow keys and the keyed flow hash.
+//!
+//! Linux hashes the flow dissector's keys (addresses, ports, protocol; for IPv6 with a non-zero
+//! flow label, addresses and label) with SipHash under a random per-boot key, after putting the
+//! addresses and ports in a canonical order so both directions hash alike. Exact kernel hash
+//! values cannot be reproduced, so the key is an input here: the same key gives the same hash
+//! on every run, which keeps the simulator deterministic.
+//!
+//! Deviation: we use SipHash-1-3 (the variant Rust's std uses) rather than the kernel's
+//! SipHash-2-4; both are keyed PRFs, the shorter one costs about half as much per packet.
+
+use siphasher::sip::SipHasher13;
+use std::hash::Hasher;
+use std::net::IpAddr;
+
+/// The identity of a flow, as the flow dissector extracts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FlowKey {
+    /// An IPv4 or IPv6 packet.
+    Ip {
+        /// Source address.
+        src: IpAddr,
+        /// Destination address.
+        dst: IpAddr,
+        /// Source port (0 when the protocol has none).
+        sport: u16,
+        /// Destination port (0 when the protocol has none).
+        dport: u16,
+        /// IP protocol number (6 TCP, 17 UDP, 1 ICMP, 58 ICMPv6).
+        proto: u8,
+        /// IPv6 flow label (0 for IPv4 or unlabelled); when non-zero the dissector stops there,
+        /// so the hash covers addresses and label, not ports.
+        flow_label: u32,
+    },
+    /// A non-IP frame (ARP, LLDP …): all frames of one EtherType form one flow.
+    NonIp {
+        /// The EtherType.
+        ethertype: u16,
+    },
+}
+
+impl FlowKey {
+    /// A UDP/TCP-style 5-tuple with no flow label.
+    pub fn ip(src: IpAddr, dst: IpAddr, sport: u16, dport: u16, proto: u8) -> FlowKey {
+        FlowKey::Ip {
+            src,
+            dst,
+            sport,
+            dport,
+            proto,
+            flow_label: 0,
+        }
+    }
+
+    /// True for IPv4 and IPv6 packets.
+    pub fn is_ip(&self) -> bool {
+        matches!(self, FlowKey::Ip { .. })
+    }
+
+    /// Source address, if IP.
+    pub fn src(&self) -> Option<IpAddr> {
+        match self {
+            FlowKey::Ip { src, .. } => Some(*src),
+            FlowKey::NonIp { .. } => None,
+        }
+    }
+
+    /// Destination address, if IP.
+    pub fn dst(&self) -> Option<IpAddr> {
+        match self {
+            FlowKey::Ip { dst, .. } => Some(*dst),
+            FlowKey::NonIp { .. } => None,
+        }
+    }
+}
+
+/// Which parts of a key a hash covers (CAKE hashes hosts separately from flows).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HashPart {
+    /// The whole flow, direction-symmetric.
+    Flow,
+    /// Only the source address.
+    SrcHost,
+    /// Only the destination address.
+    DstHost,
+}
+
+/// A keyed flow hasher. The same key always gives the same hashes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlowHasher {
+    key: [u64; 2],
+}
+
+impl FlowHasher {
+    /// A hasher with the given 128-bit key (the kernel draws its key at boot).
+    pub fn new(key: [u64; 2]) -> FlowHasher {
+        FlowHasher { key }
+    }
+
+    /// The 32-bit hash of part of a key; never 0 (Linux maps 0 to 1 so 0 can mean "none").
+    pub fn hash(&self, key: &FlowKey, part: HashPart) -> u32 {
+        let mut h = SipHasher13::new_with_keys(self.key[0], self.key[1]);
+        match *key {
+            FlowKey::Ip {
+                src,
+                dst,
+                sport,
+                dport,
+                proto,
+                flow_label,
+            } => match part {
+                HashPart::Flow => hash_flow(&mut h, src, dst, sport, dport, proto, flow_label),
+                HashPart::SrcHost => write_addr(&mut h, src),
+                HashPart::DstHost => {
+                    h.write_u8(0xd5);
+                    write_addr(&mut h, dst)
+                }
+            },
+            FlowKey::NonIp { ethertype } => match part {
+                HashPart::Flow => h.write_u16(ethertype),
+                // Linux's CAKE gives non-IP packets host hash 0.
+                HashPart::SrcHost | HashPart::DstHost => return 0,
+            },
+        }
+        let v = h.finish();
+        match (v ^ (v >> 32)) as u32 {
+            0 => 1,
+            x => x,
+        }
+    }
+
+    /// The flow hash of a packet: its cached `hash` if set, else the keyed hash of its flow.
+    pub fn flow_hash(&self, meta: &crate::packet::PacketMeta) -> u32 {
+        if meta.hash != 0 {
+            meta.hash
+        } else {
+            self.hash(&meta.flow, HashPart::Flow)
+        }
+    }
+}
+
+fn write_addr(h: &mut SipHasher13, a: IpAddr) {
+    match a {
+        IpAddr::V4(v4) => h.write(&v4.octets()),
+        IpAddr::V6(v6) => h.write(&v6.octets()),
+    }
+}
+
+fn addr_bytes(a: IpAddr) -> [u8; 16] {
+    match a {
+        IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
+        IpAddr::V6(v6) => v6.octets(),
+    }
+}
+
+/// Canonical (direction-symmetric) ordering as in Linux `__flow_hash_consistentify`.
+fn hash_flow(
+    h: &mut SipHasher13,
+    src: IpAddr,
+    dst: IpAddr,
+    sport: u16,
+    dport: u16,
+    proto: u8,
+    flow_label: u32,
+) {
+    let (a, b) = (addr_bytes(src), addr_bytes(dst));
+    let (a, b, pa, pb) = if (a, sport) <= (b, dport) {
+        (a, b, sport, dport)
+    } else {
+        (b, a, dport, sport)
+    };
+    h.write(&a);
+    h.write(&b);
+    if flow_label != 0 && src.is_ipv6() {
+        h.write_u32(flow_label);
+    } else {
+        h.write_u16(pa);
+        h.write_u16(pb);
+    }
+    h.write_u8(proto);
+}
+
+/// Linux `reciprocal_scale`: map a 32-bit hash onto `0..n` without a division.
+pub fn reciprocal_scale(hash: u32, n: u32) -> u32 {
+    ((u64::from(hash) * u64::from(n)) >> 32) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    fn k(s: u8, d: u8, sp: u16, dp: u16) -> FlowKey {
+        FlowKey::ip(
+            IpAddr::V4(Ipv4Addr::new(198, 18, 0, s)),
+            IpAddr::V4(Ipv4Addr::new(198, 18, 1, d)),
+            sp,
+            dp,
+            6,
+        )
+    }
+
+    #[test]
+    fn flow_hash_is_direction_symmetric() {
+        let h = FlowHasher::new([1, 2]);
+        let fwd = k(1, 2, 1000, 80);
+        let rev = match fwd {
+            FlowKey::Ip {
+                src,
+                dst,
+                sport,
+                dport,
+                proto,
+                ..
+            } => FlowKey::ip(dst, src, dport, sport, proto),
+            other => other,
+        };
+        assert_eq!(h.hash(&fwd, HashPart::Flow), h.hash(&rev, HashPart::Flow));
+    }
+
+    #[test]
+    fn host_hashes_ignore_ports() {
+        let h = FlowHasher::new([3, 4]);
+        assert_eq!(
+            h.hash(&k(1, 2, 1, 2), HashPart::SrcHost),
+            h.hash(&k(1, 9, 7, 8), HashPart::SrcHost)
+        );
+        assert_ne!(
+            h.hash(&k(1, 2, 1, 2), HashPart::Flow),
+            h.hash(&k(1, 2, 1, 3), HashPart::Flow)
+        );
+    }
+
+    #[test]
+    fn key_changes_hash() {
+        let f = k(1, 2, 3, 4);
+        assert_ne!(
+            FlowHasher::new([1, 1]).hash(&f, HashPart::Flow),
+            FlowHasher::new([1, 2]).hash(&f, HashPart::Flow)
+        );
+    }
+
+    #[test]
+    fn reciprocal_scale_maps_into_range() {
+        assert_eq!(reciprocal_scale(u32::MAX, 1024), 1023);
+        assert_eq!(reciprocal_scale(0, 1024), 0);
+        assert_eq!(reciprocal_scale(1 << 31, 1024), 512);
+    }
+}

@@ -1,0 +1,137 @@
+//! Intrusive doubly-linked lists of flow indices, the Rust shape of the kernel's
+//! `list_head` flow chains (`new_flows`, `old_flows`, `decaying_flows`).
+//!
+//! A flow is on at most one list of a [`ListSet`]. Moving a flow between lists, removing it from
+//! the middle and reading the head are O(1) with no allocation.
+
+const NIL: u32 = u32::MAX;
+
+/// `N` lists over `0..capacity` flow indices.
+#[derive(Clone, Debug)]
+pub struct ListSet<const N: usize> {
+    prev: Vec<u32>,
+    next: Vec<u32>,
+    on: Vec<u8>,
+    head: [u32; N],
+    tail: [u32; N],
+    len: [u32; N],
+}
+
+impl<const N: usize> ListSet<N> {
+    /// Empty lists for flows `0..capacity`.
+    pub fn new(capacity: usize) -> Self {
+        ListSet {
+            prev: vec![NIL; capacity],
+            next: vec![NIL; capacity],
+            on: vec![u8::MAX; capacity],
+            head: [NIL; N],
+            tail: [NIL; N],
+            len: [0; N],
+        }
+    }
+
+    /// The list flow `i` is on, if any.
+    #[inline]
+    pub fn list_of(&self, i: u32) -> Option<usize> {
+        match self.on[i as usize] {
+            u8::MAX => None,
+            l => Some(l as usize),
+        }
+    }
+
+    /// The first flow of list `l`.
+    #[inline]
+    pub fn front(&self, l: usize) -> Option<u32> {
+        match self.head[l] {
+            NIL => None,
+            h => Some(h),
+        }
+    }
+
+    /// Number of flows on list `l`.
+    #[inline]
+    pub fn len(&self, l: usize) -> usize {
+        self.len[l] as usize
+    }
+
+    /// True when list `l` is empty.
+    #[inline]
+    pub fn is_empty(&self, l: usize) -> bool {
+        self.head[l] == NIL
+    }
+
+    /// Append flow `i` (on no list) to the tail of list `l`.
+    #[inline]
+    pub fn push_back(&mut self, l: usize, i: u32) {
+        debug_assert!(self.list_of(i).is_none(), "flow already listed");
+        let t = self.tail[l];
+        self.prev[i as usize] = t;
+        self.next[i as usize] = NIL;
+        if t == NIL {
+            self.head[l] = i;
+        } else {
+            self.next[t as usize] = i;
+        }
+        self.tail[l] = i;
+        self.on[i as usize] = l as u8;
+        self.len[l] += 1;
+    }
+
+    /// Remove flow `i` from whatever list it is on (no-op if none).
+    #[inline]
+    pub fn remove(&mut self, i: u32) {
+        let Some(l) = self.list_of(i) else { return };
+        let (p, n) = (self.prev[i as usize], self.next[i as usize]);
+        if p == NIL {
+            self.head[l] = n;
+        } else {
+            self.next[p as usize] = n;
+        }
+        if n == NIL {
+            self.tail[l] = p;
+        } else {
+            self.prev[n as usize] = p;
+        }
+        self.on[i as usize] = u8::MAX;
+        self.len[l] -= 1;
+    }
+
+    /// Kernel `list_move_tail`: take `i` off its list (if any) and append it to list `l`.
+    #[inline]
+    pub fn move_tail(&mut self, i: u32, l: usize) {
+        self.remove(i);
+        self.push_back(l, i);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn collect(s: &ListSet<2>, l: usize) -> Vec<u32> {
+        let mut out = vec![];
+        let mut c = s.head[l];
+        while c != NIL {
+            out.push(c);
+            c = s.next[c as usize];
+        }
+        out
+    }
+
+    #[test]
+    fn move_between_lists_keeps_order() {
+        let mut s = ListSet::<2>::new(8);
+        for i in [3, 1, 4] {
+            s.push_back(0, i);
+        }
+        s.move_tail(1, 1);
+        s.move_tail(3, 1);
+        assert_eq!(collect(&s, 0), vec![4]);
+        assert_eq!(collect(&s, 1), vec![1, 3]);
+        assert_eq!((s.len(0), s.len(1)), (1, 2));
+        s.remove(1);
+        assert_eq!(collect(&s, 1), vec![3]);
+        assert_eq!(s.list_of(1), None);
+        assert_eq!(s.front(1), Some(3));
+    }
+}

@@ -1,0 +1,162 @@
+//! The interface every queue discipline implements, and the drop reasons they report.
+//!
+//! # Driving contract (sans-IO)
+//!
+//! * Inputs: [`Qdisc::enqueue`] hands over a packet at time `now`; [`Qdisc::dequeue`] asks for
+//!   the next packet to transmit at `now`.
+//! * Outputs: `dequeue` returns a packet, [`Dequeue::Empty`], or [`Dequeue::NotBefore`] (a shaper
+//!   holds the head: call again at that time). Packets the discipline discards — the arriving one
+//!   or any queued one — come out of [`Qdisc::take_dropped`], which the driver drains after every
+//!   `enqueue` and `dequeue`.
+//! * `now` never goes backwards between calls. No call reads a clock, allocates per packet in
+//!   steady state, or panics on any packet.
+//! * Accounting: every packet handed to `enqueue` is, at any moment, exactly one of: returned by
+//!   `dequeue`, returned by `take_dropped`, or counted in `qlen()`.
+
+use crate::packet::{Nanos, Packet};
+use crate::stats::QdiscStats;
+use std::collections::VecDeque;
+
+/// Why a discipline dropped a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DropReason {
+    /// Queue length limit (packets or bytes) reached.
+    Overlimit,
+    /// Memory limit (truesize) reached.
+    Overmemory,
+    /// The AQM (CoDel / COBALT) decided to drop.
+    Aqm,
+    /// COBALT's BLUE component dropped an unresponsive flow's packet.
+    Blue,
+    /// CAKE's ACK filter removed a redundant ACK.
+    AckFilter,
+    /// The packet's sojourn exceeded the `deadline` discipline's limit.
+    Deadline,
+}
+
+impl DropReason {
+    /// The name used in fates files and statistics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DropReason::Overlimit => "overlimit",
+            DropReason::Overmemory => "overmemory",
+            DropReason::Aqm => "aqm",
+            DropReason::Blue => "blue",
+            DropReason::AckFilter => "ack_filter",
+            DropReason::Deadline => "deadline",
+        }
+    }
+}
+
+/// A packet the discipline discarded, with the reason.
+#[derive(Debug)]
+pub struct Dropped<P> {
+    /// The packet.
+    pub packet: P,
+    /// Why.
+    pub reason: DropReason,
+}
+
+/// What `dequeue` returns.
+#[derive(Debug)]
+pub enum Dequeue<P> {
+    /// A packet to transmit now.
+    Packet(P),
+    /// Nothing queued.
+    Empty,
+    /// Packets are queued but the shaper holds them until this time.
+    NotBefore(Nanos),
+}
+
+impl<P> Dequeue<P> {
+    /// The packet, if one was returned.
+    pub fn packet(self) -> Option<P> {
+        match self {
+            Dequeue::Packet(p) => Some(p),
+            _ => None,
+        }
+    }
+}
+
+/// What `enqueue` reports (Linux's NET_XMIT codes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Queued; nothing of this flow was dropped.
+    Queued,
+    /// Queued, but the discipline dropped packets of the same flow to make room (NET_XMIT_CN).
+    Congested,
+    /// The arriving packet itself was dropped (NET_XMIT_DROP).
+    Dropped,
+}
+
+/// A queue discipline.
+pub trait Qdisc<P: Packet> {
+    /// Hand a packet to the discipline at `now`.
+    fn enqueue(&mut self, packet: P, now: Nanos) -> Verdict;
+    /// Take the next packet to transmit at `now`.
+    fn dequeue(&mut self, now: Nanos) -> Dequeue<P>;
+    /// Take one packet dropped since the last call, oldest first.
+    fn take_dropped(&mut self) -> Option<Dropped<P>>;
+    /// Packets queued.
+    fn qlen(&self) -> usize;
+    /// Bytes queued (sum of `len`).
+    fn backlog(&self) -> u64;
+    /// Statistics in `tc -s qdisc show` terms.
+    fn stats(&self) -> QdiscStats;
+}
+
+impl<P: Packet, Q: Qdisc<P> + ?Sized> Qdisc<P> for Box<Q> {
+    fn enqueue(&mut self, packet: P, now: Nanos) -> Verdict {
+        (**self).enqueue(packet, now)
+    }
+    fn dequeue(&mut self, now: Nanos) -> Dequeue<P> {
+        (**self).dequeue(now)
+    }
+    fn take_dropped(&mut self) -> Option<Dropped<P>> {
+        (**self).take_dropped()
+    }
+    fn qlen(&self) -> usize {
+        (**self).qlen()
+    }
+    fn backlog(&self) -> u64 {
+        (**self).backlog()
+    }
+    fn stats(&self) -> QdiscStats {
+        (**self).stats()
+    }
+}
+
+/// The outbox of dropped packets each discipline keeps. Its capacity is reused, so it does not
+/// allocate once warm.
+#[derive(Debug)]
+pub struct DropBox<P> {
+    queue: VecDeque<Dropped<P>>,
+}
+
+impl<P> Default for DropBox<P> {
+    fn default() -> Self {
+        DropBox {
+            queue: VecDeque::with_capacity(64),
+        }
+    }
+}
+
+impl<P> DropBox<P> {
+    /// Record a drop.
+    pub fn push(&mut self, packet: P, reason: DropReason) {
+        self.queue.push_back(Dropped { packet, reason });
+    }
+    /// Take the oldest recorded drop.
+    pub fn take(&mut self) -> Option<Dropped<P>> {
+        self.queue.pop_front()
+    }
+    /// Drops not yet taken.
+    pub fn len(&self) -> usize {
+        self.queue.len()
+    }
+    /// True when no drop is waiting.
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+}

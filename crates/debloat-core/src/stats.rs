@@ -1,0 +1,317 @@
+//! Statistics as `tc -s qdisc show` prints them, in text and (through serde) JSON.
+//!
+//! Counter meanings follow the kernel: `bytes`/`packets` are sent; `drops` counts every drop
+//! (limit, AQM, ACK filter); CAKE's per-tin `pkts`/`bytes` count **enqueued** packets and its
+//! `memory used` is the peak; `drops` per tin excludes ACK-filter drops.
+
+use crate::units::{fmt_rate, fmt_size, fmt_time};
+use serde::Serialize;
+use std::fmt::Write;
+
+/// One discipline's statistics.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct QdiscStats {
+    /// Discipline name.
+    pub kind: String,
+    /// Its options as tc prints them.
+    pub options: String,
+    /// Bytes sent.
+    pub bytes: u64,
+    /// Packets sent.
+    pub packets: u64,
+    /// Packets dropped, all reasons.
+    pub drops: u64,
+    /// Times the shaper held packets back.
+    pub overlimits: u64,
+    /// Always 0 (no driver requeues here).
+    pub requeues: u64,
+    /// Bytes queued.
+    pub backlog: u64,
+    /// Packets queued.
+    pub qlen: u64,
+    /// Discipline-specific counters.
+    pub xstats: Xstats,
+}
+
+/// Discipline-specific statistics (`TCA_STATS_APP`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum Xstats {
+    /// None (fifos).
+    None,
+    /// codel.
+    Codel {
+        /// Current count.
+        count: u32,
+        /// Count at last entry.
+        lastcount: u32,
+        /// Last sojourn, µs.
+        ldelay_us: u64,
+        /// In the dropping state.
+        dropping: bool,
+        /// Next drop relative to the last call, µs (negative: overdue).
+        drop_next_us: i64,
+        /// Largest packet.
+        maxpacket: u32,
+        /// Marks by the control law.
+        ecn_mark: u32,
+        /// Marks by ce_threshold.
+        ce_mark: u32,
+        /// Tail drops at limit.
+        drop_overlimit: u32,
+    },
+    /// fq_codel.
+    FqCodel {
+        /// Largest packet.
+        maxpacket: u32,
+        /// Packets dropped by overflow.
+        drop_overlimit: u32,
+        /// Flows that became active.
+        new_flow_count: u32,
+        /// Marks by the control law.
+        ecn_mark: u32,
+        /// Marks by ce_threshold.
+        ce_mark: u32,
+        /// Truesize bytes in use.
+        memory_used: u64,
+        /// Overflow drops due to memory.
+        drop_overmemory: u32,
+        /// Flows on new_flows.
+        new_flows_len: u32,
+        /// Flows on old_flows.
+        old_flows_len: u32,
+    },
+    /// cake.
+    Cake(Box<CakeStats>),
+    /// deadline.
+    Deadline {
+        /// Packets dropped for exceeding the deadline.
+        deadline_drops: u32,
+        /// Packets marked instead.
+        ecn_mark: u32,
+        /// Tail drops at limit.
+        drop_overlimit: u32,
+    },
+}
+
+/// CAKE's qdisc-level statistics.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CakeStats {
+    /// Shaper rate, bytes/s (0 = unlimited).
+    pub capacity_estimate: u64,
+    /// buffer_limit, bytes.
+    pub memory_limit: u64,
+    /// Peak buffer use, bytes.
+    pub memory_used: u64,
+    /// Average L2 header size.
+    pub avg_hdr_offset: u32,
+    /// Smallest network-layer size seen.
+    pub min_network_size: u32,
+    /// Largest network-layer size seen.
+    pub max_network_size: u32,
+    /// Smallest overhead-adjusted size.
+    pub min_adj_size: u32,
+    /// Largest overhead-adjusted size.
+    pub max_adj_size: u32,
+    /// Per-tin statistics in tc's column order.
+    pub tins: Vec<TinStats>,
+}
+
+/// One CAKE tin's statistics (tc column in the comment).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TinStats {
+    /// Column heading.
+    pub name: String,
+    /// thresh: rate in bytes/s.
+    pub threshold_rate: u64,
+    /// target, µs.
+    pub target_us: u64,
+    /// interval, µs.
+    pub interval_us: u64,
+    /// pk_delay, µs.
+    pub peak_delay_us: u64,
+    /// av_delay, µs.
+    pub avg_delay_us: u64,
+    /// sp_delay, µs.
+    pub base_delay_us: u64,
+    /// backlog, bytes.
+    pub backlog_bytes: u64,
+    /// pkts (enqueued).
+    pub sent_packets: u32,
+    /// bytes (enqueued).
+    pub sent_bytes: u64,
+    /// way_inds.
+    pub way_indirect_hits: u32,
+    /// way_miss.
+    pub way_misses: u32,
+    /// way_cols.
+    pub way_collisions: u32,
+    /// drops.
+    pub drops: u32,
+    /// marks.
+    pub ecn_mark: u32,
+    /// ack_drop.
+    pub ack_drops: u32,
+    /// sp_flows.
+    pub sparse_flows: u32,
+    /// bk_flows.
+    pub bulk_flows: u32,
+    /// un_flows.
+    pub unresponsive_flows: u32,
+    /// max_len.
+    pub max_pkt_len: u32,
+    /// quantum.
+    pub flow_quantum: u32,
+}
+
+impl QdiscStats {
+    /// The `tc -s qdisc show` rendering.
+    pub fn to_tc_string(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "qdisc {} 1: root refcnt 2 {}", self.kind, self.options);
+        let _ = writeln!(
+            s,
+            " Sent {} bytes {} pkt (dropped {}, overlimits {} requeues {})",
+            self.bytes, self.packets, self.drops, self.overlimits, self.requeues
+        );
+        let _ = writeln!(
+            s,
+            " backlog {}b {}p requeues {}",
+            self.backlog, self.qlen, self.requeues
+        );
+        match &self.xstats {
+            Xstats::None => {}
+            Xstats::Codel {
+                count,
+                lastcount,
+                ldelay_us,
+                dropping,
+                drop_next_us,
+                maxpacket,
+                ecn_mark,
+                ce_mark,
+                drop_overlimit,
+            } => {
+                let _ = write!(
+                    s,
+                    "  count {count} lastcount {lastcount} ldelay {}",
+                    fmt_time(ldelay_us * 1000)
+                );
+                if *dropping {
+                    let _ = write!(s, " dropping");
+                }
+                let _ = writeln!(s, " drop_next {}us", drop_next_us);
+                let _ = write!(
+                    s,
+                    "  maxpacket {maxpacket} ecn_mark {ecn_mark} drop_overlimit {drop_overlimit}"
+                );
+                if *ce_mark > 0 {
+                    let _ = write!(s, " ce_mark {ce_mark}");
+                }
+                s.push('\n');
+            }
+            Xstats::FqCodel {
+                maxpacket,
+                drop_overlimit,
+                new_flow_count,
+                ecn_mark,
+                ce_mark,
+                memory_used,
+                drop_overmemory,
+                new_flows_len,
+                old_flows_len,
+            } => {
+                let _ = write!(s, "  maxpacket {maxpacket} drop_overlimit {drop_overlimit} new_flow_count {new_flow_count} ecn_mark {ecn_mark}");
+                if *ce_mark > 0 {
+                    let _ = write!(s, " ce_mark {ce_mark}");
+                }
+                if *drop_overmemory > 0 {
+                    let _ = write!(s, " drop_overmemory {drop_overmemory}");
+                }
+                let _ = writeln!(s, " memory_used {memory_used}");
+                let _ = writeln!(
+                    s,
+                    "  new_flows_len {new_flows_len} old_flows_len {old_flows_len}"
+                );
+            }
+            Xstats::Deadline {
+                deadline_drops,
+                ecn_mark,
+                drop_overlimit,
+            } => {
+                let _ = writeln!(s, "  deadline_drops {deadline_drops} ecn_mark {ecn_mark} drop_overlimit {drop_overlimit}");
+            }
+            Xstats::Cake(c) => write_cake(&mut s, c),
+        }
+        s
+    }
+}
+
+fn write_cake(s: &mut String, c: &CakeStats) {
+    let _ = writeln!(
+        s,
+        " memory used: {} of {}",
+        fmt_size(c.memory_used),
+        fmt_size(c.memory_limit)
+    );
+    if c.capacity_estimate > 0 {
+        let _ = writeln!(
+            s,
+            " capacity estimate: {}",
+            fmt_rate(c.capacity_estimate * 8)
+        );
+    }
+    let _ = writeln!(
+        s,
+        " min/max network layer size: {:>12} /{:>8}",
+        c.min_network_size, c.max_network_size
+    );
+    let _ = writeln!(
+        s,
+        " min/max overhead-adjusted size: {:>8} /{:>8}",
+        c.min_adj_size, c.max_adj_size
+    );
+    let _ = writeln!(s, " average network hdr offset: {:>12}\n", c.avg_hdr_offset);
+    let _ = write!(s, "{:<12}", "");
+    for t in &c.tins {
+        let _ = write!(s, "{:>12}", t.name);
+    }
+    s.push('\n');
+    let rows: [(&str, fn(&TinStats) -> String); 20] = [
+        ("thresh", |t| fmt_rate(t.threshold_rate * 8)),
+        ("target", |t| fmt_time(t.target_us * 1000)),
+        ("interval", |t| fmt_time(t.interval_us * 1000)),
+        ("pk_delay", |t| fmt_delay(t.peak_delay_us)),
+        ("av_delay", |t| fmt_delay(t.avg_delay_us)),
+        ("sp_delay", |t| fmt_delay(t.base_delay_us)),
+        ("backlog", |t| format!("{}b", t.backlog_bytes)),
+        ("pkts", |t| t.sent_packets.to_string()),
+        ("bytes", |t| t.sent_bytes.to_string()),
+        ("way_inds", |t| t.way_indirect_hits.to_string()),
+        ("way_miss", |t| t.way_misses.to_string()),
+        ("way_cols", |t| t.way_collisions.to_string()),
+        ("drops", |t| t.drops.to_string()),
+        ("marks", |t| t.ecn_mark.to_string()),
+        ("ack_drop", |t| t.ack_drops.to_string()),
+        ("sp_flows", |t| t.sparse_flows.to_string()),
+        ("bk_flows", |t| t.bulk_flows.to_string()),
+        ("un_flows", |t| t.unresponsive_flows.to_string()),
+        ("max_len", |t| t.max_pkt_len.to_string()),
+        ("quantum", |t| t.flow_quantum.to_string()),
+    ];
+    for (name, f) in rows.iter() {
+        let _ = write!(s, "  {name:<10}");
+        for t in &c.tins {
+            let _ = write!(s, "{:>12}", f(t));
+        }
+        s.push('\n');
+    }
+}
+
+fn fmt_delay(us: u64) -> String {
+    if us == 0 {
+        "0us".into()
+    } else {
+        fmt_time(us * 1000)
+    }
+}

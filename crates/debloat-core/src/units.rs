@@ -1,0 +1,208 @@
+//! Numbers with units, read and written the way `tc` does (iproute2 `get_rate64`, `get_time64`,
+//! `get_size`, `sprint_rate`, `sprint_time`, `sprint_size`).
+//!
+//! * Rates: `bit`, `kbit`, `mbit`, `gbit`, `tbit` (powers of 1000), `kibit` … (1024), `bps`,
+//!   `kbps`, `mbps`, `gbps`, `tbps` (bytes/s), case-insensitive; a bare number is bit/s.
+//! * Times: `s`/`sec`/`secs`, `ms`/`msec`/`msecs`, `us`/`usec`/`usecs`, `ns`/`nsec`/`nsecs`;
+//!   a bare number is microseconds.
+//! * Sizes: `b`, `k`/`kb` (1024), `m`/`mb`, `g`/`gb`, `kbit`/`mbit`/`gbit` (bits, /8); a bare
+//!   number is bytes. (tc's `Mb` is a mebibyte, as in `memory_limit 32Mb`.)
+
+use thiserror::Error;
+
+/// A value that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("`{value}` is not a valid {what}: {hint}")]
+pub struct UnitError {
+    /// The token as given.
+    pub value: String,
+    /// What was expected ("rate", "time", "size").
+    pub what: &'static str,
+    /// How to write it.
+    pub hint: &'static str,
+}
+
+const RATE_HINT: &str =
+    "use a number with bit, kbit, Mbit, Gbit, Tbit (or bps, kbps, Mbps for bytes/s), e.g. 20Mbit";
+const TIME_HINT: &str = "use a number with s, ms, us or ns, e.g. 5ms";
+const SIZE_HINT: &str =
+    "use a number with b, kb, mb, gb (1024-based bytes) or kbit, mbit, e.g. 32Mb";
+
+fn split_number(s: &str) -> Option<(f64, String)> {
+    let end = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == 'e' || c == 'E'))
+        .unwrap_or(s.len());
+    // "e" may be a unit's first letter only in no unit here, but guard against "1e" etc.
+    let (num, unit) = s.split_at(end);
+    let v: f64 = num.parse().ok()?;
+    if !v.is_finite() || v < 0.0 {
+        return None;
+    }
+    Some((v, unit.to_ascii_lowercase()))
+}
+
+fn err(value: &str, what: &'static str, hint: &'static str) -> UnitError {
+    UnitError {
+        value: value.to_string(),
+        what,
+        hint,
+    }
+}
+
+/// Parse a rate; returns bits per second.
+pub fn parse_rate(s: &str) -> Result<u64, UnitError> {
+    let (v, unit) = split_number(s).ok_or_else(|| err(s, "rate", RATE_HINT))?;
+    let mult: f64 = match unit.as_str() {
+        "" | "bit" => 1.0,
+        "kbit" => 1e3,
+        "mbit" => 1e6,
+        "gbit" => 1e9,
+        "tbit" => 1e12,
+        "kibit" => 1024.0,
+        "mibit" => 1024.0 * 1024.0,
+        "gibit" => 1024.0 * 1024.0 * 1024.0,
+        "tibit" => 1024f64.powi(4),
+        "bps" => 8.0,
+        "kbps" => 8e3,
+        "mbps" => 8e6,
+        "gbps" => 8e9,
+        "tbps" => 8e12,
+        "kibps" => 8.0 * 1024.0,
+        "mibps" => 8.0 * 1024.0 * 1024.0,
+        "gibps" => 8.0 * 1024f64.powi(3),
+        _ => return Err(err(s, "rate", RATE_HINT)),
+    };
+    let bits = v * mult;
+    if bits >= u64::MAX as f64 {
+        return Err(err(s, "rate", RATE_HINT));
+    }
+    Ok(bits.round() as u64)
+}
+
+/// Parse a time; returns nanoseconds.
+pub fn parse_time(s: &str) -> Result<u64, UnitError> {
+    let (v, unit) = split_number(s).ok_or_else(|| err(s, "time", TIME_HINT))?;
+    let mult: f64 = match unit.as_str() {
+        "s" | "sec" | "secs" => 1e9,
+        "ms" | "msec" | "msecs" => 1e6,
+        "" | "us" | "usec" | "usecs" => 1e3,
+        "ns" | "nsec" | "nsecs" => 1.0,
+        _ => return Err(err(s, "time", TIME_HINT)),
+    };
+    let ns = v * mult;
+    if ns >= 1.8e19 {
+        return Err(err(s, "time", TIME_HINT));
+    }
+    Ok(ns.round() as u64)
+}
+
+/// Parse a size; returns bytes.
+pub fn parse_size(s: &str) -> Result<u64, UnitError> {
+    let (v, unit) = split_number(s).ok_or_else(|| err(s, "size", SIZE_HINT))?;
+    let mult: f64 = match unit.as_str() {
+        "" | "b" => 1.0,
+        "k" | "kb" => 1024.0,
+        "m" | "mb" => 1024.0 * 1024.0,
+        "g" | "gb" => 1024.0 * 1024.0 * 1024.0,
+        "kbit" => 1024.0 / 8.0,
+        "mbit" => 1024.0 * 1024.0 / 8.0,
+        "gbit" => 1024.0 * 1024.0 * 1024.0 / 8.0,
+        _ => return Err(err(s, "size", SIZE_HINT)),
+    };
+    let b = v * mult;
+    if b >= u64::MAX as f64 {
+        return Err(err(s, "size", SIZE_HINT));
+    }
+    Ok(b.round() as u64)
+}
+
+/// Format bits/s as tc does: `20Mbit`, `1250Kbit`, `64Kbit`, `999bit`.
+pub fn fmt_rate(bits: u64) -> String {
+    let units = ["bit", "Kbit", "Mbit", "Gbit", "Tbit"];
+    let mut r = bits as f64;
+    let mut i = 0;
+    while i + 1 < units.len() && r >= 1000.0 && (r % 1000.0 == 0.0 || r >= 1_000_000.0) {
+        r /= 1000.0;
+        i += 1;
+    }
+    if r.fract() == 0.0 {
+        format!("{}{}", r as u64, units[i])
+    } else {
+        format!("{:.3}{}", r, units[i]).replace(".000", "")
+    }
+}
+
+/// Format nanoseconds as tc does: `100ms`, `14.5ms`, `500us`, `1s`.
+pub fn fmt_time(ns: u64) -> String {
+    let (v, unit) = if ns >= 1_000_000_000 {
+        (ns as f64 / 1e9, "s")
+    } else if ns >= 1_000_000 {
+        (ns as f64 / 1e6, "ms")
+    } else if ns >= 1_000 {
+        (ns as f64 / 1e3, "us")
+    } else {
+        return format!("{ns}ns");
+    };
+    if (v * 10.0).fract().abs() < 1e-9 && v.fract().abs() < 1e-9 {
+        format!("{}{}", v as u64, unit)
+    } else {
+        let s = format!("{v:.1}");
+        format!("{s}{unit}")
+    }
+}
+
+/// Format bytes as tc does: `32Mb`, `4Mb`, `1514b`, `1478656b`.
+pub fn fmt_size(b: u64) -> String {
+    if b >= 1 << 20 && b % (1 << 20) == 0 {
+        format!("{}Mb", b >> 20)
+    } else if b >= 1 << 10 && b % (1 << 10) == 0 {
+        format!("{}Kb", b >> 10)
+    } else {
+        format!("{b}b")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_as_tc_reads_them() {
+        assert_eq!(parse_rate("20Mbit"), Ok(20_000_000));
+        assert_eq!(parse_rate("20mbit"), Ok(20_000_000));
+        assert_eq!(parse_rate("1.5Gbit"), Ok(1_500_000_000));
+        assert_eq!(parse_rate("64kbit"), Ok(64_000));
+        assert_eq!(parse_rate("1Mbps"), Ok(8_000_000));
+        assert_eq!(parse_rate("1000"), Ok(1000));
+        assert!(parse_rate("20Mbits").is_err());
+        assert!(parse_rate("fast").is_err());
+    }
+
+    #[test]
+    fn times_and_sizes_as_tc_reads_them() {
+        assert_eq!(parse_time("5ms"), Ok(5_000_000));
+        assert_eq!(
+            parse_time("100"),
+            Ok(100_000),
+            "bare number is microseconds"
+        );
+        assert_eq!(parse_time("1s"), Ok(1_000_000_000));
+        assert_eq!(parse_time("250us"), Ok(250_000));
+        assert_eq!(parse_size("32Mb"), Ok(33_554_432));
+        assert_eq!(parse_size("1514"), Ok(1514));
+        assert_eq!(parse_size("4kb"), Ok(4096));
+        assert!(parse_size("lots").is_err());
+    }
+
+    #[test]
+    fn formats_as_tc_prints_them() {
+        assert_eq!(fmt_rate(20_000_000), "20Mbit");
+        assert_eq!(fmt_rate(1_250_000), "1250Kbit");
+        assert_eq!(fmt_rate(5_000_000), "5Mbit");
+        assert_eq!(fmt_time(5_000_000), "5ms");
+        assert_eq!(fmt_time(14_500_000), "14.5ms");
+        assert_eq!(fmt_time(100_000_000), "100ms");
+        assert_eq!(fmt_size(33_554_432), "32Mb");
+        assert_eq!(fmt_size(1514), "1514b");
+    }
+}
