@@ -71,6 +71,11 @@ impl<Q> Bottleneck<Q> {
         &mut self.qdisc
     }
 
+    /// Take the discipline back.
+    pub fn into_qdisc(self) -> Q {
+        self.qdisc
+    }
+
     /// When the link next wants the discipline, if anything is pending.
     pub fn next_wakeup(&self) -> Option<Nanos> {
         self.next_attempt

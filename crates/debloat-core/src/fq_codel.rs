@@ -18,17 +18,17 @@ use crate::codel::{self, CodelQueue};
 use crate::flow::{reciprocal_scale, FlowHasher};
 use crate::list::ListSet;
 use crate::packet::{Nanos, Packet};
+use crate::pktq::{Fifo, Pool};
 use crate::qdisc::{Dequeue, DropBox, DropReason, Dropped, Qdisc, Verdict};
 use crate::spec::FqCodelSpec;
 use crate::stats::{QdiscStats, Xstats};
-use std::collections::VecDeque;
 
 const NEW: usize = 0;
 const OLD: usize = 1;
 
 #[derive(Debug)]
-struct Flow<P> {
-    q: VecDeque<P>,
+struct Flow {
+    q: Fifo,
     deficit: i32,
     cvars: codel::Vars,
 }
@@ -39,7 +39,7 @@ pub struct FqCodel<P> {
     spec: FqCodelSpec,
     cparams: codel::Params,
     hasher: FlowHasher,
-    flows: Vec<Flow<P>>,
+    flows: Vec<Flow>,
     backlogs: Vec<u32>,
     lists: ListSet<2>,
     core: Core<P>,
@@ -59,18 +59,19 @@ struct Core<P> {
     memory_usage: u64,
     drops: u64,
     dropped: DropBox<P>,
+    pool: Pool<P>,
 }
 
 /// One flow's queue plus the qdisc counters, as `codel_dequeue` sees them.
 struct FlowView<'a, P> {
-    flow: &'a mut Flow<P>,
+    flow: &'a mut Flow,
     flow_backlog: &'a mut u32,
     core: &'a mut Core<P>,
 }
 
 impl<P: Packet> CodelQueue<P> for FlowView<'_, P> {
     fn pop(&mut self) -> Option<P> {
-        let p = self.flow.q.pop_front()?;
+        let p = self.core.pool.pop_front(&mut self.flow.q)?;
         let m = p.meta();
         *self.flow_backlog -= m.len;
         self.core.memory_usage -= u64::from(m.truesize);
@@ -97,7 +98,7 @@ impl<P: Packet> FqCodel<P> {
             hasher,
             flows: (0..n)
                 .map(|_| Flow {
-                    q: VecDeque::new(),
+                    q: Fifo::default(),
                     deficit: 0,
                     cvars: codel::Vars::default(),
                 })
@@ -110,6 +111,7 @@ impl<P: Packet> FqCodel<P> {
                 memory_usage: 0,
                 drops: 0,
                 dropped: DropBox::default(),
+                pool: Pool::with_capacity(spec.limit.min(16384) as usize),
             },
             cstats: codel::Stats::default(),
             drop_overlimit: 0,
@@ -153,7 +155,7 @@ impl<P: Packet> FqCodel<P> {
         let threshold = maxbacklog >> 1;
         let flow = &mut self.flows[idx];
         let (mut len, mut mem, mut i) = (0u32, 0u64, 0u32);
-        while let Some(p) = flow.q.pop_front() {
+        while let Some(p) = self.core.pool.pop_front(&mut flow.q) {
             len += p.meta().len;
             mem += u64::from(p.meta().truesize);
             self.core.dropped.push(p, reason);
@@ -179,7 +181,7 @@ impl<P: Packet> Qdisc<P> for FqCodel<P> {
         m.enqueue_ns = now;
         let (len, truesize) = (m.len, m.truesize);
         let flow = &mut self.flows[idx as usize];
-        flow.q.push_back(packet);
+        self.core.pool.push_back(&mut flow.q, packet);
         self.backlogs[idx as usize] += len;
         self.core.backlog += u64::from(len);
         if self.lists.list_of(idx).is_none() {

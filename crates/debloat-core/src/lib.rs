@@ -24,6 +24,7 @@
 //! assert!(matches!(q.dequeue(1_000), Dequeue::Packet(_)));
 //! ```
 
+#![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 #![warn(missing_docs)]
 
@@ -38,6 +39,7 @@ pub mod flow;
 pub mod fq_codel;
 pub mod list;
 pub mod packet;
+pub mod pktq;
 pub mod qdisc;
 pub mod rng;
 pub mod spec;

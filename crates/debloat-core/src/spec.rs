@@ -399,7 +399,7 @@ pub struct FqCodelSpec {
     pub limit: u32,
     /// Flow queues (default 1024, 1..65536).
     pub flows: u32,
-    /// DRR quantum in bytes (default 1514, 256..2^20).
+    /// DRR quantum in bytes (default 1514; tc values below 256 become 256, as in Linux).
     pub quantum: u32,
     /// Bytes of truesize (default 32 MiB, the x86_64 value).
     pub memory_limit: u32,
@@ -429,7 +429,8 @@ impl FqCodelSpec {
             match w {
                 "limit" => s.limit = count_value(t, w, 1, u32::MAX)?,
                 "flows" => s.flows = count_value(t, w, 1, 65536)?,
-                "quantum" => s.quantum = count_value(t, w, 256, 1 << 20)?,
+                // Linux raises a quantum below 256 to 256 (fq_codel_change) and rejects one above 2^20.
+                "quantum" => s.quantum = count_value(t, w, 0, 1 << 20)?.max(256),
                 "drop_batch" => s.drop_batch = count_value(t, w, 1, u32::MAX)?,
                 "memory_limit" => {
                     let v = expect_value(t, w, "a size such as 32Mb")?;

@@ -10,7 +10,7 @@
 
 use crate::flow::FlowKey;
 use crate::packet::{Packet, TcpInfo};
-use std::collections::VecDeque;
+use crate::pktq::{Fifo, Pool};
 
 /// ACK filter setting.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -113,11 +113,11 @@ fn same_connection(a: &FlowKey, b: &FlowKey) -> bool {
 }
 
 /// Index in `flow` of the queued ACK to drop, given that the last packet is the new arrival.
-pub fn find<P: Packet>(flow: &VecDeque<P>, mode: AckFilter) -> Option<usize> {
+pub fn find<P: Packet>(pool: &Pool<P>, flow: &Fifo, mode: AckFilter) -> Option<usize> {
     if mode == AckFilter::None || flow.len() < 2 {
         return None;
     }
-    let trig_pkt = flow.back()?;
+    let trig_pkt = pool.back(flow)?;
     let trig = trig_pkt.meta().tcp?;
     if trig.flags & (TcpInfo::ACK | TcpInfo::SYN) != TcpInfo::ACK {
         return None;
@@ -130,7 +130,7 @@ pub fn find<P: Packet>(flow: &VecDeque<P>, mode: AckFilter) -> Option<usize> {
     };
     let mut elig: Option<(usize, u16)> = None;
     let mut num_found = 0;
-    for (i, p) in flow.iter().take(flow.len() - 1).enumerate() {
+    for (i, p) in pool.iter(flow).take(flow.len() - 1).enumerate() {
         let Some(c) = p.meta().tcp else { continue };
         if !same_connection(&p.meta().flow, &trig_pkt.meta().flow) {
             continue;
@@ -173,22 +173,27 @@ mod tests {
     use super::*;
     use crate::testutil::{ack, pkt};
 
-    fn q(v: Vec<crate::packet::Record>) -> VecDeque<crate::packet::Record> {
-        v.into_iter().collect()
+    fn check(v: Vec<crate::packet::Record>, mode: AckFilter) -> Option<usize> {
+        let mut pool = Pool::with_capacity(8);
+        let mut q = Fifo::default();
+        for p in v {
+            pool.push_back(&mut q, p);
+        }
+        find(&pool, &q, mode)
     }
 
     #[test]
     fn normal_mode_drops_oldest_of_two_redundant_acks() {
-        let flow = q(vec![ack(1, 1000), ack(2, 2000), ack(3, 3000)]);
-        assert_eq!(find(&flow, AckFilter::Filter), Some(0));
+        let flow = vec![ack(1, 1000), ack(2, 2000), ack(3, 3000)];
+        assert_eq!(check(flow.clone(), AckFilter::Filter), Some(0));
     }
 
     #[test]
     fn normal_mode_keeps_a_single_older_ack() {
-        let flow = q(vec![ack(1, 1000), ack(2, 2000)]);
-        assert_eq!(find(&flow, AckFilter::Filter), None);
+        let flow = vec![ack(1, 1000), ack(2, 2000)];
+        assert_eq!(check(flow.clone(), AckFilter::Filter), None);
         assert_eq!(
-            find(&flow, AckFilter::Aggressive),
+            check(flow.clone(), AckFilter::Aggressive),
             Some(0),
             "aggressive drops a lone neighbour"
         );
@@ -200,12 +205,12 @@ mod tests {
         if let Some(t) = data.meta.tcp.as_mut() {
             t.payload_len = 1448;
         }
-        let flow = q(vec![data, ack(2, 5000), ack(3, 3000)]);
+        let flow = (vec![data, ack(2, 5000), ack(3, 3000)]);
         // Packet 0 has payload; packet 1 acknowledges more than the trigger.
-        assert_eq!(find(&flow, AckFilter::Aggressive), None);
-        let flow = q(vec![pkt(9, 100), ack(2, 2000), ack(3, 3000)]);
+        assert_eq!(check(flow.clone(), AckFilter::Aggressive), None);
+        let flow = (vec![pkt(9, 100), ack(2, 2000), ack(3, 3000)]);
         assert_eq!(
-            find(&flow, AckFilter::Filter),
+            check(flow.clone(), AckFilter::Filter),
             None,
             "non-TCP neighbours are skipped"
         );
@@ -218,8 +223,8 @@ mod tests {
             t.sack_len = 1;
             t.sack[0] = (5000, 6000);
         }
-        let flow = q(vec![older, ack(2, 1500), ack(3, 2000)]);
+        let flow = (vec![older, ack(2, 1500), ack(3, 2000)]);
         // Packet 0 SACKs 5000-6000, which the trigger does not: keep it; only packet 1 eligible.
-        assert_eq!(find(&flow, AckFilter::Filter), None);
+        assert_eq!(check(flow.clone(), AckFilter::Filter), None);
     }
 }

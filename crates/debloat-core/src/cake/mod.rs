@@ -27,31 +27,31 @@ pub use config::CakeSpec;
 use crate::flow::{FlowHasher, FlowKey, HashPart};
 use crate::list::ListSet;
 use crate::packet::{Nanos, Packet};
+use crate::pktq::{Fifo, Pool};
 use crate::qdisc::{Dequeue, DropBox, DropReason, Dropped, Qdisc, Verdict};
 use crate::rng::SplitMix64;
 use crate::stats::{CakeStats, QdiscStats, TinStats, Xstats};
 use hash::{FlowMode, FlowSet, QUEUES};
-use std::collections::VecDeque;
 
 const NEW: usize = 0;
 const OLD: usize = 1;
 const DECAYING: usize = 2;
 
 #[derive(Debug)]
-struct Flow<P> {
-    q: VecDeque<P>,
+struct Flow {
+    q: Fifo,
     deficit: i32,
     dropped: u32,
     cvars: cobalt::Vars,
 }
 
 #[derive(Debug)]
-struct Tin<P> {
+struct Tin {
     p: tins::TinParams,
     tin_quantum: u16,
     tin_deficit: i32,
     time_next_packet: Nanos,
-    flows: Vec<Flow<P>>,
+    flows: Vec<Flow>,
     backlogs: Vec<u32>,
     table: hash::Table,
     lists: ListSet<3>,
@@ -72,7 +72,7 @@ struct Tin<P> {
     max_skblen: u32,
 }
 
-impl<P> Tin<P> {
+impl Tin {
     fn new(p: tins::TinParams, tin_quantum: u16) -> Self {
         Tin {
             p,
@@ -81,7 +81,7 @@ impl<P> Tin<P> {
             time_next_packet: 0,
             flows: (0..QUEUES)
                 .map(|_| Flow {
-                    q: VecDeque::new(),
+                    q: Fifo::default(),
                     deficit: 0,
                     dropped: 0,
                     cvars: cobalt::Vars::default(),
@@ -118,7 +118,8 @@ impl<P> Tin<P> {
 pub struct Cake<P> {
     spec: CakeSpec,
     mode: FlowMode,
-    tins: Vec<Tin<P>>,
+    tins: Vec<Tin>,
+    pool: Pool<P>,
     cobalt: cobalt::Cobalt,
     rng: SplitMix64,
     hasher: FlowHasher,
@@ -149,6 +150,7 @@ impl<P: Packet> Cake<P> {
             spec: spec.clone(),
             mode: spec.flow_mode,
             tins: Vec::new(),
+            pool: Pool::with_capacity(4096),
             cobalt: cobalt::Cobalt::default(),
             rng: SplitMix64::new(seed),
             hasher,
@@ -301,7 +303,7 @@ impl<P: Packet> Cake<P> {
         m.enqueue_ns = now;
         let (len, truesize) = (m.len, m.truesize);
         let t = &mut self.tins[tin];
-        t.flows[idx].q.push_back(p);
+        self.pool.push_back(&mut t.flows[idx].q, p);
         self.qlen += 1;
         self.buffer_used += u64::from(truesize);
         t.packets += 1;
@@ -314,10 +316,10 @@ impl<P: Packet> Cake<P> {
     /// Run the ACK filter on the flow whose tail just arrived.
     fn ack_filter(&mut self, tin: usize, idx: usize, now: Nanos) {
         let t = &mut self.tins[tin];
-        let Some(i) = ack_filter::find(&t.flows[idx].q, self.spec.ack_filter) else {
+        let Some(i) = ack_filter::find(&self.pool, &t.flows[idx].q, self.spec.ack_filter) else {
             return;
         };
-        let Some(ack) = t.flows[idx].q.remove(i) else {
+        let Some(ack) = self.pool.remove(&mut t.flows[idx].q, i) else {
             return;
         };
         let (len, truesize) = (ack.meta().len, ack.meta().truesize);
@@ -381,7 +383,7 @@ impl<P: Packet> Cake<P> {
         }
         let (tin, idx, _) = best?;
         let t = &mut self.tins[tin];
-        let p = t.flows[idx].q.pop_front()?;
+        let p = self.pool.pop_front(&mut t.flows[idx].q)?;
         if self
             .cobalt
             .queue_full(&mut t.flows[idx].cvars, &t.p.cparams, now)
@@ -555,7 +557,7 @@ impl<P: Packet> Cake<P> {
     /// Pop the head of a flow, updating every backlog counter (`cake_dequeue_one`).
     fn pop(&mut self, tin: usize, idx: usize) -> Option<P> {
         let t = &mut self.tins[tin];
-        let p = t.flows[idx].q.pop_front()?;
+        let p = self.pool.pop_front(&mut t.flows[idx].q)?;
         let (len, truesize) = (p.meta().len, p.meta().truesize);
         t.backlogs[idx] -= len;
         t.tin_backlog -= u64::from(len);

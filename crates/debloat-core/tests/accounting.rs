@@ -1,0 +1,179 @@
+//! Property tests: for every discipline, under random traffic, random specs and random clocks,
+//! every packet is exactly one of sent, dropped or queued — in packets and in bytes — and nothing
+//! panics.
+
+use debloat_core::flow::FlowKey;
+use debloat_core::packet::{Ecn, PacketMeta, Record, TcpInfo};
+use debloat_core::testutil::addr;
+use debloat_core::{Dequeue, FlowHasher, Qdisc, QdiscSpec};
+use proptest::prelude::*;
+use std::collections::HashSet;
+
+#[derive(Clone, Debug)]
+enum Op {
+    Enqueue {
+        len: u32,
+        flow: u8,
+        host: u8,
+        ecn: u8,
+        dscp: u8,
+        ack: Option<u16>,
+    },
+    Dequeue,
+    Advance(u64),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        5 => (40u32..9000, 0u8..40, 0u8..6, 0u8..4, 0u8..64, proptest::option::of(0u16..50))
+            .prop_map(|(len, flow, host, ecn, dscp, ack)| Op::Enqueue { len, flow, host, ecn, dscp, ack }),
+        4 => Just(Op::Dequeue),
+        2 => prop_oneof![0u64..10_000, 0u64..5_000_000, 0u64..2_000_000_000].prop_map(Op::Advance),
+    ]
+}
+
+fn spec() -> impl Strategy<Value = String> {
+    let time = prop_oneof![Just("1ms"), Just("5ms"), Just("20ms"), Just("100ms")];
+    let rate = prop_oneof![
+        Just("100kbit"),
+        Just("1Mbit"),
+        Just("20Mbit"),
+        Just("1Gbit")
+    ];
+    prop_oneof![
+        (1u32..50).prop_map(|l| format!("pfifo limit {l}")),
+        (100u32..50_000).prop_map(|l| format!("bfifo limit {l}")),
+        (1u32..50, time.clone(), any::<bool>()).prop_map(|(l, t, e)| format!(
+            "codel limit {l} target {t} {}",
+            if e { "ecn" } else { "noecn" }
+        )),
+        (
+            1u32..60,
+            1u32..64,
+            0u32..3000,
+            1u32..70,
+            any::<bool>(),
+            1u32..200_000
+        )
+            .prop_map(|(l, f, q, b, e, m)| {
+                format!(
+                    "fq_codel limit {l} flows {f} quantum {q} drop_batch {b} {} memory_limit {m}",
+                    if e { "ecn" } else { "noecn" }
+                )
+            }),
+        (
+            prop_oneof![
+                rate.clone().prop_map(|r| format!("bandwidth {r}")),
+                Just("unlimited".to_string())
+            ],
+            prop_oneof![
+                Just("besteffort"),
+                Just("diffserv3"),
+                Just("diffserv4"),
+                Just("diffserv8"),
+                Just("precedence")
+            ],
+            prop_oneof![
+                Just("flowblind"),
+                Just("srchost"),
+                Just("dsthost"),
+                Just("hosts"),
+                Just("flows"),
+                Just("dual-srchost"),
+                Just("dual-dsthost"),
+                Just("triple-isolate")
+            ],
+            prop_oneof![Just(""), Just("ack-filter"), Just("ack-filter-aggressive")],
+            prop_oneof![
+                Just(""),
+                Just("ethernet"),
+                Just("pppoe-vcmux"),
+                Just("docsis"),
+                Just("overhead -20 mpu 64")
+            ],
+            prop_oneof![Just(""), Just("ingress"), Just("wash")],
+            4_000u32..200_000,
+        )
+            .prop_map(|(bw, ds, fm, af, oh, x, m)| format!(
+                "cake {bw} {ds} {fm} {af} {oh} {x} memlimit {m}"
+            )),
+        (time, 1u32..50, any::<bool>())
+            .prop_map(|(t, l, e)| format!("deadline {t} limit {l} {}", if e { "ecn" } else { "" })),
+    ]
+}
+
+fn packet(id: u64, len: u32, flow: u8, host: u8, ecn: u8, dscp: u8, ack: Option<u16>) -> Record {
+    let proto = if ack.is_some() { 6 } else { 17 };
+    let key = FlowKey::ip(
+        addr(0, host),
+        addr(1, flow % 7),
+        1000 + u16::from(flow),
+        80,
+        proto,
+    );
+    let mut m = PacketMeta::new(len, key);
+    m.ecn = Ecn::from_bits(ecn);
+    m.dscp = dscp;
+    m.tcp = ack.map(|a| TcpInfo::pure_ack(u32::from(a) * 1000));
+    Record::new(id, m)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_packet_is_sent_dropped_or_queued(spec in spec(), ops in proptest::collection::vec(op(), 1..400), key in any::<[u64; 2]>()) {
+        let parsed: QdiscSpec = spec.parse().map_err(|e| TestCaseError::fail(format!("{spec}: {e}")))?;
+        let mut q = parsed.build::<Record>(FlowHasher::new(key), key[0]);
+        let (mut now, mut id) = (0u64, 0u64);
+        let (mut in_pkts, mut in_bytes, mut out_pkts, mut out_bytes) = (0u64, 0u64, 0u64, 0u64);
+        let mut seen = HashSet::new();
+        let account = |p: &Record, seen: &mut HashSet<u64>, out_pkts: &mut u64, out_bytes: &mut u64| -> Result<(), TestCaseError> {
+            prop_assert!(seen.insert(p.id), "packet {} came out twice", p.id);
+            *out_pkts += 1;
+            *out_bytes += u64::from(p.meta.len);
+            Ok(())
+        };
+        for op in ops {
+            match op {
+                Op::Enqueue { len, flow, host, ecn, dscp, ack } => {
+                    let p = packet(id, len, flow, host, ecn, dscp, ack);
+                    id += 1;
+                    in_pkts += 1;
+                    in_bytes += u64::from(len);
+                    q.enqueue(p, now);
+                }
+                Op::Dequeue => {
+                    match q.dequeue(now) {
+                        Dequeue::Packet(p) => account(&p, &mut seen, &mut out_pkts, &mut out_bytes)?,
+                        Dequeue::NotBefore(t) => prop_assert!(t > now, "NotBefore({t}) at {now}"),
+                        Dequeue::Empty => prop_assert_eq!(q.qlen(), 0, "Empty with packets queued"),
+                    }
+                }
+                Op::Advance(d) => now += d,
+            }
+            while let Some(d) = q.take_dropped() {
+                account(&d.packet, &mut seen, &mut out_pkts, &mut out_bytes)?;
+            }
+            prop_assert_eq!(in_pkts, out_pkts + q.qlen() as u64, "packets, spec {}", spec);
+            prop_assert_eq!(in_bytes, out_bytes + q.backlog(), "bytes, spec {}", spec);
+            let st = q.stats();
+            prop_assert_eq!((st.qlen, st.backlog), (q.qlen() as u64, q.backlog()));
+        }
+        // Everything left drains (shaped disciplines release by the time they name).
+        let mut guard = 0;
+        while q.qlen() > 0 {
+            match q.dequeue(now) {
+                Dequeue::Packet(p) => account(&p, &mut seen, &mut out_pkts, &mut out_bytes)?,
+                Dequeue::NotBefore(t) => now = t,
+                Dequeue::Empty => prop_assert_eq!(q.qlen(), 0, "Empty with packets still queued"),
+            }
+            while let Some(d) = q.take_dropped() {
+                account(&d.packet, &mut seen, &mut out_pkts, &mut out_bytes)?;
+            }
+            guard += 1;
+            prop_assert!(guard < 100_000, "drain does not finish");
+        }
+        prop_assert_eq!((in_pkts, in_bytes), (out_pkts, out_bytes));
+    }
+}
