@@ -1,1 +1,64 @@
-fn main() {}
+//! `debloat`: the command line that ties the crates together.
+
+mod demo;
+mod replay;
+mod summary;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+/// debloat: smart queue management (fifo, CoDel, FQ-CoDel, CAKE) you can replay, simulate and
+/// measure. Specs are written as for `tc qdisc add … root <spec>`.
+#[derive(Parser, Debug)]
+#[command(name = "debloat", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Show what queue management does: one synthetic overload through pfifo, fq_codel and cake,
+    /// compared side by side.
+    Demo(demo::Args),
+    /// Run a packet trace (CSV or pcap) through one queue discipline and one bottleneck, and
+    /// write what happened to every packet.
+    Replay(replay::Args),
+    /// Parse a qdisc spec and show it as tc would, with the parameters it derives.
+    Spec(SpecArgs),
+}
+
+/// Arguments of `debloat spec`.
+#[derive(clap::Args, Debug)]
+struct SpecArgs {
+    /// The spec, e.g. "cake bandwidth 20Mbit diffserv4".
+    spec: String,
+    /// Print JSON instead of tc's text.
+    #[arg(long)]
+    json: bool,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let res: Result<()> = match cli.command {
+        Command::Demo(a) => demo::run(&a),
+        Command::Replay(a) => replay::run(&a),
+        Command::Spec(a) => spec(&a),
+    };
+    if let Err(e) = res {
+        eprintln!("error: {e:#}");
+        std::process::exit(2);
+    }
+}
+
+fn spec(a: &SpecArgs) -> Result<()> {
+    let spec: debloat_core::QdiscSpec = a.spec.parse()?;
+    let q = spec.build::<debloat_core::Record>(debloat_core::FlowHasher::default(), 0);
+    let stats = q.stats();
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&stats)?);
+    } else {
+        print!("{}", stats.to_tc_string());
+    }
+    Ok(())
+}

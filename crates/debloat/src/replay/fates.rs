@@ -1,0 +1,145 @@
+//! The fates file: what happened to every input packet, one row each, in input order.
+
+use anyhow::{Context, Result};
+use debloat_core::bottleneck::Event;
+use debloat_core::Record;
+use std::path::Path;
+
+/// A packet's fate while the replay runs.
+pub struct Fate {
+    t_enq: u64,
+    outcome: Option<Outcome>,
+    malformed: bool,
+}
+
+enum Outcome {
+    Sent { start: u64, ecn_out: u8, len: u32 },
+    Dropped { at: u64, reason: &'static str },
+}
+
+impl Fate {
+    /// Handed to the discipline at `t`.
+    pub fn queued(t: u64) -> Fate {
+        Fate {
+            t_enq: t,
+            outcome: None,
+            malformed: false,
+        }
+    }
+    /// A capture packet that did not parse.
+    pub fn malformed() -> Fate {
+        Fate {
+            t_enq: 0,
+            outcome: None,
+            malformed: true,
+        }
+    }
+}
+
+/// One row of the fates CSV.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Row {
+    /// Input position.
+    pub id: u64,
+    /// When it reached the discipline.
+    pub t_enq_ns: u64,
+    /// `sent` or `dropped`.
+    pub fate: &'static str,
+    /// Why it was dropped (empty when sent).
+    pub reason: String,
+    /// Start of transmission (empty when dropped).
+    pub t_deq_ns: Option<u64>,
+    /// Time in the queue: to the start of transmission, or to the drop.
+    pub sojourn_ns: Option<u64>,
+    /// ECN codepoint it left with (3 = CE; empty when dropped).
+    pub ecn_out: Option<u8>,
+    /// Frame length (not written).
+    #[serde(skip)]
+    pub len: u32,
+}
+
+/// Record a bottleneck event against its packet. Sent packets are also kept for the pcap.
+pub fn record(e: Event<Record>, fates: &mut [Option<Fate>], delivered: &mut Vec<(u64, Record)>) {
+    let (id, outcome) = match e {
+        Event::Sent { packet, start, .. } => {
+            delivered.push((start, packet));
+            (
+                packet.id,
+                Outcome::Sent {
+                    start,
+                    ecn_out: packet.meta.ecn.bits(),
+                    len: packet.meta.len,
+                },
+            )
+        }
+        Event::Dropped { packet, reason, at } => (
+            packet.id,
+            Outcome::Dropped {
+                at,
+                reason: reason.as_str(),
+            },
+        ),
+    };
+    if let Some(Some(f)) = fates.get_mut(id as usize) {
+        f.outcome = Some(outcome);
+    }
+}
+
+/// Turn fates into rows; `None` if any packet has no outcome (an accounting bug).
+pub fn finish(fates: Vec<Option<Fate>>) -> Option<Vec<Row>> {
+    fates
+        .into_iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let f = f?;
+            let id = i as u64;
+            let row = |fate, reason: &str, t_deq, sojourn, ecn_out, len| Row {
+                id,
+                t_enq_ns: f.t_enq,
+                fate,
+                reason: reason.to_string(),
+                t_deq_ns: t_deq,
+                sojourn_ns: sojourn,
+                ecn_out,
+                len,
+            };
+            if f.malformed {
+                return Some(row("dropped", "malformed", None, None, None, 0));
+            }
+            Some(match f.outcome? {
+                Outcome::Sent {
+                    start,
+                    ecn_out,
+                    len,
+                } => row(
+                    "sent",
+                    "",
+                    Some(start),
+                    Some(start.saturating_sub(f.t_enq)),
+                    Some(ecn_out),
+                    len,
+                ),
+                Outcome::Dropped { at, reason } => row(
+                    "dropped",
+                    reason,
+                    None,
+                    Some(at.saturating_sub(f.t_enq)),
+                    None,
+                    0,
+                ),
+            })
+        })
+        .collect()
+}
+
+/// Write the rows as CSV with header `id,t_enq_ns,fate,reason,t_deq_ns,sojourn_ns,ecn_out`.
+pub fn write_csv(path: &Path, rows: &[Row]) -> Result<()> {
+    let mut w =
+        csv::Writer::from_path(path).with_context(|| format!("creating {}", path.display()))?;
+    for r in rows {
+        w.serialize(r)?;
+    }
+    w.flush()
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
