@@ -1,1 +1,147 @@
-fn main() {}
+//! Cost of one enqueue + one dequeue, per discipline, with a standing queue spread over N active
+//! flows. pfifo is the baseline: report the others as ratios to it from the same run
+//! (BENCHMARKS.md). Run: `cargo bench -p debloat-core --bench qdisc`.
+//!
+//! Two variants for the flow-queueing disciplines: `…/sw_hash` packets arrive without a flow
+//! hash, so the discipline hashes the 5-tuple (SipHash-1-3) for every packet; `…/skb_hash`
+//! packets carry one, as Linux's `skb->hash` does when the NIC's RSS hash or the sending
+//! socket's `sk_txhash` supplies it. CAKE's host modes still hash the addresses either way. The clock advances 1 µs per packet and the
+//! standing queue is two packets per flow (at most 4096), so sojourns stay below target and the
+//! AQMs run their full checks without dropping.
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use debloat_core::flow::FlowKey;
+use debloat_core::packet::{PacketMeta, Record};
+use debloat_core::{Dequeue, FlowHasher, Qdisc, QdiscSpec};
+use std::hint::black_box;
+use std::net::{IpAddr, Ipv4Addr};
+
+/// `n` flows. `hosts` = 0: every flow its own source and destination host (many clients, many
+/// servers); otherwise the flows share `hosts` destination hosts (CAKE's host fairness then
+/// divides each flow's quantum by the flows per host, and DRR does more rounds per packet).
+fn flows(n: u32, cached_hash: bool, hosts: u32) -> Vec<PacketMeta> {
+    let nic = FlowHasher::new([0x1234, 0x5678]);
+    (0..n)
+        .map(|i| {
+            let src = IpAddr::V4(Ipv4Addr::new(198, 18, (i >> 8) as u8, i as u8));
+            let d = if hosts == 0 { i } else { i % hosts };
+            let dst = IpAddr::V4(Ipv4Addr::new(198, 19, (d >> 8) as u8, d as u8));
+            let mut m = PacketMeta::new(1514, FlowKey::ip(src, dst, (i % 60000) as u16, 443, 17));
+            m.dscp = [0u8, 8, 34, 46][(i % 4) as usize];
+            if cached_hash {
+                m.hash = nic.flow_hash(&m);
+            }
+            m
+        })
+        .collect()
+}
+
+struct Rig {
+    q: Box<dyn Qdisc<Record>>,
+    pkts: Vec<PacketMeta>,
+    i: usize,
+    now: u64,
+}
+
+impl Rig {
+    fn new(spec: &str, n: u32, cached_hash: bool, hosts: u32) -> Rig {
+        let spec: QdiscSpec = spec.parse().expect("valid spec");
+        let mut r = Rig {
+            q: spec.build(FlowHasher::new([1, 2]), 3),
+            pkts: flows(n, cached_hash, hosts),
+            i: 0,
+            now: 0,
+        };
+        let standing = (2 * n as usize).min(4096);
+        for _ in 0..standing {
+            r.enqueue();
+        }
+        for _ in 0..20_000 {
+            r.step();
+        }
+        r
+    }
+
+    #[inline]
+    fn enqueue(&mut self) {
+        let m = self.pkts[self.i];
+        self.i = (self.i + 1) % self.pkts.len();
+        self.q.enqueue(Record::new(self.i as u64, m), self.now);
+    }
+
+    #[inline]
+    fn step(&mut self) {
+        self.now += 1_000;
+        self.enqueue();
+        match self.q.dequeue(self.now) {
+            Dequeue::Packet(p) => {
+                black_box(p);
+            }
+            Dequeue::NotBefore(t) => self.now = t,
+            Dequeue::Empty => {}
+        }
+        while let Some(d) = self.q.take_dropped() {
+            black_box(d);
+        }
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    let mut g = c.benchmark_group("enqueue_dequeue");
+    g.throughput(Throughput::Elements(1));
+    let cases: &[(&str, &str, u32)] = &[
+        ("pfifo", "pfifo limit 10000", 1024),
+        ("codel", "codel limit 10000", 1024),
+        ("fq_codel", "fq_codel", 1),
+        ("fq_codel", "fq_codel", 64),
+        ("fq_codel", "fq_codel", 1024),
+        ("fq_codel", "fq_codel flows 65536", 65536),
+        (
+            "cake_besteffort_triple",
+            "cake bandwidth 100Gbit besteffort triple-isolate",
+            1024,
+        ),
+        (
+            "cake_diffserv4_triple",
+            "cake bandwidth 100Gbit diffserv4 triple-isolate",
+            1024,
+        ),
+        (
+            "cake_besteffort_flows",
+            "cake bandwidth 100Gbit besteffort flows",
+            1024,
+        ),
+    ];
+    for &(name, spec, n) in cases {
+        let fq = !name.starts_with("pfifo") && !name.starts_with("codel");
+        for cached in [false, true] {
+            if cached && !fq {
+                continue;
+            }
+            let label = match (fq, cached) {
+                (false, _) => format!("{name}/{n}"),
+                (true, false) => format!("{name}/sw_hash/{n}"),
+                (true, true) => format!("{name}/skb_hash/{n}"),
+            };
+            let mut rig = Rig::new(spec, n, cached, 0);
+            g.bench_function(BenchmarkId::from_parameter(label), |b| {
+                b.iter(|| rig.step())
+            });
+        }
+    }
+    // Worst case for host fairness: 1024 flows to 8 servers, so each flow's quantum is 1514/128.
+    let mut rig = Rig::new(
+        "cake bandwidth 100Gbit besteffort triple-isolate",
+        1024,
+        false,
+        8,
+    );
+    g.bench_function(
+        BenchmarkId::from_parameter("cake_besteffort_triple/sw_hash/1024_flows_8_hosts"),
+        |b| b.iter(|| rig.step()),
+    );
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -10,7 +10,6 @@
 //! SipHash-2-4; both are keyed PRFs, the shorter one costs about half as much per packet.
 
 use siphasher::sip::SipHasher13;
-use std::hash::Hasher;
 use std::net::IpAddr;
 
 /// The identity of a flow, as the flow dissector extracts it.
@@ -98,9 +97,12 @@ impl FlowHasher {
     }
 
     /// The 32-bit hash of part of a key; never 0 (Linux maps 0 to 1 so 0 can mean "none").
+    ///
+    /// The key is laid out compactly on the stack, as the kernel's `flow_keys` are (13 bytes for
+    /// an IPv4 5-tuple, 37 for IPv6), and hashed in one pass.
     pub fn hash(&self, key: &FlowKey, part: HashPart) -> u32 {
-        let mut h = SipHasher13::new_with_keys(self.key[0], self.key[1]);
-        match *key {
+        let mut buf = [0u8; 40];
+        let n = match *key {
             FlowKey::Ip {
                 src,
                 dst,
@@ -109,20 +111,24 @@ impl FlowHasher {
                 proto,
                 flow_label,
             } => match part {
-                HashPart::Flow => hash_flow(&mut h, src, dst, sport, dport, proto, flow_label),
-                HashPart::SrcHost => write_addr(&mut h, src),
+                HashPart::Flow => flow_bytes(&mut buf, src, dst, sport, dport, proto, flow_label),
+                HashPart::SrcHost => addr_into(&mut buf, 0, src),
                 HashPart::DstHost => {
-                    h.write_u8(0xd5);
-                    write_addr(&mut h, dst)
+                    // Tag the destination so a host's src and dst hashes differ.
+                    buf[0] = 0xd5;
+                    addr_into(&mut buf, 1, dst)
                 }
             },
             FlowKey::NonIp { ethertype } => match part {
-                HashPart::Flow => h.write_u16(ethertype),
+                HashPart::Flow => {
+                    buf[..2].copy_from_slice(&ethertype.to_be_bytes());
+                    2
+                }
                 // Linux's CAKE gives non-IP packets host hash 0.
                 HashPart::SrcHost | HashPart::DstHost => return 0,
             },
-        }
-        let v = h.finish();
+        };
+        let v = SipHasher13::new_with_keys(self.key[0], self.key[1]).hash(&buf[..n]);
         match (v ^ (v >> 32)) as u32 {
             0 => 1,
             x => x,
@@ -139,45 +145,51 @@ impl FlowHasher {
     }
 }
 
-fn write_addr(h: &mut SipHasher13, a: IpAddr) {
+/// Write an address at `at`; returns the end offset.
+fn addr_into(buf: &mut [u8; 40], at: usize, a: IpAddr) -> usize {
     match a {
-        IpAddr::V4(v4) => h.write(&v4.octets()),
-        IpAddr::V6(v6) => h.write(&v6.octets()),
+        IpAddr::V4(v4) => {
+            buf[at..at + 4].copy_from_slice(&v4.octets());
+            at + 4
+        }
+        IpAddr::V6(v6) => {
+            buf[at..at + 16].copy_from_slice(&v6.octets());
+            at + 16
+        }
     }
 }
 
-fn addr_bytes(a: IpAddr) -> [u8; 16] {
-    match a {
-        IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
-        IpAddr::V6(v6) => v6.octets(),
-    }
-}
-
-/// Canonical (direction-symmetric) ordering as in Linux `__flow_hash_consistentify`.
-fn hash_flow(
-    h: &mut SipHasher13,
+/// The canonical (direction-symmetric) flow key, as Linux `__flow_hash_consistentify` orders
+/// it: lower (address, port) first. Returns its length.
+fn flow_bytes(
+    buf: &mut [u8; 40],
     src: IpAddr,
     dst: IpAddr,
     sport: u16,
     dport: u16,
     proto: u8,
     flow_label: u32,
-) {
-    let (a, b) = (addr_bytes(src), addr_bytes(dst));
-    let (a, b, pa, pb) = if (a, sport) <= (b, dport) {
-        (a, b, sport, dport)
-    } else {
-        (b, a, dport, sport)
+) -> usize {
+    let swap = match (src, dst) {
+        (IpAddr::V4(a), IpAddr::V4(b)) => (a.to_bits(), sport) > (b.to_bits(), dport),
+        (IpAddr::V6(a), IpAddr::V6(b)) => (a.to_bits(), sport) > (b.to_bits(), dport),
+        _ => src > dst,
     };
-    h.write(&a);
-    h.write(&b);
-    if flow_label != 0 && src.is_ipv6() {
-        h.write_u32(flow_label);
+    let (a, b, pa, pb) = if swap {
+        (dst, src, dport, sport)
     } else {
-        h.write_u16(pa);
-        h.write_u16(pb);
+        (src, dst, sport, dport)
+    };
+    let mut n = addr_into(buf, 0, a);
+    n = addr_into(buf, n, b);
+    if flow_label != 0 && src.is_ipv6() {
+        buf[n..n + 4].copy_from_slice(&flow_label.to_be_bytes());
+    } else {
+        buf[n..n + 2].copy_from_slice(&pa.to_be_bytes());
+        buf[n + 2..n + 4].copy_from_slice(&pb.to_be_bytes());
     }
-    h.write_u8(proto);
+    buf[n + 4] = proto;
+    n + 5
 }
 
 /// Linux `reciprocal_scale`: map a 32-bit hash onto `0..n` without a division.

@@ -6,12 +6,18 @@
 
 const NIL: u32 = u32::MAX;
 
+/// One flow's links, kept together so a list operation touches one cache line per flow.
+#[derive(Clone, Copy, Debug)]
+struct Link {
+    prev: u32,
+    next: u32,
+    on: u8,
+}
+
 /// `N` lists over `0..capacity` flow indices.
 #[derive(Clone, Debug)]
 pub struct ListSet<const N: usize> {
-    prev: Vec<u32>,
-    next: Vec<u32>,
-    on: Vec<u8>,
+    links: Vec<Link>,
     head: [u32; N],
     tail: [u32; N],
     len: [u32; N],
@@ -21,9 +27,14 @@ impl<const N: usize> ListSet<N> {
     /// Empty lists for flows `0..capacity`.
     pub fn new(capacity: usize) -> Self {
         ListSet {
-            prev: vec![NIL; capacity],
-            next: vec![NIL; capacity],
-            on: vec![u8::MAX; capacity],
+            links: vec![
+                Link {
+                    prev: NIL,
+                    next: NIL,
+                    on: u8::MAX
+                };
+                capacity
+            ],
             head: [NIL; N],
             tail: [NIL; N],
             len: [0; N],
@@ -33,7 +44,7 @@ impl<const N: usize> ListSet<N> {
     /// The list flow `i` is on, if any.
     #[inline]
     pub fn list_of(&self, i: u32) -> Option<usize> {
-        match self.on[i as usize] {
+        match self.links[i as usize].on {
             u8::MAX => None,
             l => Some(l as usize),
         }
@@ -65,15 +76,17 @@ impl<const N: usize> ListSet<N> {
     pub fn push_back(&mut self, l: usize, i: u32) {
         debug_assert!(self.list_of(i).is_none(), "flow already listed");
         let t = self.tail[l];
-        self.prev[i as usize] = t;
-        self.next[i as usize] = NIL;
+        self.links[i as usize] = Link {
+            prev: t,
+            next: NIL,
+            on: l as u8,
+        };
         if t == NIL {
             self.head[l] = i;
         } else {
-            self.next[t as usize] = i;
+            self.links[t as usize].next = i;
         }
         self.tail[l] = i;
-        self.on[i as usize] = l as u8;
         self.len[l] += 1;
     }
 
@@ -81,18 +94,20 @@ impl<const N: usize> ListSet<N> {
     #[inline]
     pub fn remove(&mut self, i: u32) {
         let Some(l) = self.list_of(i) else { return };
-        let (p, n) = (self.prev[i as usize], self.next[i as usize]);
+        let Link {
+            prev: p, next: n, ..
+        } = self.links[i as usize];
         if p == NIL {
             self.head[l] = n;
         } else {
-            self.next[p as usize] = n;
+            self.links[p as usize].next = n;
         }
         if n == NIL {
             self.tail[l] = p;
         } else {
-            self.prev[n as usize] = p;
+            self.links[n as usize].prev = p;
         }
-        self.on[i as usize] = u8::MAX;
+        self.links[i as usize].on = u8::MAX;
         self.len[l] -= 1;
     }
 
@@ -113,7 +128,7 @@ mod tests {
         let mut c = s.head[l];
         while c != NIL {
             out.push(c);
-            c = s.next[c as usize];
+            c = s.links[c as usize].next;
         }
         out
     }

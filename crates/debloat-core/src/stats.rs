@@ -247,6 +247,9 @@ impl QdiscStats {
     }
 }
 
+/// One row of the per-tin table: its tc name and how to print a tin's value.
+type Row = (&'static str, fn(&TinStats) -> String);
+
 fn write_cake(s: &mut String, c: &CakeStats) {
     let _ = writeln!(
         s,
@@ -277,7 +280,7 @@ fn write_cake(s: &mut String, c: &CakeStats) {
         let _ = write!(s, "{:>12}", t.name);
     }
     s.push('\n');
-    let rows: [(&str, fn(&TinStats) -> String); 20] = [
+    let rows: [Row; 20] = [
         ("thresh", |t| fmt_rate(t.threshold_rate * 8)),
         ("target", |t| fmt_time(t.target_us * 1000)),
         ("interval", |t| fmt_time(t.interval_us * 1000)),

@@ -122,8 +122,10 @@ fn no_drop_while_remaining_backlog_is_at_most_one_mtu() {
 
 #[test]
 fn tail_drops_at_limit_and_counts_drop_overlimit() {
-    let mut s = CodelSpec::default();
-    s.limit = 3;
+    let s = CodelSpec {
+        limit: 3,
+        ..CodelSpec::default()
+    };
     let mut q: Codel<Record> = Codel::new(&s);
     for i in 0..5 {
         q.enqueue(pkt(i, 100), 0);

@@ -125,10 +125,7 @@ fn simulate(spec: &QdiscSpec, name: &str, secs: u64, seed: u64) -> Outcome {
             }
             Event::Dropped { .. } => res.drops += 1,
         };
-        loop {
-            let Some((i, &t)) = next.iter().enumerate().min_by_key(|x| (*x.1, x.0)) else {
-                break;
-            };
+        while let Some((i, &t)) = next.iter().enumerate().min_by_key(|x| (*x.1, x.0)) {
             if t >= end {
                 break;
             }

@@ -205,10 +205,10 @@ mod tests {
         if let Some(t) = data.meta.tcp.as_mut() {
             t.payload_len = 1448;
         }
-        let flow = (vec![data, ack(2, 5000), ack(3, 3000)]);
+        let flow = vec![data, ack(2, 5000), ack(3, 3000)];
         // Packet 0 has payload; packet 1 acknowledges more than the trigger.
         assert_eq!(check(flow.clone(), AckFilter::Aggressive), None);
-        let flow = (vec![pkt(9, 100), ack(2, 2000), ack(3, 3000)]);
+        let flow = vec![pkt(9, 100), ack(2, 2000), ack(3, 3000)];
         assert_eq!(
             check(flow.clone(), AckFilter::Filter),
             None,
@@ -223,7 +223,7 @@ mod tests {
             t.sack_len = 1;
             t.sack[0] = (5000, 6000);
         }
-        let flow = (vec![older, ack(2, 1500), ack(3, 2000)]);
+        let flow = vec![older, ack(2, 1500), ack(3, 2000)];
         // Packet 0 SACKs 5000-6000, which the trigger does not: keep it; only packet 1 eligible.
         assert_eq!(check(flow.clone(), AckFilter::Filter), None);
     }

@@ -147,7 +147,7 @@ impl Cobalt {
         let mut up = false;
         if now.wrapping_sub(v.blue_timer) as i64 > p.target as i64 {
             up = v.p_drop == 0;
-            v.p_drop = v.p_drop.checked_add(p.p_inc).unwrap_or(u32::MAX);
+            v.p_drop = v.p_drop.saturating_add(p.p_inc);
             v.blue_timer = now;
         }
         v.dropping = true;

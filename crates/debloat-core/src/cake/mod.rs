@@ -138,6 +138,19 @@ pub struct Cake<P> {
     dropped: DropBox<P>,
 }
 
+/// `quantum_div[i] = 65535 / i` (and 65535 at 0), precomputed as the kernel does so the per-flow
+/// quantum costs a multiply, not a division.
+const QUANTUM_DIV: [u16; QUEUES + 1] = {
+    let mut t = [0u16; QUEUES + 1];
+    t[0] = 65535;
+    let mut i = 1;
+    while i <= QUEUES {
+        t[i] = (65535 / i) as u16;
+        i += 1;
+    }
+    t
+};
+
 fn ewma(avg: u64, sample: u64, shift: u32) -> u64 {
     avg - (avg >> shift) + (sample >> shift)
 }
@@ -292,8 +305,8 @@ impl<P: Packet> Cake<P> {
 
     fn flow_quantum(&mut self, tin: usize, idx: usize) -> i32 {
         let t = &self.tins[tin];
-        let load = t.table.host_load(idx, self.mode);
-        let div = 65535 / load;
+        let load = t.table.host_load(idx, self.mode) as usize;
+        let div = u32::from(QUANTUM_DIV[load.min(QUEUES)]);
         ((u32::from(t.p.flow_quantum) * div + u32::from(self.rng.next_u16())) >> 16) as i32
     }
 
@@ -694,10 +707,7 @@ impl<P: Packet> Qdisc<P> for Cake<P> {
             let Some(tin) = self.choose_tin(now) else {
                 return Dequeue::Empty;
             };
-            loop {
-                let Some(idx) = self.choose_flow(tin, &mut first) else {
-                    break;
-                };
+            while let Some(idx) = self.choose_flow(tin, &mut first) {
                 match self.aqm_dequeue(tin, idx, now) {
                     Ok(p) => {
                         self.deliver(tin, idx, &p, now);
