@@ -62,6 +62,7 @@ impl<P> Pool<P> {
         }
     }
 
+    #[inline(always)]
     fn alloc(&mut self, p: P) -> u32 {
         if self.free != NIL {
             let i = self.free;
@@ -79,6 +80,7 @@ impl<P> Pool<P> {
         }
     }
 
+    #[inline(always)]
     fn release(&mut self, i: u32) -> Option<P> {
         let n = &mut self.nodes[i as usize];
         let p = n.pkt.take();

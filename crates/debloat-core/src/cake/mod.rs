@@ -269,6 +269,7 @@ impl<P: Packet> Cake<P> {
     }
 
     /// `cake_classify` + `cake_hash`: the (tin, queue) for a packet. Washes DSCP if asked.
+    #[inline(always)]
     fn classify(&mut self, p: &mut P) -> (usize, usize) {
         let tin = self.select_tin(p);
         if self.spec.wash {
@@ -303,6 +304,7 @@ impl<P: Packet> Cake<P> {
         (tin, idx)
     }
 
+    #[inline(always)]
     fn flow_quantum(&mut self, tin: usize, idx: usize) -> i32 {
         let t = &self.tins[tin];
         let load = t.table.host_load(idx, self.mode) as usize;
@@ -311,6 +313,7 @@ impl<P: Packet> Cake<P> {
     }
 
     /// Queue one packet (already classified) and account for it.
+    #[inline(always)]
     fn queue_one(&mut self, tin: usize, idx: usize, mut p: P, now: Nanos) {
         let m = p.meta_mut();
         m.enqueue_ns = now;
@@ -356,6 +359,7 @@ impl<P: Packet> Cake<P> {
     }
 
     /// The flow state machine on enqueue (NONE/DECAYING → SPARSE, SPARSE_WAIT → BULK).
+    #[inline(always)]
     fn activate(&mut self, tin: usize, idx: usize) {
         let set = self.tins[tin].table.slots[idx].set;
         match set {
@@ -423,6 +427,7 @@ impl<P: Packet> Cake<P> {
         Some((tin, idx))
     }
 
+    #[inline(always)]
     fn advance_shaper(&mut self, tin: usize, len: u32, now: Nanos, drop: bool) {
         let t = &mut self.tins[tin];
         shaper::advance_tin(
@@ -436,6 +441,7 @@ impl<P: Packet> Cake<P> {
     }
 
     /// Reset stale shaper clocks when a tin or the whole qdisc was idle.
+    #[inline(always)]
     fn freshen_shaper(&mut self, tin: usize, now: Nanos) {
         let t = &mut self.tins[tin];
         if t.tin_backlog != 0 {
@@ -455,6 +461,7 @@ impl<P: Packet> Cake<P> {
     }
 
     /// Tin choice for dequeue; `None` when nothing is eligible.
+    #[inline(always)]
     fn choose_tin(&mut self, now: Nanos) -> Option<usize> {
         if self.shaper.rate_ns == 0 {
             let n = self.tins.len();
@@ -499,6 +506,7 @@ impl<P: Packet> Cake<P> {
     }
 
     /// The flow DRR++ picks next in a tin, moving flows with no deficit to the old list.
+    #[inline(always)]
     fn choose_flow(&mut self, tin: usize, first: &mut bool) -> Option<usize> {
         loop {
             let t = &self.tins[tin];
@@ -568,6 +576,7 @@ impl<P: Packet> Cake<P> {
     }
 
     /// Pop the head of a flow, updating every backlog counter (`cake_dequeue_one`).
+    #[inline(always)]
     fn pop(&mut self, tin: usize, idx: usize) -> Option<P> {
         let t = &mut self.tins[tin];
         let p = self.pool.pop_front(&mut t.flows[idx].q)?;
@@ -582,6 +591,7 @@ impl<P: Packet> Cake<P> {
 
     /// Take a packet the AQM lets through from the chosen flow. `Err(true)` asks the caller to
     /// choose a flow again (flow found empty, or an ingress drop).
+    #[inline(always)]
     fn aqm_dequeue(&mut self, tin: usize, idx: usize, now: Nanos) -> Result<P, bool> {
         loop {
             let Some(mut p) = self.pop(tin, idx) else {
@@ -628,6 +638,7 @@ impl<P: Packet> Cake<P> {
     }
 
     /// Account for a delivered packet: delay EWMAs, shaper, deficits.
+    #[inline(always)]
     fn deliver(&mut self, tin: usize, idx: usize, p: &P, now: Nanos) {
         let adj = self.spec.overhead.adjusted_len(p.meta(), &mut self.sizes);
         let t = &mut self.tins[tin];

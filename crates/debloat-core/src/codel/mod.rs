@@ -208,7 +208,8 @@ pub fn dequeue<P: Packet, Q: CodelQueue<P>>(
                     stats.ecn_mark += 1;
                     vars.drop_next =
                         control_law(vars.drop_next, params.interval, vars.rec_inv_sqrt);
-                    return Some(ce_threshold(skb, vars, params, stats));
+                    ce_threshold(&mut skb, vars, params, stats);
+                    return Some(skb);
                 }
                 drop_one(q, skb, stats);
                 match q.pop() {
@@ -235,11 +236,16 @@ pub fn dequeue<P: Packet, Q: CodelQueue<P>>(
             let next = q.pop();
             should_drop(next.as_ref(), q, vars, params, stats, now);
             enter_dropping(vars, params, now);
-            return next.map(|p| ce_threshold(p, vars, params, stats));
+            let mut next = next;
+            if let Some(p) = next.as_mut() {
+                ce_threshold(p, vars, params, stats);
+            }
+            return next;
         }
         enter_dropping(vars, params, now);
     }
-    Some(ce_threshold(skb, vars, params, stats))
+    ce_threshold(&mut skb, vars, params, stats);
+    Some(skb)
 }
 
 /// The re-entry rule: resume near the old drop rate if the last episode was recent.
@@ -262,7 +268,8 @@ fn enter_dropping(vars: &mut Vars, params: &Params, now: CodelTime) {
     vars.drop_next = control_law(now, params.interval, vars.rec_inv_sqrt);
 }
 
-fn ce_threshold<P: Packet>(mut skb: P, vars: &Vars, params: &Params, stats: &mut Stats) -> P {
+#[inline]
+fn ce_threshold<P: Packet>(skb: &mut P, vars: &Vars, params: &Params, stats: &mut Stats) {
     if let Some(th) = params.ce_threshold {
         if after(vars.ldelay, th) {
             let m = skb.meta();
@@ -274,7 +281,6 @@ fn ce_threshold<P: Packet>(mut skb: P, vars: &Vars, params: &Params, stats: &mut
             }
         }
     }
-    skb
 }
 
 #[cfg(test)]
