@@ -375,3 +375,33 @@ fn a_sparse_flow_waits_less_than_one_packet_time_in_cake() {
         t.avg_delay_us
     );
 }
+
+#[test]
+fn overflow_trims_the_fattest_flow_across_all_tins() {
+    // memlimit 20 KiB (9 packets). Bulk (CS1) holds 6, Voice (EF) 3; a 10th packet arrives in
+    // Best Effort. The Bulk flow is fattest, so it loses its head packet, not the arrival.
+    let mut q = cake("cake bandwidth 10Mbit diffserv3 flows memlimit 20kb");
+    let mut bulk = pkt_in(0, 1514, udp_flow(1, 1, 1));
+    bulk.meta.dscp = 8;
+    let mut voice = pkt_in(0, 1514, udp_flow(2, 2, 2));
+    voice.meta.dscp = 46;
+    for i in 0..6 {
+        bulk.id = i;
+        q.enqueue(bulk, 0);
+    }
+    for i in 10..13 {
+        voice.id = i;
+        q.enqueue(voice, 0);
+    }
+    assert!(q.take_dropped().is_none());
+    q.enqueue(pkt_in(20, 1514, udp_flow(3, 3, 3)), 0);
+    let d = q.take_dropped().expect("one overflow drop");
+    assert_eq!((d.packet.id, d.reason), (0, DropReason::Overlimit));
+    assert!(q.take_dropped().is_none());
+    let s = cake_stats(&q);
+    // tc column order for diffserv3: Bulk, Best Effort, Voice.
+    assert_eq!(
+        (s.tins[0].drops, s.tins[1].drops, s.tins[2].drops),
+        (1, 0, 0)
+    );
+}

@@ -187,3 +187,28 @@ fn ce_threshold_marks_even_with_ecn_off() {
     let b = q.dequeue(2 * MS).packet().expect("pkt");
     assert_eq!((a.meta.ecn, b.meta.ecn), (Ecn::Ect0, Ecn::Ce));
 }
+
+#[test]
+fn stats_show_drop_next_relative_to_now_while_dropping() {
+    let (_, q) = signals(codel(false), false, 120 * MS);
+    assert!(q.vars().dropping);
+    let debloat_core::stats::Xstats::Codel {
+        drop_next_us,
+        count,
+        ..
+    } = q.stats().xstats
+    else {
+        panic!()
+    };
+    // Entered dropping at 105 ms (count 1): next drop at 205 ms, i.e. ~85 ms after 120 ms.
+    assert_eq!(count, 1);
+    assert!(
+        (84_000..=86_000).contains(&drop_next_us),
+        "drop_next {drop_next_us} us"
+    );
+    assert!(
+        q.stats().to_tc_string().contains("dropping drop_next 8"),
+        "{}",
+        q.stats().to_tc_string()
+    );
+}

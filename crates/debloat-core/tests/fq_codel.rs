@@ -177,3 +177,36 @@ fn empty_new_flow_is_deactivated_when_old_list_is_empty() {
         "fresh quantum on the new list"
     );
 }
+
+#[test]
+fn memory_limit_drops_from_the_fattest_flow_and_counts_overmemory() {
+    // 20 KiB of truesize holds 9 packets of 1514 B (truesize 2176 each).
+    let mut q = fq(FqCodelSpec {
+        memory_limit: 20 << 10,
+        ..FqCodelSpec::default()
+    });
+    let (a, b) = two_flows(&q);
+    for i in 0..8 {
+        q.enqueue(pkt_in(i, 1514, a), 0);
+    }
+    q.enqueue(pkt_in(100, 1514, b), 0);
+    q.enqueue(pkt_in(101, 1514, b), 0);
+    let dropped: Vec<(u64, DropReason)> = std::iter::from_fn(|| q.take_dropped())
+        .map(|d| (d.packet.id, d.reason))
+        .collect();
+    // Over memory on the 10th packet: A (8 packets) is fattest; half its bytes go from its head.
+    assert_eq!(
+        dropped.iter().map(|d| d.0).collect::<Vec<_>>(),
+        vec![0, 1, 2, 3]
+    );
+    assert!(dropped.iter().all(|d| d.1 == DropReason::Overmemory));
+    let debloat_core::stats::Xstats::FqCodel {
+        drop_overmemory,
+        drop_overlimit,
+        ..
+    } = q.stats().xstats
+    else {
+        panic!()
+    };
+    assert_eq!((drop_overmemory, drop_overlimit), (4, 4));
+}

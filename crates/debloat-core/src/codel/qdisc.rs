@@ -22,6 +22,8 @@ pub struct Codel<P> {
     sent_bytes: u64,
     sent_pkts: u64,
     drops: u64,
+    /// The latest `now` seen, so statistics can show `drop_next` relative to it as tc does.
+    last_now: Nanos,
 }
 
 #[derive(Debug)]
@@ -62,6 +64,7 @@ impl<P: Packet> Codel<P> {
             sent_bytes: 0,
             sent_pkts: 0,
             drops: 0,
+            last_now: 0,
         }
     }
 
@@ -73,6 +76,7 @@ impl<P: Packet> Codel<P> {
 
 impl<P: Packet> Qdisc<P> for Codel<P> {
     fn enqueue(&mut self, mut packet: P, now: Nanos) -> Verdict {
+        self.last_now = now;
         if self.fifo.q.len() < self.spec.limit as usize {
             let m = packet.meta_mut();
             m.enqueue_ns = now;
@@ -88,6 +92,7 @@ impl<P: Packet> Qdisc<P> for Codel<P> {
     }
 
     fn dequeue(&mut self, now: Nanos) -> Dequeue<P> {
+        self.last_now = now;
         let before = self.cstats.drop_count;
         let p = super::dequeue(
             &mut self.fifo,
@@ -136,7 +141,12 @@ impl<P: Packet> Qdisc<P> for Codel<P> {
                 lastcount: v.lastcount,
                 ldelay_us: codel_time_to_ns(v.ldelay) / 1000,
                 dropping: v.dropping,
-                drop_next_us: 0,
+                drop_next_us: if v.dropping {
+                    let rel = v.drop_next.wrapping_sub(super::codel_time(self.last_now)) as i32;
+                    (i64::from(rel) << 10) / 1000
+                } else {
+                    0
+                },
                 maxpacket: self.cstats.maxpacket,
                 ecn_mark: self.cstats.ecn_mark,
                 ce_mark: self.cstats.ce_mark,
