@@ -1,0 +1,72 @@
+//! Outside input never panics: random frame bytes into the classifier and the DS-field rewrite,
+//! random words into the spec parser and the unit parsers. Errors, where they happen, name the
+//! offending token.
+
+use debloat_core::classify::{classify, rewrite_ds_field, LinkType};
+use debloat_core::packet::Ecn;
+use debloat_core::units::{parse_rate, parse_size, parse_time};
+use debloat_core::{QdiscSpec, SpecError};
+use proptest::prelude::*;
+
+fn word() -> impl Strategy<Value = String> {
+    prop_oneof![
+        3 => proptest::sample::select(vec![
+            "pfifo", "bfifo", "codel", "fq_codel", "cake", "deadline", "limit", "flows", "quantum", "target",
+            "interval", "ecn", "noecn", "ce_threshold", "ce_threshold_selector", "memory_limit", "drop_batch",
+            "bandwidth", "unlimited", "rtt", "diffserv4", "besteffort", "triple-isolate", "dual-srchost",
+            "overhead", "mpu", "atm", "ptm", "raw", "ethernet", "docsis", "memlimit", "fwmark", "ack-filter",
+            "wash", "ingress", "nat", "autorate-ingress", "lan", "satellite",
+        ]).prop_map(String::from),
+        2 => "[0-9]{0,12}(\\.[0-9]{0,4})?(bit|kbit|Mbit|Gbit|ms|us|s|b|kb|Mb|p|)".prop_map(String::from),
+        1 => "0x[0-9a-fA-F]{0,10}(/0x[0-9a-f]{0,3})?".prop_map(String::from),
+        1 => "-?[0-9]{1,4}".prop_map(String::from),
+        1 => "\\PC{0,12}".prop_map(String::from),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn classify_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200), raw in any::<bool>(), extra in 0u32..3000) {
+        let link = if raw { LinkType::RawIp } else { LinkType::Ethernet };
+        if let Ok(m) = classify(&bytes, bytes.len() as u32 + extra, link) {
+            prop_assert!(m.len as usize >= bytes.len());
+            let mut b = bytes.clone();
+            let _ = rewrite_ds_field(&mut b, usize::from(m.network_offset), 46, Ecn::Ce);
+            prop_assert_eq!(b.len(), bytes.len());
+        }
+    }
+
+    #[test]
+    fn ds_rewrite_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..80), off in 0usize..100, dscp in any::<u8>(), ecn in 0u8..4) {
+        let mut b = bytes.clone();
+        let _ = rewrite_ds_field(&mut b, off, dscp, Ecn::from_bits(ecn));
+        prop_assert_eq!(b.len(), bytes.len());
+    }
+
+    #[test]
+    fn spec_parser_never_panics_and_names_bad_tokens(words in proptest::collection::vec(word(), 0..10)) {
+        let s = words.join(" ");
+        match QdiscSpec::parse(&s) {
+            Ok(spec) => {
+                // Whatever parses also builds and re-parses to the same spec.
+                let again = QdiscSpec::parse(&spec.to_string());
+                prop_assert_eq!(again.as_ref().ok(), Some(&spec), "{} -> {}", s, spec);
+                let _ = spec.build::<debloat_core::Record>(debloat_core::FlowHasher::default(), 0);
+            }
+            Err(SpecError::Unknown { token, .. }) | Err(SpecError::Value { token, .. }) | Err(SpecError::Unsupported { token, .. }) => {
+                prop_assert!(s.contains(&token), "error names `{}` not in `{}`", token, s);
+            }
+            Err(SpecError::MissingValue { keyword, .. }) => prop_assert!(s.contains(&keyword)),
+            Err(SpecError::Empty) => prop_assert!(s.trim().is_empty()),
+        }
+    }
+
+    #[test]
+    fn unit_parsers_never_panic(s in "\\PC{0,16}") {
+        let _ = parse_rate(&s);
+        let _ = parse_time(&s);
+        let _ = parse_size(&s);
+    }
+}
