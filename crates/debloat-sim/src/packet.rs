@@ -1,0 +1,71 @@
+//! What travels through the simulated network: core [`PacketMeta`] (what the disciplines see)
+//! plus the transport contents the endpoints need.
+
+use debloat_core::packet::{Nanos, Packet, PacketMeta};
+
+/// TCP payload per full segment (MSS 1448 with timestamps, as Linux on Ethernet).
+pub const MSS: u32 = 1448;
+/// Frame bytes of a full data segment: payload + TCP 32 (with timestamps) + IPv4 20 + Ethernet 14.
+pub const DATA_FRAME: u32 = MSS + 66;
+/// Frame bytes of a pure ACK.
+pub const ACK_FRAME: u32 = 66;
+/// Frame bytes of a flent ICMP ping (56 data bytes + ICMP 8 + IPv4 20 + Ethernet 14).
+pub const PING_FRAME: u32 = 98;
+
+/// Transport contents.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Body {
+    /// A TCP data segment; sequence numbers count whole segments.
+    Data {
+        /// Connection index.
+        flow: u32,
+        /// Segment number.
+        seq: u64,
+        /// CWR flag (the sender reacted to ECE).
+        cwr: bool,
+        /// When the sender sent it (echoed back like a TCP timestamp).
+        sent_at: Nanos,
+    },
+    /// A TCP acknowledgement.
+    Ack {
+        /// Connection index.
+        flow: u32,
+        /// Next segment expected.
+        ack: u64,
+        /// SACK blocks [start, end) in segments, most recent first.
+        sack: [(u64, u64); 3],
+        /// Valid blocks in `sack`.
+        sack_len: u8,
+        /// ECN-Echo.
+        ece: bool,
+        /// Timestamp echo of the segment that triggered this ACK.
+        echo: Nanos,
+    },
+    /// An ICMP echo request or reply.
+    Ping {
+        /// Sequence number.
+        seq: u32,
+        /// When the request was sent.
+        sent_at: Nanos,
+        /// A reply (else a request).
+        reply: bool,
+    },
+}
+
+/// A packet in the simulation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SimPacket {
+    /// What the disciplines see.
+    pub meta: PacketMeta,
+    /// What the endpoints see.
+    pub body: Body,
+}
+
+impl Packet for SimPacket {
+    fn meta(&self) -> &PacketMeta {
+        &self.meta
+    }
+    fn meta_mut(&mut self) -> &mut PacketMeta {
+        &mut self.meta
+    }
+}

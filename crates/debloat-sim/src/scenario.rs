@@ -1,0 +1,297 @@
+//! flent's tests under flent's names and defaults (measurement.md §2): the load runs for
+//! `length` seconds after a `delay` of 5 s, the ping runs from the start to `length + 2·delay`,
+//! and everything is sampled every `step` (0.2 s). Implemented: `ping`, `tcp_1up`, `tcp_nup`,
+//! `tcp_ndown`, `tcp_bidirectional`. The others (rrul, rrul_be, tcp_2up_square,
+//! tcp_4up_squarewave, voip, rtt_fair_*) are not yet.
+
+use crate::tcp::cc::Algorithm;
+use crate::world::{Dir, LinkConfig, World};
+use debloat_core::{FlowHasher, QdiscSpec};
+use serde::Serialize;
+
+
+/// A flent test name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Test {
+    /// ICMP ping alone.
+    Ping,
+    /// One TCP upload.
+    Tcp1Up,
+    /// N TCP uploads.
+    TcpNUp,
+    /// N TCP downloads.
+    TcpNDown,
+    /// One upload and one download.
+    TcpBidirectional,
+}
+
+impl std::str::FromStr for Test {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Test, String> {
+        Ok(match s {
+            "ping" => Test::Ping,
+            "tcp_1up" => Test::Tcp1Up,
+            "tcp_nup" => Test::TcpNUp,
+            "tcp_ndown" => Test::TcpNDown,
+            "tcp_bidirectional" => Test::TcpBidirectional,
+            "rrul" | "rrul_be" | "tcp_2up_square" | "tcp_4up_squarewave" | "voip" | "rtt_fair_up" | "rtt_fair_var_up" | "rtt_fair_var_down" | "tcp_1down" => {
+                return Err(format!("`{s}` is not implemented in the simulator yet; available: ping, tcp_1up, tcp_nup, tcp_ndown, tcp_bidirectional"))
+            }
+            other => return Err(format!("unknown test `{other}`; available: ping, tcp_1up, tcp_nup, tcp_ndown, tcp_bidirectional")),
+        })
+    }
+}
+
+impl Test {
+    /// flent's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Test::Ping => "ping",
+            Test::Tcp1Up => "tcp_1up",
+            Test::TcpNUp => "tcp_nup",
+            Test::TcpNDown => "tcp_ndown",
+            Test::TcpBidirectional => "tcp_bidirectional",
+        }
+    }
+}
+
+/// Everything a run needs.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Which test.
+    pub test: Test,
+    /// Down and up rates, bit/s.
+    pub down_bps: u64,
+    /// See `down_bps`.
+    pub up_bps: u64,
+    /// Base round-trip time, ns (split evenly between directions).
+    pub rtt_ns: u64,
+    /// Discipline in front of the up link.
+    pub qdisc_up: QdiscSpec,
+    /// Discipline in front of the down link.
+    pub qdisc_down: QdiscSpec,
+    /// Load duration, s.
+    pub length_s: f64,
+    /// Idle time before and after the load, s (flent's default 5).
+    pub delay_s: f64,
+    /// Sampling step, s (flent's default 0.2).
+    pub step_s: f64,
+    /// Streams for tcp_nup / tcp_ndown (flent's default 4).
+    pub streams: u32,
+    /// Congestion control of every flow.
+    pub cc: Algorithm,
+    /// ECN on the flows.
+    pub ecn: bool,
+    /// Seed for flow-hash keys and discipline randomness.
+    pub seed: u64,
+}
+
+/// Per-flow results.
+#[derive(Debug, Clone, Serialize)]
+pub struct FlowSummary {
+    /// Name.
+    pub name: String,
+    /// "tcp".
+    pub kind: &'static str,
+    /// "up" or "down".
+    pub direction: Dir,
+    /// Congestion control.
+    pub cc: Algorithm,
+    /// DSCP.
+    pub dscp: u8,
+    /// Goodput over the load period, Mbit/s.
+    pub throughput_mbps: f64,
+    /// Packets dropped by the disciplines, as a percentage of data packets sent.
+    pub loss_pct: f64,
+    /// Retransmissions, timeouts, and window reductions for loss and ECN.
+    pub retransmits: u64,
+    /// RTO expiries.
+    pub timeouts: u64,
+    /// Data segments that arrived CE-marked.
+    pub ce_marked: u64,
+}
+
+/// Latency percentiles, ms.
+#[derive(Debug, Clone, Serialize)]
+pub struct Latency {
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+}
+
+/// The ping's results.
+#[derive(Debug, Clone, Serialize)]
+pub struct PingSummary {
+    /// Name.
+    pub name: String,
+    /// RTT over the load period.
+    pub latency_ms: Option<Latency>,
+    /// RTT before the load.
+    pub idle_latency_ms: Option<Latency>,
+    /// Unanswered requests, %.
+    pub loss_pct: f64,
+}
+
+/// Per-queue results.
+#[derive(Debug, Clone, Serialize)]
+pub struct QueueSummary {
+    /// "bottleneck up" or "bottleneck down".
+    pub r#where: String,
+    /// The spec.
+    pub qdisc: String,
+    /// Packets sent.
+    pub sent_pkts: u64,
+    /// Bytes sent.
+    pub sent_bytes: u64,
+    /// Packets dropped.
+    pub dropped: u64,
+    /// Packets CE-marked.
+    pub marked: u64,
+    /// Largest backlog, packets.
+    pub max_backlog_pkts: u64,
+    /// Sojourn percentiles, ms.
+    pub sojourn_ms: Latency,
+}
+
+/// A whole run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    /// flent's test name.
+    pub test: &'static str,
+    /// Flows.
+    pub flows: Vec<FlowSummary>,
+    /// Ping.
+    pub pings: Vec<PingSummary>,
+    /// Queues.
+    pub queues: Vec<QueueSummary>,
+    /// Jain's fairness index over the flows' throughputs.
+    pub jain_fairness: Option<f64>,
+    /// Throughput of every flow per step, Mbit/s (series for plots).
+    #[serde(skip)]
+    pub series: Vec<Vec<f64>>,
+}
+
+fn pct(sorted: &[u64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil().max(1.0) as usize;
+    sorted[rank.min(sorted.len()) - 1] as f64 / 1e6
+}
+
+fn latency(mut v: Vec<u64>) -> Option<Latency> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_unstable();
+    Some(Latency { p50: pct(&v, 50.0), p90: pct(&v, 90.0), p99: pct(&v, 99.0) })
+}
+
+/// Run a test; `progress` gets the fraction done now and then.
+pub fn run(cfg: &Config, progress: impl FnMut(f64)) -> Summary {
+    let s = |x: f64| (x * 1e9) as u64;
+    let (delay, length) = (s(cfg.delay_s), s(cfg.length_s));
+    let end = length + 2 * delay;
+    let hasher = FlowHasher::new([cfg.seed, cfg.seed ^ 0x9e37_79b9_7f4a_7c15]);
+    let link = |spec: &QdiscSpec, rate, salt: u64| LinkConfig { rate_bps: rate, delay_ns: cfg.rtt_ns / 2, qdisc: spec.build(hasher, cfg.seed.wrapping_add(salt)) };
+    let mut w = World::new(link(&cfg.qdisc_up, cfg.up_bps, 1), link(&cfg.qdisc_down, cfg.down_bps, 2), end, s(cfg.step_s).max(1));
+    w.add_ping(0, 200_000_000);
+    let mut add = |name: String, dir| w.add_flow(&name, dir, cfg.cc, 0, cfg.ecn, delay, delay + length);
+    match cfg.test {
+        Test::Ping => {}
+        Test::Tcp1Up => {
+            add("TCP upload".into(), Dir::Up);
+        }
+        Test::TcpNUp => {
+            for i in 1..=cfg.streams {
+                add(format!("TCP upload::{i}"), Dir::Up);
+            }
+        }
+        Test::TcpNDown => {
+            for i in 1..=cfg.streams {
+                add(format!("TCP download::{i}"), Dir::Down);
+            }
+        }
+        Test::TcpBidirectional => {
+            add("TCP upload".into(), Dir::Up);
+            add("TCP download".into(), Dir::Down);
+        }
+    }
+    w.run(progress);
+    summarise(cfg, &w, delay, length)
+}
+
+fn summarise(cfg: &Config, w: &World, delay: u64, length: u64) -> Summary {
+    let load = |t: u64| t >= delay && t < delay + length;
+    let secs = length as f64 / 1e9;
+    let times = &w.sample_times;
+    let flows: Vec<FlowSummary> = w
+        .flows
+        .iter()
+        .map(|f| {
+            let at = |t: u64| times.iter().position(|&x| x >= t).and_then(|i| f.delivered_series.get(i)).copied().unwrap_or(f.receiver.delivered);
+            let segs = at(delay + length).saturating_sub(at(delay));
+            let sent = f.sender.outstanding() + f.receiver.delivered;
+            FlowSummary {
+                name: f.name.clone(),
+                kind: "tcp",
+                direction: f.dir,
+                cc: f.cc,
+                dscp: f.dscp,
+                throughput_mbps: segs as f64 * f64::from(crate::packet::MSS) * 8.0 / secs / 1e6,
+                loss_pct: if sent == 0 { 0.0 } else { f.drops as f64 * 100.0 / (sent + f.sender.retransmits) as f64 },
+                retransmits: f.sender.retransmits,
+                timeouts: f.sender.timeouts,
+                ce_marked: f.receiver.ce_marked,
+            }
+        })
+        .collect();
+    let series = w
+        .flows
+        .iter()
+        .map(|f| {
+            f.delivered_series
+                .windows(2)
+                .map(|x| (x[1] - x[0]) as f64 * f64::from(crate::packet::MSS) * 8.0 / cfg.step_s / 1e6)
+                .collect()
+        })
+        .collect();
+    let rtts = |f: &dyn Fn(u64) -> bool| w.ping.samples.iter().filter(|s| f(s.0)).map(|s| s.1).collect::<Vec<_>>();
+    let answered = w.ping.samples.len() as f64;
+    let pings = vec![PingSummary {
+        name: "Ping (ms) ICMP".into(),
+        latency_ms: latency(rtts(&|t| load(t))),
+        idle_latency_ms: latency(rtts(&|t| t < delay)),
+        loss_pct: if w.ping.sent == 0 { 0.0 } else { (1.0 - answered / w.ping.sent as f64).max(0.0) * 100.0 },
+    }];
+    let queues = [(Dir::Up, &cfg.qdisc_up), (Dir::Down, &cfg.qdisc_down)]
+        .iter()
+        .map(|(d, spec)| {
+            let st = w.link_stats(*d);
+            QueueSummary {
+                r#where: format!("bottleneck {}", if *d == Dir::Up { "up" } else { "down" }),
+                qdisc: spec.to_string(),
+                sent_pkts: st.sent_pkts,
+                sent_bytes: st.sent_bytes,
+                dropped: st.dropped,
+                marked: st.marked,
+                max_backlog_pkts: st.max_backlog_pkts,
+                sojourn_ms: latency(st.sojourns.clone()).unwrap_or(Latency { p50: 0.0, p90: 0.0, p99: 0.0 }),
+            }
+        })
+        .collect();
+    let tp: Vec<f64> = flows.iter().map(|f| f.throughput_mbps).collect();
+    let jain_fairness = (!tp.is_empty()).then(|| {
+        let s: f64 = tp.iter().sum();
+        let sq: f64 = tp.iter().map(|x| x * x).sum();
+        if sq == 0.0 {
+            1.0
+        } else {
+            s * s / (tp.len() as f64 * sq)
+        }
+    });
+    Summary { test: cfg.test.name(), flows, pings, queues, jain_fairness, series }
+}

@@ -1,0 +1,485 @@
+//! Linux-like TCP, sans-IO: the [`Sender`] takes ACKs and timeouts and hands out segments to
+//! send; the [`Receiver`] takes segments and hands out ACKs. Sequence numbers count whole MSS
+//! segments (bulk transfers only send full segments).
+//!
+//! Modelled: IW10; slow start and congestion avoidance ([`cc`]); SACK with an RFC 6675-style
+//! scoreboard (a hole is lost once three segments above it are SACKed) and fast recovery that
+//! retransmits holes first; RTO per RFC 6298 with Linux's 200 ms minimum, exponential backoff;
+//! RTT from timestamp echoes; delayed ACKs (every second segment, 40 ms timer, immediate on
+//! out-of-order data); ECN per RFC 3168 (ECE until CWR, one window reduction per RTT).
+//! Not modelled (yet): PRR (the window drops to ssthresh at once), RACK/TLP, lost
+//! retransmissions other than by RTO, receive-window limits, TSO/GSO, pacing, HyStart, BBR.
+
+pub mod cc;
+
+use cc::{Algorithm, Cc};
+use debloat_core::packet::Nanos;
+use std::collections::{BTreeSet, VecDeque};
+
+/// Linux's minimum RTO.
+pub const RTO_MIN: Nanos = 200_000_000;
+const RTO_MAX: Nanos = 120_000_000_000;
+const RTO_INIT: Nanos = 1_000_000_000;
+/// Linux's delayed-ACK timer (TCP_DELACK_MIN).
+pub const DELACK: Nanos = 40_000_000;
+const DUPTHRESH: u32 = 3;
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Seg {
+    sacked: bool,
+    lost: bool,
+    retransmitted: bool,
+}
+
+impl Seg {
+    /// Counted in `lost_pending`: lost, not SACKed, not yet retransmitted.
+    fn pending(&self) -> bool {
+        self.lost && !self.retransmitted && !self.sacked
+    }
+}
+
+/// A segment the sender wants on the wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Segment {
+    /// Segment number.
+    pub seq: u64,
+    /// A retransmission.
+    pub retransmit: bool,
+    /// Carries CWR.
+    pub cwr: bool,
+}
+
+/// An acknowledgement as the sender reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AckInfo {
+    /// Next segment the receiver expects.
+    pub ack: u64,
+    /// SACK blocks [start, end).
+    pub sack: [(u64, u64); 3],
+    /// Valid blocks.
+    pub sack_len: u8,
+    /// ECN-Echo.
+    pub ece: bool,
+    /// Echoed send time of the segment that triggered the ACK.
+    pub echo: Nanos,
+}
+
+/// The sending side of a bulk connection.
+#[derive(Debug)]
+pub struct Sender {
+    cc: Cc,
+    snd_una: u64,
+    snd_nxt: u64,
+    board: VecDeque<Seg>,
+    sacked: u64,
+    lost_pending: u64,
+    retrans_hint: u64,
+    recovery_point: Option<u64>,
+    cwr_point: u64,
+    send_cwr: bool,
+    srtt: Option<Nanos>,
+    rttvar: Nanos,
+    rto: Nanos,
+    backoff: u32,
+    rto_deadline: Option<Nanos>,
+    /// Segments retransmitted.
+    pub retransmits: u64,
+    /// Window reductions for loss.
+    pub loss_events: u64,
+    /// Window reductions for ECN.
+    pub ecn_events: u64,
+    /// RTO expiries.
+    pub timeouts: u64,
+}
+
+impl Sender {
+    /// A sender with algorithm `alg` and Linux's IW10.
+    pub fn new(alg: Algorithm) -> Sender {
+        Sender {
+            cc: Cc::new(alg, 10.0),
+            snd_una: 0,
+            snd_nxt: 0,
+            board: VecDeque::new(),
+            sacked: 0,
+            lost_pending: 0,
+            retrans_hint: 0,
+            recovery_point: None,
+            cwr_point: 0,
+            send_cwr: false,
+            srtt: None,
+            rttvar: 0,
+            rto: RTO_INIT,
+            backoff: 0,
+            rto_deadline: None,
+            retransmits: 0,
+            loss_events: 0,
+            ecn_events: 0,
+            timeouts: 0,
+        }
+    }
+
+    /// Congestion window, segments.
+    pub fn cwnd(&self) -> f64 {
+        self.cc.cwnd
+    }
+
+    /// Smoothed RTT, if measured.
+    pub fn srtt(&self) -> Option<Nanos> {
+        self.srtt
+    }
+
+    /// Segments sent and not yet cumulatively acknowledged.
+    pub fn outstanding(&self) -> u64 {
+        self.snd_nxt - self.snd_una
+    }
+
+    /// Segments believed in the network (RFC 6675 `pipe`).
+    pub fn pipe(&self) -> u64 {
+        self.outstanding() - self.sacked - self.lost_pending
+    }
+
+    /// When the retransmission timer fires, if armed.
+    pub fn poll_timeout(&self) -> Option<Nanos> {
+        self.rto_deadline
+    }
+
+    fn seg(&mut self, seq: u64) -> Option<&mut Seg> {
+        let i = seq.checked_sub(self.snd_una)? as usize;
+        self.board.get_mut(i)
+    }
+
+    fn arm_rto(&mut self, now: Nanos) {
+        self.rto_deadline = if self.outstanding() > 0 { Some(now + (self.rto << self.backoff).min(RTO_MAX)) } else { None };
+    }
+
+    fn rtt_sample(&mut self, r: Nanos) {
+        match self.srtt {
+            None => {
+                self.srtt = Some(r);
+                self.rttvar = r / 2;
+            }
+            Some(s) => {
+                let err = s.abs_diff(r);
+                self.rttvar = (3 * self.rttvar + err) / 4;
+                self.srtt = Some((7 * s + r) / 8);
+            }
+        }
+        let s = self.srtt.unwrap_or(r);
+        self.rto = (s + (4 * self.rttvar).max(RTO_MIN)).min(RTO_MAX);
+    }
+
+    /// Process an ACK at `now`.
+    pub fn on_ack(&mut self, a: &AckInfo, now: Nanos) {
+        let rtt = (a.echo > 0 && a.echo <= now).then(|| now - a.echo);
+        if let Some(r) = rtt {
+            self.rtt_sample(r);
+        }
+        let mut newly = 0u64;
+        let advanced = a.ack > self.snd_una && a.ack <= self.snd_nxt;
+        if advanced {
+            for _ in self.snd_una..a.ack {
+                if let Some(s) = self.board.pop_front() {
+                    if s.pending() {
+                        self.lost_pending -= 1;
+                    }
+                    if s.sacked {
+                        self.sacked -= 1;
+                    } else {
+                        newly += 1;
+                    }
+                }
+            }
+            self.snd_una = a.ack;
+            self.retrans_hint = self.retrans_hint.max(self.snd_una);
+            self.backoff = 0;
+            if let Some(r) = rtt {
+                self.cc.on_rtt(r, self.snd_una, self.snd_nxt);
+            }
+        }
+        for &(start, end) in &a.sack[..usize::from(a.sack_len.min(3))] {
+            for q in start.max(self.snd_una)..end.min(self.snd_nxt) {
+                if let Some(s) = self.seg(q) {
+                    if !s.sacked {
+                        let was_pending = s.pending();
+                        s.sacked = true;
+                        self.sacked += 1;
+                        newly += 1;
+                        if was_pending {
+                            self.lost_pending -= 1;
+                        }
+                    }
+                }
+            }
+        }
+        if self.recovery_point.is_some_and(|r| self.snd_una >= r) {
+            self.recovery_point = None;
+        }
+        let new_loss = self.mark_lost();
+        let srtt = self.srtt.unwrap_or(RTO_INIT);
+        if new_loss && self.recovery_point.is_none() {
+            self.cc.on_congestion();
+            self.loss_events += 1;
+            self.recovery_point = Some(self.snd_nxt);
+            self.cwr_point = self.snd_nxt;
+        } else if a.ece && self.recovery_point.is_none() && self.snd_una >= self.cwr_point {
+            self.cc.on_congestion();
+            self.ecn_events += 1;
+            self.cwr_point = self.snd_nxt;
+            self.send_cwr = true;
+        } else if self.recovery_point.is_none() && newly > 0 {
+            self.cc.on_ack(newly as f64, now, srtt);
+        }
+        // RFC 6298 5.3: restart the timer only when new data is acknowledged.
+        if advanced || self.rto_deadline.is_none() {
+            self.arm_rto(now);
+        }
+    }
+
+    /// Mark holes with at least DUPTHRESH SACKed segments above them as lost; true if any new.
+    fn mark_lost(&mut self) -> bool {
+        let mut above = 0u32;
+        let mut any = false;
+        for s in self.board.iter_mut().rev() {
+            if s.sacked {
+                above += 1;
+            } else if above >= DUPTHRESH {
+                if s.lost {
+                    break;
+                }
+                s.lost = true;
+                self.lost_pending += 1;
+                any = true;
+            }
+        }
+        any
+    }
+
+    /// The retransmission timer fired at `now`.
+    pub fn on_timeout(&mut self, now: Nanos) {
+        if self.rto_deadline.is_none_or(|d| d > now) {
+            return;
+        }
+        self.timeouts += 1;
+        self.cc.on_rto(self.pipe() as f64);
+        self.recovery_point = None;
+        self.lost_pending = 0;
+        for s in self.board.iter_mut() {
+            if !s.sacked {
+                s.lost = true;
+                s.retransmitted = false;
+                self.lost_pending += 1;
+            }
+        }
+        self.retrans_hint = self.snd_una;
+        self.cwr_point = self.snd_nxt;
+        self.backoff = (self.backoff + 1).min(10);
+        self.rto_deadline = Some(now + (self.rto << self.backoff).min(RTO_MAX));
+    }
+
+    /// The next segment to send at `now`, if the window allows one.
+    pub fn poll_transmit(&mut self, now: Nanos) -> Option<Segment> {
+        if (self.pipe() as f64) >= self.cc.cwnd.floor().max(1.0) {
+            return None;
+        }
+        if self.lost_pending > 0 {
+            let mut q = self.retrans_hint.max(self.snd_una);
+            while q < self.snd_nxt {
+                if let Some(s) = self.seg(q) {
+                    if s.pending() {
+                        s.retransmitted = true;
+                        self.lost_pending -= 1;
+                        self.retrans_hint = q + 1;
+                        self.retransmits += 1;
+                        if self.rto_deadline.is_none() {
+                            self.arm_rto(now);
+                        }
+                        return Some(Segment { seq: q, retransmit: true, cwr: false });
+                    }
+                }
+                q += 1;
+            }
+        }
+        let seq = self.snd_nxt;
+        self.snd_nxt += 1;
+        self.board.push_back(Seg::default());
+        if self.rto_deadline.is_none() {
+            self.arm_rto(now);
+        }
+        let cwr = std::mem::take(&mut self.send_cwr);
+        Some(Segment { seq, retransmit: false, cwr })
+    }
+}
+
+/// The receiving side of a bulk connection.
+#[derive(Debug, Default)]
+pub struct Receiver {
+    rcv_nxt: u64,
+    ooo: BTreeSet<u64>,
+    unacked: u32,
+    ece: bool,
+    last_seq: u64,
+    last_echo: Nanos,
+    delack_deadline: Option<Nanos>,
+    /// Segments delivered in order to the application.
+    pub delivered: u64,
+    /// Segments that arrived CE-marked.
+    pub ce_marked: u64,
+}
+
+impl Receiver {
+    /// A receiver expecting segment 0.
+    pub fn new() -> Receiver {
+        Receiver::default()
+    }
+
+    /// When the delayed-ACK timer fires, if armed.
+    pub fn poll_timeout(&self) -> Option<Nanos> {
+        self.delack_deadline
+    }
+
+    /// A segment arrived at `now`; returns an ACK to send now, if one is due.
+    pub fn on_data(&mut self, seq: u64, ce: bool, cwr: bool, sent_at: Nanos, now: Nanos) -> Option<AckInfo> {
+        if cwr {
+            self.ece = false;
+        }
+        if ce {
+            self.ece = true;
+            self.ce_marked += 1;
+        }
+        self.last_seq = seq;
+        self.last_echo = sent_at;
+        let immediate = if seq == self.rcv_nxt {
+            let had_holes = !self.ooo.is_empty();
+            self.rcv_nxt += 1;
+            self.delivered += 1;
+            while self.ooo.remove(&self.rcv_nxt) {
+                self.rcv_nxt += 1;
+                self.delivered += 1;
+            }
+            self.unacked += 1;
+            had_holes || self.unacked >= 2 || ce
+        } else {
+            if seq > self.rcv_nxt {
+                self.ooo.insert(seq);
+            }
+            true
+        };
+        if immediate {
+            return Some(self.ack());
+        }
+        if self.delack_deadline.is_none() {
+            self.delack_deadline = Some(now + DELACK);
+        }
+        None
+    }
+
+    /// The delayed-ACK timer fired at `now`.
+    pub fn on_timeout(&mut self, now: Nanos) -> Option<AckInfo> {
+        match self.delack_deadline {
+            Some(d) if d <= now => Some(self.ack()),
+            _ => None,
+        }
+    }
+
+    fn ack(&mut self) -> AckInfo {
+        self.unacked = 0;
+        self.delack_deadline = None;
+        let (sack, sack_len) = self.sack_blocks();
+        AckInfo { ack: self.rcv_nxt, sack, sack_len, ece: self.ece, echo: self.last_echo }
+    }
+
+    /// Up to three SACK blocks: the one holding the latest segment first, then the highest.
+    fn sack_blocks(&self) -> ([(u64, u64); 3], u8) {
+        let mut blocks: Vec<(u64, u64)> = Vec::new();
+        for &s in self.ooo.iter().rev() {
+            match blocks.last_mut() {
+                Some(b) if b.0 == s + 1 => b.0 = s,
+                _ => {
+                    if blocks.len() == 8 {
+                        break;
+                    }
+                    blocks.push((s, s + 1));
+                }
+            }
+        }
+        if let Some(i) = blocks.iter().position(|b| b.0 <= self.last_seq && self.last_seq < b.1) {
+            let b = blocks.remove(i);
+            blocks.insert(0, b);
+        }
+        let mut out = [(0, 0); 3];
+        let n = blocks.len().min(3);
+        out[..n].copy_from_slice(&blocks[..n]);
+        (out, n as u8)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ack_of(r: &mut Receiver, seq: u64, now: Nanos) -> Option<AckInfo> {
+        r.on_data(seq, false, false, now, now)
+    }
+
+    #[test]
+    fn receiver_acks_every_second_segment_and_at_once_on_a_hole() {
+        let mut r = Receiver::new();
+        assert!(ack_of(&mut r, 0, 0).is_none());
+        assert_eq!(ack_of(&mut r, 1, 0).map(|a| a.ack), Some(2));
+        let a = ack_of(&mut r, 3, 0).expect("out of order: immediate");
+        assert_eq!((a.ack, a.sack_len, a.sack[0]), (2, 1, (3, 4)));
+        let a = ack_of(&mut r, 2, 0).expect("hole filled: immediate");
+        assert_eq!((a.ack, a.sack_len), (4, 0));
+        assert_eq!(r.delivered, 4);
+    }
+
+    #[test]
+    fn delayed_ack_fires_after_40_ms() {
+        let mut r = Receiver::new();
+        assert!(ack_of(&mut r, 0, 1000).is_none());
+        assert_eq!(r.poll_timeout(), Some(1000 + DELACK));
+        assert!(r.on_timeout(1000 + DELACK - 1).is_none());
+        assert_eq!(r.on_timeout(1000 + DELACK).map(|a| a.ack), Some(1));
+    }
+
+    #[test]
+    fn three_sacks_above_a_hole_trigger_one_retransmission_and_one_reduction() {
+        let mut s = Sender::new(Algorithm::Reno);
+        let sent: Vec<u64> = std::iter::from_fn(|| s.poll_transmit(0)).map(|x| x.seq).collect();
+        assert_eq!(sent.len(), 10, "IW10");
+        // Segment 0 lost; 1, 2, 3 SACKed.
+        for end in 2..=4 {
+            s.on_ack(&AckInfo { ack: 0, sack: [(1, end), (0, 0), (0, 0)], sack_len: 1, ece: false, echo: 0 }, 1_000_000);
+        }
+        assert_eq!(s.loss_events, 1);
+        assert_eq!(s.cwnd(), 5.0);
+        let r = s.poll_transmit(1_000_000).expect("retransmission");
+        assert_eq!((r.seq, r.retransmit), (0, true));
+    }
+
+    #[test]
+    fn ece_halves_once_per_window_and_sets_cwr() {
+        let mut s = Sender::new(Algorithm::Reno);
+        while s.poll_transmit(0).is_some() {}
+        let ack = |n| AckInfo { ack: n, sack: [(0, 0); 3], sack_len: 0, ece: true, echo: 0 };
+        s.on_ack(&ack(2), 1);
+        s.on_ack(&ack(4), 2);
+        assert_eq!(s.ecn_events, 1, "once per window");
+        let seg = s.poll_transmit(3).expect("send");
+        assert!(seg.cwr);
+    }
+
+    #[test]
+    fn rto_resends_from_the_first_unacked_segment() {
+        let mut s = Sender::new(Algorithm::Cubic);
+        while s.poll_transmit(0).is_some() {}
+        let d = s.poll_timeout().expect("armed");
+        assert_eq!(d, RTO_INIT);
+        s.on_timeout(d);
+        assert_eq!(s.cwnd(), 1.0);
+        let r = s.poll_transmit(d).expect("retransmit");
+        assert_eq!((r.seq, r.retransmit), (0, true));
+        assert!(s.poll_transmit(d).is_none(), "cwnd 1");
+        assert_eq!(s.poll_timeout(), Some(d + 2 * RTO_INIT), "backed off");
+    }
+}

@@ -1,0 +1,409 @@
+//! The simulated network: a client and a server joined by one link in each direction. Each link
+//! direction is a queue discipline from `debloat-core` in front of a transmitter that sends one
+//! packet at a time at the link rate, followed by a fixed propagation delay. Uploads, ping
+//! requests and download ACKs use the up link; downloads, ping replies and upload ACKs the down
+//! link. Timers are lazy: an event carries the deadline it was scheduled for and is ignored if
+//! the endpoint's deadline has moved since.
+
+use crate::engine::EventQueue;
+use crate::packet::{Body, SimPacket, ACK_FRAME, DATA_FRAME, MSS, PING_FRAME};
+use crate::tcp::cc::Algorithm;
+use crate::tcp::{AckInfo, Receiver, Sender};
+use debloat_core::bottleneck::tx_time;
+use debloat_core::flow::FlowKey;
+use debloat_core::packet::{Ecn, Nanos, PacketMeta};
+use debloat_core::{Dequeue, DropReason, Qdisc};
+use std::net::{IpAddr, Ipv4Addr};
+
+/// Up (client → server) or down (server → client).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dir {
+    /// Client to server.
+    Up,
+    /// Server to client.
+    Down,
+}
+
+impl Dir {
+    fn idx(self) -> usize {
+        match self {
+            Dir::Up => 0,
+            Dir::Down => 1,
+        }
+    }
+    fn reverse(self) -> Dir {
+        match self {
+            Dir::Up => Dir::Down,
+            Dir::Down => Dir::Up,
+        }
+    }
+}
+
+/// One link direction's configuration.
+pub struct LinkConfig {
+    /// Rate, bit/s.
+    pub rate_bps: u64,
+    /// One-way propagation delay, ns.
+    pub delay_ns: Nanos,
+    /// The discipline in front of it.
+    pub qdisc: Box<dyn Qdisc<SimPacket>>,
+}
+
+/// Per-link measurements.
+#[derive(Debug, Default, Clone)]
+pub struct LinkStats {
+    /// Packets sent.
+    pub sent_pkts: u64,
+    /// Bytes sent.
+    pub sent_bytes: u64,
+    /// Packets dropped by the discipline.
+    pub dropped: u64,
+    /// Packets that left CE-marked by the discipline.
+    pub marked: u64,
+    /// Largest queue length seen, packets.
+    pub max_backlog_pkts: u64,
+    /// Sojourn of every sent packet, ns.
+    pub sojourns: Vec<u64>,
+}
+
+struct Link {
+    cfg: LinkConfig,
+    busy_until: Nanos,
+    wake_at: Option<Nanos>,
+    stats: LinkStats,
+}
+
+/// A bulk TCP transfer.
+pub struct Flow {
+    /// Name, e.g. "TCP upload 1".
+    pub name: String,
+    /// Direction of the data.
+    pub dir: Dir,
+    /// Congestion control.
+    pub cc: Algorithm,
+    /// DSCP of its packets.
+    pub dscp: u8,
+    /// ECN-capable.
+    pub ecn: bool,
+    /// When it starts and stops sending, ns.
+    pub start: Nanos,
+    /// See `start`.
+    pub stop: Nanos,
+    key: FlowKey,
+    /// Sender state.
+    pub sender: Sender,
+    /// Receiver state.
+    pub receiver: Receiver,
+    /// Segments delivered in order, sampled at each step.
+    pub delivered_series: Vec<u64>,
+    /// Packets of this flow dropped by a discipline.
+    pub drops: u64,
+}
+
+/// Ping measurements: (send time, RTT) of each answered request, and requests sent.
+#[derive(Debug, Default, Clone)]
+pub struct PingStats {
+    /// (sent at, rtt) in ns.
+    pub samples: Vec<(Nanos, Nanos)>,
+    /// Requests sent.
+    pub sent: u64,
+}
+
+enum Event {
+    TxDone(Dir),
+    Wake(Dir),
+    Arrive(Dir, SimPacket),
+    SenderTimer(usize, Nanos),
+    ReceiverTimer(usize, Nanos),
+    FlowStart(usize),
+    Ping,
+    Sample,
+}
+
+/// The simulation: build it, add flows, `run` to the end.
+pub struct World {
+    now: Nanos,
+    events: EventQueue<Event>,
+    links: [Link; 2],
+    /// The transfers.
+    pub flows: Vec<Flow>,
+    /// Ping results.
+    pub ping: PingStats,
+    ping_interval: Nanos,
+    ping_seq: u32,
+    step: Nanos,
+    end: Nanos,
+    /// Sample times, ns.
+    pub sample_times: Vec<Nanos>,
+}
+
+fn addr(net: u8, host: u8) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(198, 18, net, host))
+}
+
+impl World {
+    /// A client and a server joined by `up` and `down`; run for `end` ns, sampling every `step`.
+    pub fn new(up: LinkConfig, down: LinkConfig, end: Nanos, step: Nanos) -> World {
+        let link = |cfg| Link { cfg, busy_until: 0, wake_at: None, stats: LinkStats::default() };
+        let mut w = World {
+            now: 0,
+            events: EventQueue::default(),
+            links: [link(up), link(down)],
+            flows: Vec::new(),
+            ping: PingStats::default(),
+            ping_interval: 0,
+            ping_seq: 0,
+            step,
+            end,
+            sample_times: Vec::new(),
+        };
+        w.events.push(step, Event::Sample);
+        w
+    }
+
+    /// Add a bulk TCP flow; returns its index.
+    #[allow(clippy::too_many_arguments)]
+    pub fn add_flow(&mut self, name: &str, dir: Dir, cc: Algorithm, dscp: u8, ecn: bool, start: Nanos, stop: Nanos) -> usize {
+        let i = self.flows.len();
+        let port = 40000 + i as u16;
+        let key = match dir {
+            Dir::Up => FlowKey::ip(addr(1, 2), addr(2, 2), port, 12865, 6),
+            Dir::Down => FlowKey::ip(addr(2, 2), addr(1, 2), 12865, port, 6),
+        };
+        self.flows.push(Flow {
+            name: name.to_string(),
+            dir,
+            cc,
+            dscp,
+            ecn,
+            start,
+            stop,
+            key,
+            sender: Sender::new(cc),
+            receiver: Receiver::new(),
+            delivered_series: Vec::new(),
+            drops: 0,
+        });
+        self.events.push(start, Event::FlowStart(i));
+        i
+    }
+
+    /// Ping from the client every `interval` from `start`.
+    pub fn add_ping(&mut self, start: Nanos, interval: Nanos) {
+        self.ping_interval = interval;
+        self.events.push(start, Event::Ping);
+    }
+
+    /// Statistics of a link direction.
+    pub fn link_stats(&self, d: Dir) -> &LinkStats {
+        &self.links[d.idx()].stats
+    }
+
+    /// The discipline of a link direction.
+    pub fn qdisc(&self, d: Dir) -> &dyn Qdisc<SimPacket> {
+        self.links[d.idx()].cfg.qdisc.as_ref()
+    }
+
+    /// Run until the end time. `progress` is called with the fraction done now and then.
+    pub fn run(&mut self, mut progress: impl FnMut(f64)) {
+        let mut next_report = 0;
+        while let Some((t, e)) = self.events.pop() {
+            if t > self.end {
+                break;
+            }
+            self.now = t;
+            if t >= next_report {
+                progress(t as f64 / self.end as f64);
+                next_report = t + self.end / 100;
+            }
+            self.handle(e);
+        }
+        self.now = self.end;
+        progress(1.0);
+    }
+
+    fn handle(&mut self, e: Event) {
+        match e {
+            Event::TxDone(d) => self.try_transmit(d),
+            Event::Wake(d) => {
+                self.links[d.idx()].wake_at = None;
+                self.try_transmit(d);
+            }
+            Event::Arrive(d, p) => self.arrive(d, p),
+            Event::SenderTimer(i, at) => {
+                if self.flows[i].sender.poll_timeout() == Some(at) {
+                    self.flows[i].sender.on_timeout(self.now);
+                    self.pump(i);
+                }
+            }
+            Event::ReceiverTimer(i, at) => {
+                if self.flows[i].receiver.poll_timeout() == Some(at) {
+                    if let Some(a) = self.flows[i].receiver.on_timeout(self.now) {
+                        self.send_ack(i, a);
+                    }
+                }
+            }
+            Event::FlowStart(i) => self.pump(i),
+            Event::Ping => self.send_ping(),
+            Event::Sample => {
+                self.sample_times.push(self.now);
+                for f in &mut self.flows {
+                    f.delivered_series.push(f.receiver.delivered);
+                }
+                if self.now + self.step <= self.end {
+                    self.events.push(self.now + self.step, Event::Sample);
+                }
+            }
+        }
+    }
+
+    fn send(&mut self, d: Dir, p: SimPacket) {
+        let now = self.now;
+        let l = &mut self.links[d.idx()];
+        l.cfg.qdisc.enqueue(p, now);
+        self.drain_drops(d);
+        let l = &mut self.links[d.idx()];
+        l.stats.max_backlog_pkts = l.stats.max_backlog_pkts.max(l.cfg.qdisc.qlen() as u64);
+        if l.busy_until <= now && l.wake_at.is_none() {
+            self.try_transmit(d);
+        }
+    }
+
+    fn drain_drops(&mut self, d: Dir) {
+        while let Some(x) = self.links[d.idx()].cfg.qdisc.take_dropped() {
+            self.links[d.idx()].stats.dropped += 1;
+            let flow = match x.packet.body {
+                Body::Data { flow, .. } => Some(flow),
+                _ => None,
+            };
+            if let Some(f) = flow {
+                if x.reason != DropReason::AckFilter {
+                    self.flows[f as usize].drops += 1;
+                }
+            }
+        }
+    }
+
+    fn try_transmit(&mut self, d: Dir) {
+        let now = self.now;
+        let l = &mut self.links[d.idx()];
+        if l.busy_until > now {
+            return;
+        }
+        let got = l.cfg.qdisc.dequeue(now);
+        match got {
+            Dequeue::Packet(p) => {
+                let done = now + tx_time(p.meta.len, l.cfg.rate_bps);
+                l.busy_until = done;
+                l.stats.sent_pkts += 1;
+                l.stats.sent_bytes += u64::from(p.meta.len);
+                l.stats.sojourns.push(now - p.meta.enqueue_ns);
+                if p.meta.ecn == Ecn::Ce {
+                    l.stats.marked += 1;
+                }
+                let arrive = done + l.cfg.delay_ns;
+                self.events.push(done, Event::TxDone(d));
+                self.events.push(arrive, Event::Arrive(d, p));
+            }
+            Dequeue::NotBefore(t) => {
+                if l.wake_at.is_none_or(|w| w > t) {
+                    l.wake_at = Some(t);
+                    self.events.push(t, Event::Wake(d));
+                }
+            }
+            Dequeue::Empty => {}
+        }
+        self.drain_drops(d);
+    }
+
+    fn arrive(&mut self, d: Dir, p: SimPacket) {
+        let now = self.now;
+        match p.body {
+            Body::Data { flow, seq, cwr, sent_at } => {
+                let i = flow as usize;
+                let ce = p.meta.ecn == Ecn::Ce;
+                // Marks set by the sender (already CE) are not this hop's marks; counted at the link.
+                if let Some(a) = self.flows[i].receiver.on_data(seq, ce, cwr, sent_at, now) {
+                    self.send_ack(i, a);
+                } else if let Some(at) = self.flows[i].receiver.poll_timeout() {
+                    self.events.push(at, Event::ReceiverTimer(i, at));
+                }
+            }
+            Body::Ack { flow, ack, sack, sack_len, ece, echo } => {
+                let i = flow as usize;
+                self.flows[i].sender.on_ack(&AckInfo { ack, sack, sack_len, ece, echo }, now);
+                self.pump(i);
+            }
+            Body::Ping { seq, sent_at, reply } => {
+                if reply {
+                    self.ping.samples.push((sent_at, now - sent_at));
+                } else {
+                    let mut r = p;
+                    r.body = Body::Ping { seq, sent_at, reply: true };
+                    r.meta = PacketMeta::new(PING_FRAME, FlowKey::ip(addr(2, 3), addr(1, 3), 0, 0, 1));
+                    self.send(d.reverse(), r);
+                }
+            }
+        }
+    }
+
+    fn send_ack(&mut self, i: usize, a: AckInfo) {
+        let f = &self.flows[i];
+        let key = match f.key {
+            FlowKey::Ip { src, dst, sport, dport, proto, flow_label } => FlowKey::Ip { src: dst, dst: src, sport: dport, dport: sport, proto, flow_label },
+            k => k,
+        };
+        let mut m = PacketMeta::new(ACK_FRAME, key);
+        m.dscp = f.dscp;
+        let mut tcp = debloat_core::packet::TcpInfo::pure_ack(a.ack as u32);
+        tcp.sack_len = a.sack_len;
+        for (k, b) in a.sack.iter().enumerate().take(3) {
+            tcp.sack[k] = (b.0 as u32, b.1 as u32);
+        }
+        if a.ece {
+            tcp.flags |= debloat_core::packet::TcpInfo::ECE;
+        }
+        m.tcp = Some(tcp);
+        let body = Body::Ack { flow: i as u32, ack: a.ack, sack: a.sack, sack_len: a.sack_len, ece: a.ece, echo: a.echo };
+        let dir = f.dir.reverse();
+        self.send(dir, SimPacket { meta: m, body });
+    }
+
+    /// Let flow `i` send what its window allows, and keep its timer scheduled.
+    fn pump(&mut self, i: usize) {
+        let now = self.now;
+        if now < self.flows[i].start {
+            return;
+        }
+        let sending = now < self.flows[i].stop;
+        while sending {
+            let Some(seg) = self.flows[i].sender.poll_transmit(now) else { break };
+            let f = &self.flows[i];
+            let mut m = PacketMeta::new(DATA_FRAME, f.key);
+            m.dscp = f.dscp;
+            m.ecn = if f.ecn { Ecn::Ect0 } else { Ecn::NotEct };
+            let mut tcp = debloat_core::packet::TcpInfo::pure_ack(0);
+            tcp.payload_len = MSS;
+            tcp.flags |= debloat_core::packet::TcpInfo::PSH;
+            m.tcp = Some(tcp);
+            let body = Body::Data { flow: i as u32, seq: seg.seq, cwr: seg.cwr, sent_at: now };
+            let dir = f.dir;
+            self.send(dir, SimPacket { meta: m, body });
+        }
+        if let Some(at) = self.flows[i].sender.poll_timeout() {
+            self.events.push(at, Event::SenderTimer(i, at));
+        }
+    }
+
+    fn send_ping(&mut self) {
+        let now = self.now;
+        self.ping_seq += 1;
+        self.ping.sent += 1;
+        let m = PacketMeta::new(PING_FRAME, FlowKey::ip(addr(1, 3), addr(2, 3), 0, 0, 1));
+        self.send(Dir::Up, SimPacket { meta: m, body: Body::Ping { seq: self.ping_seq, sent_at: now, reply: false } });
+        if now + self.ping_interval <= self.end {
+            self.events.push(now + self.ping_interval, Event::Ping);
+        }
+    }
+}
