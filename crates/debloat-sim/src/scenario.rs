@@ -190,8 +190,29 @@ fn latency(mut v: Vec<u64>) -> Option<Latency> {
     Some(Latency { p50: pct(&v, 50.0), p90: pct(&v, 90.0), p99: pct(&v, 99.0) })
 }
 
+/// A finished run: its summary and the world it ran in (for data files).
+pub struct Run {
+    /// The summary.
+    pub summary: Summary,
+    /// The simulated network at the end.
+    pub world: World,
+}
+
+fn hist_latency(h: &hdrhistogram::Histogram<u64>) -> Latency {
+    if h.is_empty() {
+        return Latency { p50: 0.0, p90: 0.0, p99: 0.0 };
+    }
+    let q = |p: f64| h.value_at_quantile(p) as f64 / 1e6;
+    Latency { p50: q(0.5), p90: q(0.9), p99: q(0.99) }
+}
+
 /// Run a test; `progress` gets the fraction done now and then.
 pub fn run(cfg: &Config, progress: impl FnMut(f64)) -> Summary {
+    simulate(cfg, progress).summary
+}
+
+/// Run a test and keep the world.
+pub fn simulate(cfg: &Config, progress: impl FnMut(f64)) -> Run {
     let s = |x: f64| (x * 1e9) as u64;
     let (delay, length) = (s(cfg.delay_s), s(cfg.length_s));
     let end = length + 2 * delay;
@@ -221,7 +242,8 @@ pub fn run(cfg: &Config, progress: impl FnMut(f64)) -> Summary {
         }
     }
     w.run(progress);
-    summarise(cfg, &w, delay, length)
+    let summary = summarise(cfg, &w, delay, length);
+    Run { summary, world: w }
 }
 
 fn summarise(cfg: &Config, w: &World, delay: u64, length: u64) -> Summary {
@@ -279,7 +301,7 @@ fn summarise(cfg: &Config, w: &World, delay: u64, length: u64) -> Summary {
                 dropped: st.dropped,
                 marked: st.marked,
                 max_backlog_pkts: st.max_backlog_pkts,
-                sojourn_ms: latency(st.sojourns.clone()).unwrap_or(Latency { p50: 0.0, p90: 0.0, p99: 0.0 }),
+                sojourn_ms: hist_latency(&st.sojourns),
             }
         })
         .collect();

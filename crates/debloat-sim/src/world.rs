@@ -50,8 +50,9 @@ pub struct LinkConfig {
     pub qdisc: Box<dyn Qdisc<SimPacket>>,
 }
 
-/// Per-link measurements.
-#[derive(Debug, Default, Clone)]
+/// Per-link measurements. Sojourns go into a histogram (1 µs to 1000 s, 3 significant digits),
+/// so memory stays flat however long the run.
+#[derive(Debug, Clone)]
 pub struct LinkStats {
     /// Packets sent.
     pub sent_pkts: u64,
@@ -64,7 +65,20 @@ pub struct LinkStats {
     /// Largest queue length seen, packets.
     pub max_backlog_pkts: u64,
     /// Sojourn of every sent packet, ns.
-    pub sojourns: Vec<u64>,
+    pub sojourns: hdrhistogram::Histogram<u64>,
+}
+
+impl Default for LinkStats {
+    fn default() -> Self {
+        LinkStats {
+            sent_pkts: 0,
+            sent_bytes: 0,
+            dropped: 0,
+            marked: 0,
+            max_backlog_pkts: 0,
+            sojourns: hdrhistogram::Histogram::new_with_bounds(1, 1_000_000_000_000, 3).expect("valid histogram bounds"),
+        }
+    }
 }
 
 struct Link {
@@ -72,6 +86,9 @@ struct Link {
     busy_until: Nanos,
     wake_at: Option<Nanos>,
     stats: LinkStats,
+    /// Packets on the wire. The link sends one at a time and its delay is fixed, so they arrive
+    /// in the order they left: events need only name the link, and stay small in the heap.
+    in_flight: std::collections::VecDeque<SimPacket>,
 }
 
 /// A bulk TCP transfer.
@@ -97,6 +114,8 @@ pub struct Flow {
     pub receiver: Receiver,
     /// Segments delivered in order, sampled at each step.
     pub delivered_series: Vec<u64>,
+    /// Congestion window (segments), sampled at each step.
+    pub cwnd_series: Vec<f64>,
     /// Packets of this flow dropped by a discipline.
     pub drops: u64,
 }
@@ -113,7 +132,7 @@ pub struct PingStats {
 enum Event {
     TxDone(Dir),
     Wake(Dir),
-    Arrive(Dir, SimPacket),
+    Arrive(Dir),
     SenderTimer(usize, Nanos),
     ReceiverTimer(usize, Nanos),
     FlowStart(usize),
@@ -145,7 +164,7 @@ fn addr(net: u8, host: u8) -> IpAddr {
 impl World {
     /// A client and a server joined by `up` and `down`; run for `end` ns, sampling every `step`.
     pub fn new(up: LinkConfig, down: LinkConfig, end: Nanos, step: Nanos) -> World {
-        let link = |cfg| Link { cfg, busy_until: 0, wake_at: None, stats: LinkStats::default() };
+        let link = |cfg| Link { cfg, busy_until: 0, wake_at: None, stats: LinkStats::default(), in_flight: Default::default() };
         let mut w = World {
             now: 0,
             events: EventQueue::default(),
@@ -183,6 +202,7 @@ impl World {
             sender: Sender::new(cc),
             receiver: Receiver::new(),
             delivered_series: Vec::new(),
+            cwnd_series: Vec::new(),
             drops: 0,
         });
         self.events.push(start, Event::FlowStart(i));
@@ -230,7 +250,11 @@ impl World {
                 self.links[d.idx()].wake_at = None;
                 self.try_transmit(d);
             }
-            Event::Arrive(d, p) => self.arrive(d, p),
+            Event::Arrive(d) => {
+                if let Some(p) = self.links[d.idx()].in_flight.pop_front() {
+                    self.arrive(d, p);
+                }
+            }
             Event::SenderTimer(i, at) => {
                 if self.flows[i].sender.poll_timeout() == Some(at) {
                     self.flows[i].sender.on_timeout(self.now);
@@ -250,6 +274,7 @@ impl World {
                 self.sample_times.push(self.now);
                 for f in &mut self.flows {
                     f.delivered_series.push(f.receiver.delivered);
+                    f.cwnd_series.push(f.sender.cwnd());
                 }
                 if self.now + self.step <= self.end {
                     self.events.push(self.now + self.step, Event::Sample);
@@ -298,13 +323,14 @@ impl World {
                 l.busy_until = done;
                 l.stats.sent_pkts += 1;
                 l.stats.sent_bytes += u64::from(p.meta.len);
-                l.stats.sojourns.push(now - p.meta.enqueue_ns);
+                l.stats.sojourns.saturating_record((now - p.meta.enqueue_ns).max(1));
                 if p.meta.ecn == Ecn::Ce {
                     l.stats.marked += 1;
                 }
                 let arrive = done + l.cfg.delay_ns;
+                l.in_flight.push_back(p);
                 self.events.push(done, Event::TxDone(d));
-                self.events.push(arrive, Event::Arrive(d, p));
+                self.events.push(arrive, Event::Arrive(d));
             }
             Dequeue::NotBefore(t) => {
                 if l.wake_at.is_none_or(|w| w > t) {

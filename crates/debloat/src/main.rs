@@ -1,7 +1,9 @@
 //! `debloat`: the command line that ties the crates together.
 
+mod bench;
 mod demo;
 mod replay;
+mod sim;
 mod summary;
 
 use anyhow::Result;
@@ -24,8 +26,12 @@ enum Command {
     /// Run a packet trace (CSV or pcap) through one queue discipline and one bottleneck, and
     /// write what happened to every packet.
     Replay(replay::Args),
+    /// Run one of flent's tests in the simulator (virtual time, Linux-like TCP).
+    Sim(sim::Args),
     /// Parse a qdisc spec and show it as tc would, with the parameters it derives.
     Spec(SpecArgs),
+    /// Measure how fast the simulator runs (`debloat bench sim`).
+    Bench(bench::Args),
 }
 
 /// Arguments of `debloat spec`.
@@ -43,7 +49,9 @@ fn main() {
     let res: Result<()> = match cli.command {
         Command::Demo(a) => demo::run(&a),
         Command::Replay(a) => replay::run(&a),
+        Command::Sim(a) => sim::run(&a),
         Command::Spec(a) => spec(&a),
+        Command::Bench(a) => bench::run(&a),
     };
     if let Err(e) = res {
         eprintln!("error: {e:#}");

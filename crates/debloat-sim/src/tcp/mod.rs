@@ -77,6 +77,7 @@ pub struct Sender {
     recovery_point: Option<u64>,
     cwr_point: u64,
     send_cwr: bool,
+    fast_rexmit: bool,
     srtt: Option<Nanos>,
     rttvar: Nanos,
     rto: Nanos,
@@ -106,6 +107,7 @@ impl Sender {
             recovery_point: None,
             cwr_point: 0,
             send_cwr: false,
+            fast_rexmit: false,
             srtt: None,
             rttvar: 0,
             rto: RTO_INIT,
@@ -221,12 +223,14 @@ impl Sender {
             self.loss_events += 1;
             self.recovery_point = Some(self.snd_nxt);
             self.cwr_point = self.snd_nxt;
+            self.fast_rexmit = true;
         } else if a.ece && self.recovery_point.is_none() && self.snd_una >= self.cwr_point {
             self.cc.on_congestion();
             self.ecn_events += 1;
             self.cwr_point = self.snd_nxt;
             self.send_cwr = true;
-        } else if self.recovery_point.is_none() && newly > 0 {
+        } else if self.recovery_point.is_none() && self.snd_una >= self.cwr_point && newly > 0 {
+            // No growth while a reduction is in progress (Linux's Recovery and CWR states).
             self.cc.on_ack(newly as f64, now, srtt);
         }
         // RFC 6298 5.3: restart the timer only when new data is acknowledged.
@@ -278,7 +282,9 @@ impl Sender {
 
     /// The next segment to send at `now`, if the window allows one.
     pub fn poll_transmit(&mut self, now: Nanos) -> Option<Segment> {
-        if (self.pipe() as f64) >= self.cc.cwnd.floor().max(1.0) {
+        // RFC 6675 (C): the first lost segment goes out on entering recovery, whatever pipe says.
+        let fast = std::mem::take(&mut self.fast_rexmit) && self.lost_pending > 0;
+        if !fast && (self.pipe() as f64) >= self.cc.cwnd.floor().max(1.0) {
             return None;
         }
         if self.lost_pending > 0 {
@@ -452,7 +458,9 @@ mod tests {
             s.on_ack(&AckInfo { ack: 0, sack: [(1, end), (0, 0), (0, 0)], sack_len: 1, ece: false, echo: 0 }, 1_000_000);
         }
         assert_eq!(s.loss_events, 1);
-        assert_eq!(s.cwnd(), 5.0);
+        // The first two SACKs are forward progress and grow the slow-start window to 12; the
+        // third reveals the loss and halves it.
+        assert_eq!(s.cwnd(), 6.0);
         let r = s.poll_transmit(1_000_000).expect("retransmission");
         assert_eq!((r.seq, r.retransmit), (0, true));
     }
@@ -464,8 +472,10 @@ mod tests {
         let ack = |n| AckInfo { ack: n, sack: [(0, 0); 3], sack_len: 0, ece: true, echo: 0 };
         s.on_ack(&ack(2), 1);
         s.on_ack(&ack(4), 2);
+        s.on_ack(&ack(8), 3);
         assert_eq!(s.ecn_events, 1, "once per window");
-        let seg = s.poll_transmit(3).expect("send");
+        assert_eq!(s.cwnd(), 5.0, "no growth in CWR");
+        let seg = s.poll_transmit(4).expect("room after the window shrank to 5 with 2 outstanding");
         assert!(seg.cwr);
     }
 

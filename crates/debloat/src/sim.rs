@@ -1,0 +1,169 @@
+//! `debloat sim`: run one of flent's tests in the simulator and print, and optionally write,
+//! the results (a flent data file and `summary.json`).
+
+use anyhow::{bail, Context, Result};
+use debloat_core::units::{fmt_rate, parse_rate, parse_time};
+use debloat_core::QdiscSpec;
+use debloat_sim::scenario::{Config, Summary, Test};
+use debloat_sim::tcp::cc::Algorithm;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+/// Arguments of `debloat sim`.
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Examples:\n  debloat sim tcp_nup --link 20Mbit/20Mbit --rtt 48ms --qdisc \"pfifo limit 1000\" --streams 2\n  debloat sim tcp_nup --link 500kbit/5500kbit --rtt 300us --qdisc \"fq_codel\" --ecn --output results/\n  debloat sim tcp_1up --qdisc-up \"cake bandwidth 19Mbit\" --qdisc-down \"fq_codel\"")]
+pub struct Args {
+    /// flent test: ping, tcp_1up, tcp_nup, tcp_ndown, tcp_bidirectional.
+    test: String,
+    /// Bottleneck rates DOWN/UP, e.g. 20Mbit/2Mbit (one value: both directions).
+    #[arg(long, default_value = "20Mbit/20Mbit")]
+    link: String,
+    /// Base round-trip time, split evenly between the directions.
+    #[arg(long, default_value = "48ms")]
+    rtt: String,
+    /// Discipline in front of the bottleneck in both directions (tc syntax).
+    #[arg(long, default_value = "pfifo limit 1000")]
+    qdisc: String,
+    /// Discipline for the up direction only (overrides --qdisc there).
+    #[arg(long)]
+    qdisc_up: Option<String>,
+    /// Discipline for the down direction only (overrides --qdisc there).
+    #[arg(long)]
+    qdisc_down: Option<String>,
+    /// Load duration, s (flent's -l).
+    #[arg(long, default_value_t = 60.0)]
+    length: f64,
+    /// Idle time before and after the load, s (flent's -d).
+    #[arg(long, default_value_t = 5.0)]
+    delay: f64,
+    /// Sampling step, s (flent's -s).
+    #[arg(long, default_value_t = 0.2)]
+    step: f64,
+    /// Streams for tcp_nup / tcp_ndown.
+    #[arg(long, default_value_t = 4)]
+    streams: u32,
+    /// Congestion control: cubic or reno.
+    #[arg(long, default_value = "cubic")]
+    cc: String,
+    /// Make the TCP flows ECN-capable.
+    #[arg(long)]
+    ecn: bool,
+    /// Seed (same seed, same output).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Directory for the flent data file and summary.json.
+    #[arg(long)]
+    output: Option<PathBuf>,
+    /// Title recorded in the flent file and its name.
+    #[arg(long, default_value = "")]
+    title: String,
+}
+
+fn spec(s: &str, what: &str) -> Result<QdiscSpec> {
+    s.parse().with_context(|| format!("{what} \"{s}\""))
+}
+
+/// Build the simulator configuration from the command line.
+pub fn config(a: &Args) -> Result<Config> {
+    let test: Test = a.test.parse().map_err(anyhow::Error::msg)?;
+    let (down, up) = match a.link.split_once('/') {
+        Some((d, u)) => (d, u),
+        None => (a.link.as_str(), a.link.as_str()),
+    };
+    let rate = |s: &str| parse_rate(s).with_context(|| format!("--link {}", a.link));
+    let (down_bps, up_bps) = (rate(down)?, rate(up)?);
+    if down_bps == 0 || up_bps == 0 {
+        bail!("--link rates must be above 0, e.g. 20Mbit/2Mbit");
+    }
+    let rtt_ns = parse_time(&a.rtt).with_context(|| format!("--rtt {}", a.rtt))?;
+    if !(a.length > 0.0 && a.step > 0.0 && a.delay >= 0.0) || a.length / a.step > 1e7 {
+        bail!("--length and --step must be positive (and length/step at most 10^7); --delay at least 0");
+    }
+    Ok(Config {
+        test,
+        down_bps,
+        up_bps,
+        rtt_ns,
+        qdisc_up: spec(a.qdisc_up.as_deref().unwrap_or(&a.qdisc), "--qdisc-up")?,
+        qdisc_down: spec(a.qdisc_down.as_deref().unwrap_or(&a.qdisc), "--qdisc-down")?,
+        length_s: a.length,
+        delay_s: a.delay,
+        step_s: a.step,
+        streams: a.streams.max(1),
+        cc: a.cc.parse::<Algorithm>().map_err(anyhow::Error::msg)?,
+        ecn: a.ecn,
+        seed: a.seed,
+    })
+}
+
+/// Run the command.
+pub fn run(a: &Args) -> Result<()> {
+    let cfg = config(a)?;
+    let tty = std::io::stderr().is_terminal();
+    let started = std::time::Instant::now();
+    let mut last = 0.0;
+    let r = debloat_sim::simulate(&cfg, |f| {
+        if tty && started.elapsed().as_secs_f64() > 1.0 && f - last >= 0.05 {
+            last = f;
+            eprint!("\r  simulating {}: {:3.0}%", cfg.test.name(), f * 100.0);
+        }
+    });
+    if tty && last > 0.0 {
+        eprintln!("\r  simulating {}: done in {:.1} s", cfg.test.name(), started.elapsed().as_secs_f64());
+    }
+    print_table(&cfg, &r.summary);
+    if let Some(dir) = &a.output {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let epoch = debloat_sim::flent::DEFAULT_EPOCH;
+        let name = debloat_sim::flent::file_name(cfg.test, epoch, &a.title);
+        let data = debloat_sim::flent::gzip(&debloat_sim::flent::data_file(&r.world, &cfg, epoch, &a.title))?;
+        std::fs::write(dir.join(&name), data).with_context(|| format!("writing {}", dir.join(&name).display()))?;
+        std::fs::write(dir.join("summary.json"), serde_json::to_string_pretty(&r.summary)?)?;
+        println!("\nwrote {} and summary.json in {}", name, dir.display());
+    }
+    Ok(())
+}
+
+fn print_table(cfg: &Config, s: &Summary) {
+    println!(
+        "{} over {}/{} (down/up), base RTT {} ms, {} s of load, cc {:?}{}",
+        cfg.test.name(),
+        fmt_rate(cfg.down_bps),
+        fmt_rate(cfg.up_bps),
+        cfg.rtt_ns as f64 / 1e6,
+        cfg.length_s,
+        cfg.cc,
+        if cfg.ecn { ", ECN" } else { "" }
+    );
+    if !s.flows.is_empty() {
+        println!("\n  {:<20} {:>12} {:>9} {:>8} {:>8} {:>9}", "flow", "goodput", "loss", "retrans", "RTOs", "CE recv");
+        println!("  {:<20} {:>12} {:>9} {:>8} {:>8} {:>9}", "", "Mbit/s", "%", "pkts", "", "pkts");
+        for f in &s.flows {
+            println!("  {:<20} {:>12.2} {:>9.2} {:>8} {:>8} {:>9}", f.name, f.throughput_mbps, f.loss_pct, f.retransmits, f.timeouts, f.ce_marked);
+        }
+        let total: f64 = s.flows.iter().map(|f| f.throughput_mbps).sum();
+        println!("  {:<20} {:>12.2}", "total", total);
+        if let Some(j) = s.jain_fairness {
+            println!("  Jain's fairness index {j:.3}");
+        }
+    }
+    for p in &s.pings {
+        let f = |l: &Option<debloat_sim::scenario::Latency>| match l {
+            Some(l) => format!("p50 {:.1} / p90 {:.1} / p99 {:.1} ms", l.p50, l.p90, l.p99),
+            None => "-".into(),
+        };
+        println!("\n  {}: under load {}; idle {}; loss {:.1} %", p.name, f(&p.latency_ms), f(&p.idle_latency_ms), p.loss_pct);
+    }
+    println!("\n  {:<16} {:<36} {:>9} {:>8} {:>8} {:>8} {:>16}", "queue", "qdisc", "sent", "dropped", "marked", "max q", "sojourn p50/p99");
+    for q in &s.queues {
+        let mut name = q.qdisc.clone();
+        if name.len() > 36 {
+            name.truncate(33);
+            name.push_str("...");
+        }
+        println!(
+            "  {:<16} {:<36} {:>9} {:>8} {:>8} {:>8} {:>7.1}/{:<6.1}ms",
+            q.r#where, name, q.sent_pkts, q.dropped, q.marked, q.max_backlog_pkts, q.sojourn_ms.p50, q.sojourn_ms.p99
+        );
+    }
+}
