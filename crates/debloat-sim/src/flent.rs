@@ -29,7 +29,12 @@ fn iso(unix: f64) -> String {
     let days = secs.div_euclid(86_400);
     let rem = secs.rem_euclid(86_400);
     let (y, m, d) = civil_from_days(days);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{micros:06}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{micros:06}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
 }
 
 /// Howard Hinnant's days-to-civil algorithm.
@@ -56,17 +61,26 @@ fn collect(w: &World, cfg: &Config) -> Vec<Series> {
             if t <= f.start as f64 / 1e9 || t > f.stop as f64 / 1e9 + 1e-9 {
                 continue;
             }
-            let mbps = (pair[1] - pair[0]) as f64 * f64::from(crate::packet::MSS) * 8.0 / step / 1e6;
+            let mbps =
+                (pair[1] - pair[0]) as f64 * f64::from(crate::packet::MSS) * 8.0 / step / 1e6;
             raw.push((t, mbps, None));
         }
         let mut meta = Map::new();
         meta.insert("UNITS".into(), json!("Mbits/s"));
         meta.insert("RUNNER".into(), json!("debloat-sim-tcp"));
-        meta.insert("CONG_CONTROL".into(), json!(format!("{:?}", f.cc).to_lowercase()));
+        meta.insert(
+            "CONG_CONTROL".into(),
+            json!(format!("{:?}", f.cc).to_lowercase()),
+        );
         meta.insert("DATA_TOS".into(), json!(u32::from(f.dscp) << 2));
         meta.insert("TCP_MSS".into(), json!(crate::packet::MSS));
         meta.insert("TCP_RETRANSMIT".into(), json!(f.sender.retransmits));
-        out.push(Series { name: f.name.clone(), units: "Mbits/s", raw, meta });
+        out.push(Series {
+            name: f.name.clone(),
+            units: "Mbits/s",
+            raw,
+            meta,
+        });
     }
     let ping: Vec<(f64, f64, Option<u64>)> = w
         .ping
@@ -78,7 +92,12 @@ fn collect(w: &World, cfg: &Config) -> Vec<Series> {
     let mut meta = Map::new();
     meta.insert("UNITS".into(), json!("ms"));
     meta.insert("RUNNER".into(), json!("debloat-sim-icmp"));
-    out.push(Series { name: "Ping (ms) ICMP".into(), units: "ms", raw: ping, meta });
+    out.push(Series {
+        name: "Ping (ms) ICMP".into(),
+        units: "ms",
+        raw: ping,
+        meta,
+    });
     out
 }
 
@@ -108,7 +127,9 @@ pub fn data_file(w: &World, cfg: &Config, epoch: u64, title: &str) -> Value {
     let step = cfg.step_s;
     let total = cfg.length_s + 2.0 * cfg.delay_s;
     let n = (total / step).round() as usize + 1;
-    let xs: Vec<f64> = (0..n).map(|k| (k as f64 * step * 1e6).round() / 1e6).collect();
+    let xs: Vec<f64> = (0..n)
+        .map(|k| (k as f64 * step * 1e6).round() / 1e6)
+        .collect();
     let series = collect(w, cfg);
     let mut results = Map::new();
     let mut raw_values = Map::new();
@@ -169,8 +190,20 @@ pub fn data_file(w: &World, cfg: &Config, epoch: u64, title: &str) -> Value {
 
 /// flent's file name for a run: `<NAME>-<TIME without ':'>[.<title>].flent.gz`.
 pub fn file_name(test: Test, epoch: u64, title: &str) -> String {
-    let t = iso(epoch as f64).replace(':', "").trim_end_matches('Z').to_string();
-    let clean: String = title.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
+    let t = iso(epoch as f64)
+        .replace(':', "")
+        .trim_end_matches('Z')
+        .to_string();
+    let clean: String = title
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
     if clean.is_empty() {
         format!("{}-{t}.flent.gz", test.name())
     } else {
@@ -200,6 +233,16 @@ mod tests {
         let raw = vec![(1.0, 10.0, None), (1.4, 20.0, None)];
         let xs = [0.0, 1.0, 1.2, 1.4, 1.6, 3.0];
         let g = grid(&raw, &xs, 0.2);
-        assert_eq!(g, vec![Value::Null, json!(10.0), json!(15.0), json!(20.0), Value::Null, Value::Null]);
+        assert_eq!(
+            g,
+            vec![
+                Value::Null,
+                json!(10.0),
+                json!(15.0),
+                json!(20.0),
+                Value::Null,
+                Value::Null
+            ]
+        );
     }
 }

@@ -9,7 +9,6 @@ use crate::world::{Dir, LinkConfig, World};
 use debloat_core::{FlowHasher, QdiscSpec};
 use serde::Serialize;
 
-
 /// A flent test name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Test {
@@ -187,7 +186,11 @@ fn latency(mut v: Vec<u64>) -> Option<Latency> {
         return None;
     }
     v.sort_unstable();
-    Some(Latency { p50: pct(&v, 50.0), p90: pct(&v, 90.0), p99: pct(&v, 99.0) })
+    Some(Latency {
+        p50: pct(&v, 50.0),
+        p90: pct(&v, 90.0),
+        p99: pct(&v, 99.0),
+    })
 }
 
 /// A finished run: its summary and the world it ran in (for data files).
@@ -200,10 +203,18 @@ pub struct Run {
 
 fn hist_latency(h: &hdrhistogram::Histogram<u64>) -> Latency {
     if h.is_empty() {
-        return Latency { p50: 0.0, p90: 0.0, p99: 0.0 };
+        return Latency {
+            p50: 0.0,
+            p90: 0.0,
+            p99: 0.0,
+        };
     }
     let q = |p: f64| h.value_at_quantile(p) as f64 / 1e6;
-    Latency { p50: q(0.5), p90: q(0.9), p99: q(0.99) }
+    Latency {
+        p50: q(0.5),
+        p90: q(0.9),
+        p99: q(0.99),
+    }
 }
 
 /// Run a test; `progress` gets the fraction done now and then.
@@ -217,10 +228,20 @@ pub fn simulate(cfg: &Config, progress: impl FnMut(f64)) -> Run {
     let (delay, length) = (s(cfg.delay_s), s(cfg.length_s));
     let end = length + 2 * delay;
     let hasher = FlowHasher::new([cfg.seed, cfg.seed ^ 0x9e37_79b9_7f4a_7c15]);
-    let link = |spec: &QdiscSpec, rate, salt: u64| LinkConfig { rate_bps: rate, delay_ns: cfg.rtt_ns / 2, qdisc: spec.build(hasher, cfg.seed.wrapping_add(salt)) };
-    let mut w = World::new(link(&cfg.qdisc_up, cfg.up_bps, 1), link(&cfg.qdisc_down, cfg.down_bps, 2), end, s(cfg.step_s).max(1));
+    let link = |spec: &QdiscSpec, rate, salt: u64| LinkConfig {
+        rate_bps: rate,
+        delay_ns: cfg.rtt_ns / 2,
+        qdisc: spec.build(hasher, cfg.seed.wrapping_add(salt)),
+    };
+    let mut w = World::new(
+        link(&cfg.qdisc_up, cfg.up_bps, 1),
+        link(&cfg.qdisc_down, cfg.down_bps, 2),
+        end,
+        s(cfg.step_s).max(1),
+    );
     w.add_ping(0, 200_000_000);
-    let mut add = |name: String, dir| w.add_flow(&name, dir, cfg.cc, 0, cfg.ecn, delay, delay + length);
+    let mut add =
+        |name: String, dir| w.add_flow(&name, dir, cfg.cc, 0, cfg.ecn, delay, delay + length);
     match cfg.test {
         Test::Ping => {}
         Test::Tcp1Up => {
@@ -254,7 +275,14 @@ fn summarise(cfg: &Config, w: &World, delay: u64, length: u64) -> Summary {
         .flows
         .iter()
         .map(|f| {
-            let at = |t: u64| times.iter().position(|&x| x >= t).and_then(|i| f.delivered_series.get(i)).copied().unwrap_or(f.receiver.delivered);
+            let at = |t: u64| {
+                times
+                    .iter()
+                    .position(|&x| x >= t)
+                    .and_then(|i| f.delivered_series.get(i))
+                    .copied()
+                    .unwrap_or(f.receiver.delivered)
+            };
             let segs = at(delay + length).saturating_sub(at(delay));
             let sent = f.sender.outstanding() + f.receiver.delivered;
             FlowSummary {
@@ -264,7 +292,11 @@ fn summarise(cfg: &Config, w: &World, delay: u64, length: u64) -> Summary {
                 cc: f.cc,
                 dscp: f.dscp,
                 throughput_mbps: segs as f64 * f64::from(crate::packet::MSS) * 8.0 / secs / 1e6,
-                loss_pct: if sent == 0 { 0.0 } else { f.drops as f64 * 100.0 / (sent + f.sender.retransmits) as f64 },
+                loss_pct: if sent == 0 {
+                    0.0
+                } else {
+                    f.drops as f64 * 100.0 / (sent + f.sender.retransmits) as f64
+                },
                 retransmits: f.sender.retransmits,
                 timeouts: f.sender.timeouts,
                 ce_marked: f.receiver.ce_marked,
@@ -277,17 +309,30 @@ fn summarise(cfg: &Config, w: &World, delay: u64, length: u64) -> Summary {
         .map(|f| {
             f.delivered_series
                 .windows(2)
-                .map(|x| (x[1] - x[0]) as f64 * f64::from(crate::packet::MSS) * 8.0 / cfg.step_s / 1e6)
+                .map(|x| {
+                    (x[1] - x[0]) as f64 * f64::from(crate::packet::MSS) * 8.0 / cfg.step_s / 1e6
+                })
                 .collect()
         })
         .collect();
-    let rtts = |f: &dyn Fn(u64) -> bool| w.ping.samples.iter().filter(|s| f(s.0)).map(|s| s.1).collect::<Vec<_>>();
+    let rtts = |f: &dyn Fn(u64) -> bool| {
+        w.ping
+            .samples
+            .iter()
+            .filter(|s| f(s.0))
+            .map(|s| s.1)
+            .collect::<Vec<_>>()
+    };
     let answered = w.ping.samples.len() as f64;
     let pings = vec![PingSummary {
         name: "Ping (ms) ICMP".into(),
         latency_ms: latency(rtts(&|t| load(t))),
         idle_latency_ms: latency(rtts(&|t| t < delay)),
-        loss_pct: if w.ping.sent == 0 { 0.0 } else { (1.0 - answered / w.ping.sent as f64).max(0.0) * 100.0 },
+        loss_pct: if w.ping.sent == 0 {
+            0.0
+        } else {
+            (1.0 - answered / w.ping.sent as f64).max(0.0) * 100.0
+        },
     }];
     let queues = [(Dir::Up, &cfg.qdisc_up), (Dir::Down, &cfg.qdisc_down)]
         .iter()
@@ -315,5 +360,12 @@ fn summarise(cfg: &Config, w: &World, delay: u64, length: u64) -> Summary {
             s * s / (tp.len() as f64 * sq)
         }
     });
-    Summary { test: cfg.test.name(), flows, pings, queues, jain_fairness, series }
+    Summary {
+        test: cfg.test.name(),
+        flows,
+        pings,
+        queues,
+        jain_fairness,
+        series,
+    }
 }

@@ -76,7 +76,8 @@ impl Default for LinkStats {
             dropped: 0,
             marked: 0,
             max_backlog_pkts: 0,
-            sojourns: hdrhistogram::Histogram::new_with_bounds(1, 1_000_000_000_000, 3).expect("valid histogram bounds"),
+            sojourns: hdrhistogram::Histogram::new_with_bounds(1, 1_000_000_000_000, 3)
+                .expect("valid histogram bounds"),
         }
     }
 }
@@ -164,7 +165,13 @@ fn addr(net: u8, host: u8) -> IpAddr {
 impl World {
     /// A client and a server joined by `up` and `down`; run for `end` ns, sampling every `step`.
     pub fn new(up: LinkConfig, down: LinkConfig, end: Nanos, step: Nanos) -> World {
-        let link = |cfg| Link { cfg, busy_until: 0, wake_at: None, stats: LinkStats::default(), in_flight: Default::default() };
+        let link = |cfg| Link {
+            cfg,
+            busy_until: 0,
+            wake_at: None,
+            stats: LinkStats::default(),
+            in_flight: Default::default(),
+        };
         let mut w = World {
             now: 0,
             events: EventQueue::default(),
@@ -183,7 +190,16 @@ impl World {
 
     /// Add a bulk TCP flow; returns its index.
     #[allow(clippy::too_many_arguments)]
-    pub fn add_flow(&mut self, name: &str, dir: Dir, cc: Algorithm, dscp: u8, ecn: bool, start: Nanos, stop: Nanos) -> usize {
+    pub fn add_flow(
+        &mut self,
+        name: &str,
+        dir: Dir,
+        cc: Algorithm,
+        dscp: u8,
+        ecn: bool,
+        start: Nanos,
+        stop: Nanos,
+    ) -> usize {
         let i = self.flows.len();
         let port = 40000 + i as u16;
         let key = match dir {
@@ -323,7 +339,9 @@ impl World {
                 l.busy_until = done;
                 l.stats.sent_pkts += 1;
                 l.stats.sent_bytes += u64::from(p.meta.len);
-                l.stats.sojourns.saturating_record((now - p.meta.enqueue_ns).max(1));
+                l.stats
+                    .sojourns
+                    .saturating_record((now - p.meta.enqueue_ns).max(1));
                 if p.meta.ecn == Ecn::Ce {
                     l.stats.marked += 1;
                 }
@@ -346,7 +364,12 @@ impl World {
     fn arrive(&mut self, d: Dir, p: SimPacket) {
         let now = self.now;
         match p.body {
-            Body::Data { flow, seq, cwr, sent_at } => {
+            Body::Data {
+                flow,
+                seq,
+                cwr,
+                sent_at,
+            } => {
                 let i = flow as usize;
                 let ce = p.meta.ecn == Ecn::Ce;
                 // Marks set by the sender (already CE) are not this hop's marks; counted at the link.
@@ -356,18 +379,43 @@ impl World {
                     self.events.push(at, Event::ReceiverTimer(i, at));
                 }
             }
-            Body::Ack { flow, ack, sack, sack_len, ece, echo } => {
+            Body::Ack {
+                flow,
+                ack,
+                sack,
+                sack_len,
+                ece,
+                echo,
+            } => {
                 let i = flow as usize;
-                self.flows[i].sender.on_ack(&AckInfo { ack, sack, sack_len, ece, echo }, now);
+                self.flows[i].sender.on_ack(
+                    &AckInfo {
+                        ack,
+                        sack,
+                        sack_len,
+                        ece,
+                        echo,
+                    },
+                    now,
+                );
                 self.pump(i);
             }
-            Body::Ping { seq, sent_at, reply } => {
+            Body::Ping {
+                seq,
+                sent_at,
+                reply,
+            } => {
                 if reply {
                     self.ping.samples.push((sent_at, now - sent_at));
                 } else {
                     let mut r = p;
-                    r.body = Body::Ping { seq, sent_at, reply: true };
-                    r.meta = PacketMeta::new(PING_FRAME, FlowKey::ip(addr(2, 3), addr(1, 3), 0, 0, 1));
+                    r.body = Body::Ping {
+                        seq,
+                        sent_at,
+                        reply: true,
+                    };
+                    r.meta =
+                        PacketMeta::new(PING_FRAME, FlowKey::ip(addr(2, 3), addr(1, 3), 0, 0, 1));
                     self.send(d.reverse(), r);
                 }
             }
@@ -377,7 +425,21 @@ impl World {
     fn send_ack(&mut self, i: usize, a: AckInfo) {
         let f = &self.flows[i];
         let key = match f.key {
-            FlowKey::Ip { src, dst, sport, dport, proto, flow_label } => FlowKey::Ip { src: dst, dst: src, sport: dport, dport: sport, proto, flow_label },
+            FlowKey::Ip {
+                src,
+                dst,
+                sport,
+                dport,
+                proto,
+                flow_label,
+            } => FlowKey::Ip {
+                src: dst,
+                dst: src,
+                sport: dport,
+                dport: sport,
+                proto,
+                flow_label,
+            },
             k => k,
         };
         let mut m = PacketMeta::new(ACK_FRAME, key);
@@ -391,7 +453,14 @@ impl World {
             tcp.flags |= debloat_core::packet::TcpInfo::ECE;
         }
         m.tcp = Some(tcp);
-        let body = Body::Ack { flow: i as u32, ack: a.ack, sack: a.sack, sack_len: a.sack_len, ece: a.ece, echo: a.echo };
+        let body = Body::Ack {
+            flow: i as u32,
+            ack: a.ack,
+            sack: a.sack,
+            sack_len: a.sack_len,
+            ece: a.ece,
+            echo: a.echo,
+        };
         let dir = f.dir.reverse();
         self.send(dir, SimPacket { meta: m, body });
     }
@@ -402,9 +471,11 @@ impl World {
         if now < self.flows[i].start {
             return;
         }
-        let sending = now < self.flows[i].stop;
-        while sending {
-            let Some(seg) = self.flows[i].sender.poll_transmit(now) else { break };
+        // After `stop` the transfer ends (as netperf does), retransmissions included.
+        while now < self.flows[i].stop {
+            let Some(seg) = self.flows[i].sender.poll_transmit(now) else {
+                break;
+            };
             let f = &self.flows[i];
             let mut m = PacketMeta::new(DATA_FRAME, f.key);
             m.dscp = f.dscp;
@@ -413,7 +484,12 @@ impl World {
             tcp.payload_len = MSS;
             tcp.flags |= debloat_core::packet::TcpInfo::PSH;
             m.tcp = Some(tcp);
-            let body = Body::Data { flow: i as u32, seq: seg.seq, cwr: seg.cwr, sent_at: now };
+            let body = Body::Data {
+                flow: i as u32,
+                seq: seg.seq,
+                cwr: seg.cwr,
+                sent_at: now,
+            };
             let dir = f.dir;
             self.send(dir, SimPacket { meta: m, body });
         }
@@ -427,7 +503,17 @@ impl World {
         self.ping_seq += 1;
         self.ping.sent += 1;
         let m = PacketMeta::new(PING_FRAME, FlowKey::ip(addr(1, 3), addr(2, 3), 0, 0, 1));
-        self.send(Dir::Up, SimPacket { meta: m, body: Body::Ping { seq: self.ping_seq, sent_at: now, reply: false } });
+        self.send(
+            Dir::Up,
+            SimPacket {
+                meta: m,
+                body: Body::Ping {
+                    seq: self.ping_seq,
+                    sent_at: now,
+                    reply: false,
+                },
+            },
+        );
         if now + self.ping_interval <= self.end {
             self.events.push(now + self.ping_interval, Event::Ping);
         }

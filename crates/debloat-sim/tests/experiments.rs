@@ -5,7 +5,16 @@ use debloat_core::QdiscSpec;
 use debloat_sim::scenario::{Config, Summary, Test};
 use debloat_sim::tcp::cc::Algorithm;
 
-fn cfg(test: Test, down: u64, up: u64, rtt_ns: u64, qdisc: &str, length: f64, streams: u32, ecn: bool) -> Config {
+fn cfg(
+    test: Test,
+    down: u64,
+    up: u64,
+    rtt_ns: u64,
+    qdisc: &str,
+    length: f64,
+    streams: u32,
+    ecn: bool,
+) -> Config {
     let q: QdiscSpec = qdisc.parse().expect("spec");
     Config {
         test,
@@ -38,32 +47,86 @@ fn total(s: &Summary) -> f64 {
 #[test]
 fn fifo_depth_cubic() {
     for streams in [1, 2] {
-        let fifo = debloat_sim::run(&cfg(Test::TcpNUp, 20_000_000, 20_000_000, 48_000_000, "pfifo limit 1000", 60.0, streams, false), |_| {});
-        assert!(ping_p50(&fifo) >= 300.0, "{streams} flows, pfifo: ping median {:.1} ms", ping_p50(&fifo));
-        assert!(total(&fifo) > 18.0, "the FIFO is full but the link busy: {:.2} Mbit/s", total(&fifo));
-        let cake = debloat_sim::run(&cfg(Test::TcpNUp, 20_000_000, 20_000_000, 48_000_000, "cake bandwidth 20Mbit", 60.0, streams, false), |_| {});
-        assert!(ping_p50(&cake) <= 52.0, "{streams} flows, cake: ping median {:.1} ms", ping_p50(&cake));
-        eprintln!("FIFO-DEPTH {streams} flow(s): pfifo ping p50 {:.1} ms, cake {:.1} ms", ping_p50(&fifo), ping_p50(&cake));
+        let fifo = debloat_sim::run(
+            &cfg(
+                Test::TcpNUp,
+                20_000_000,
+                20_000_000,
+                48_000_000,
+                "pfifo limit 1000",
+                60.0,
+                streams,
+                false,
+            ),
+            |_| {},
+        );
+        assert!(
+            ping_p50(&fifo) >= 300.0,
+            "{streams} flows, pfifo: ping median {:.1} ms",
+            ping_p50(&fifo)
+        );
+        assert!(
+            total(&fifo) > 18.0,
+            "the FIFO is full but the link busy: {:.2} Mbit/s",
+            total(&fifo)
+        );
+        let cake = debloat_sim::run(
+            &cfg(
+                Test::TcpNUp,
+                20_000_000,
+                20_000_000,
+                48_000_000,
+                "cake bandwidth 20Mbit",
+                60.0,
+                streams,
+                false,
+            ),
+            |_| {},
+        );
+        assert!(
+            ping_p50(&cake) <= 52.0,
+            "{streams} flows, cake: ping median {:.1} ms",
+            ping_p50(&cake)
+        );
+        eprintln!(
+            "FIFO-DEPTH {streams} flow(s): pfifo ping p50 {:.1} ms, cake {:.1} ms",
+            ping_p50(&fifo),
+            ping_p50(&cake)
+        );
     }
 }
 
 /// PI-55: 4 CUBIC uploads over 5.5 Mbit/s up, 0.5 Mbit/s reverse, base RTT 0.3 ms, 60 s.
 fn pi_55(q: &str, ecn: bool) -> Summary {
-    debloat_sim::run(&cfg(Test::TcpNUp, 500_000, 5_500_000, 300_000, q, 60.0, 4, ecn), |_| {})
+    debloat_sim::run(
+        &cfg(Test::TcpNUp, 500_000, 5_500_000, 300_000, q, 60.0, 4, ecn),
+        |_| {},
+    )
 }
 
 fn up_pct(s: &Summary) -> (f64, f64) {
     let up = &s.queues[0];
     let offered = (up.sent_pkts + up.dropped) as f64;
-    (up.dropped as f64 * 100.0 / offered, up.marked as f64 * 100.0 / up.sent_pkts as f64)
+    (
+        up.dropped as f64 * 100.0 / offered,
+        up.marked as f64 * 100.0 / up.sent_pkts as f64,
+    )
 }
 
 /// Band: fq_codel ping median ≤ 5 ms and goodput ≥ 85 % of 5.5 Mbit/s (no ECN).
 #[test]
 fn pi_55_fq_codel_keeps_latency_near_idle_at_high_utilisation() {
     let fq = pi_55("fq_codel limit 1001 noecn", false);
-    assert!(ping_p50(&fq) <= 5.0, "fq_codel ping median {:.2} ms", ping_p50(&fq));
-    assert!(total(&fq) >= 0.85 * 5.5, "fq_codel goodput {:.2} Mbit/s", total(&fq));
+    assert!(
+        ping_p50(&fq) <= 5.0,
+        "fq_codel ping median {:.2} ms",
+        ping_p50(&fq)
+    );
+    assert!(
+        total(&fq) >= 0.85 * 5.5,
+        "fq_codel goodput {:.2} Mbit/s",
+        total(&fq)
+    );
     let fifo = pi_55("pfifo limit 1000", false);
     eprintln!(
         "PI-55: fq_codel ping p50 {:.2} ms, {:.2} Mbit/s, drops {:.1} % of offered; pfifo ping p50 {:.0} ms, {:.2} Mbit/s; data FIFO:fq_codel = 1:{:.2} (published 1:1.8)",
@@ -89,7 +152,11 @@ fn pi_55_with_ecn_marks_instead_of_dropping() {
 #[ignore = "model gap: this TCP keeps the FIFO less full (median ≈1.37 s); see issue 3 note"]
 fn pi_55_fifo_ping_median_is_over_1_5_s() {
     let fifo = pi_55("pfifo limit 1000", false);
-    assert!(ping_p50(&fifo) >= 1500.0, "pfifo ping median {:.0} ms", ping_p50(&fifo));
+    assert!(
+        ping_p50(&fifo) >= 1500.0,
+        "pfifo ping median {:.0} ms",
+        ping_p50(&fifo)
+    );
 }
 
 /// Band: fq_codel without ECN drops 10–35 % of offered packets (published 23 %).
@@ -102,13 +169,37 @@ fn pi_55_fq_codel_drops_10_to_35_percent() {
 
 #[test]
 fn same_seed_same_output_byte_for_byte() {
-    let c = cfg(Test::TcpNUp, 20_000_000, 5_000_000, 20_000_000, "cake bandwidth 4Mbit", 10.0, 3, true);
+    let c = cfg(
+        Test::TcpNUp,
+        20_000_000,
+        5_000_000,
+        20_000_000,
+        "cake bandwidth 4Mbit",
+        10.0,
+        3,
+        true,
+    );
     let a = debloat_sim::simulate(&c, |_| {});
     let b = debloat_sim::simulate(&c, |_| {});
-    let fa = debloat_sim::flent::gzip(&debloat_sim::flent::data_file(&a.world, &c, debloat_sim::flent::DEFAULT_EPOCH, "x")).expect("gzip");
-    let fb = debloat_sim::flent::gzip(&debloat_sim::flent::data_file(&b.world, &c, debloat_sim::flent::DEFAULT_EPOCH, "x")).expect("gzip");
+    let fa = debloat_sim::flent::gzip(&debloat_sim::flent::data_file(
+        &a.world,
+        &c,
+        debloat_sim::flent::DEFAULT_EPOCH,
+        "x",
+    ))
+    .expect("gzip");
+    let fb = debloat_sim::flent::gzip(&debloat_sim::flent::data_file(
+        &b.world,
+        &c,
+        debloat_sim::flent::DEFAULT_EPOCH,
+        "x",
+    ))
+    .expect("gzip");
     assert_eq!(fa, fb, "flent files differ");
-    assert_eq!(serde_json::to_string(&a.summary).ok(), serde_json::to_string(&b.summary).ok());
+    assert_eq!(
+        serde_json::to_string(&a.summary).ok(),
+        serde_json::to_string(&b.summary).ok()
+    );
     let mut c2 = c.clone();
     c2.seed = 2;
     let d = debloat_sim::simulate(&c2, |_| {});
@@ -117,20 +208,59 @@ fn same_seed_same_output_byte_for_byte() {
 
 #[test]
 fn one_cubic_flow_fills_an_uncongested_100_mbit_path_within_2_s() {
-    let s = debloat_sim::run(&cfg(Test::Tcp1Up, 100_000_000, 100_000_000, 20_000_000, "pfifo limit 10000", 10.0, 1, false), |_| {});
+    let s = debloat_sim::run(
+        &cfg(
+            Test::Tcp1Up,
+            100_000_000,
+            100_000_000,
+            20_000_000,
+            "pfifo limit 10000",
+            10.0,
+            1,
+            false,
+        ),
+        |_| {},
+    );
     let series = &s.series[0];
     // Samples are per 0.2 s step from t = 0; the flow starts at 5 s (step 25).
-    let first = series.iter().enumerate().skip(25).find(|(_, &v)| v >= 90.0).map(|(i, _)| i);
-    let at = first.map(|i| (i + 1) as f64 * 0.2 - 5.0).expect("reaches 90 Mbit/s");
+    let first = series
+        .iter()
+        .enumerate()
+        .skip(25)
+        .find(|(_, &v)| v >= 90.0)
+        .map(|(i, _)| i);
+    let at = first
+        .map(|i| (i + 1) as f64 * 0.2 - 5.0)
+        .expect("reaches 90 Mbit/s");
     assert!(at < 2.0, "90 % utilisation after {at:.1} s");
-    assert!(s.flows[0].throughput_mbps > 90.0, "average {:.1}", s.flows[0].throughput_mbps);
+    assert!(
+        s.flows[0].throughput_mbps > 90.0,
+        "average {:.1}",
+        s.flows[0].throughput_mbps
+    );
 }
 
 #[test]
 fn a_flow_through_a_fifo_saws_and_fills_the_queue() {
-    let r = debloat_sim::simulate(&cfg(Test::Tcp1Up, 10_000_000, 10_000_000, 40_000_000, "pfifo limit 100", 60.0, 1, false), |_| {});
+    let r = debloat_sim::simulate(
+        &cfg(
+            Test::Tcp1Up,
+            10_000_000,
+            10_000_000,
+            40_000_000,
+            "pfifo limit 100",
+            60.0,
+            1,
+            false,
+        ),
+        |_| {},
+    );
     let f = &r.world.flows[0];
-    assert!(f.sender.loss_events >= 5, "{} window reductions", f.sender.loss_events);
+    assert!(
+        f.sender.loss_events >= 5,
+        "{} window reductions",
+        f.sender.loss_events
+    );
     // Sawtooth: the window repeatedly climbs and falls back by CUBIC's 30 %.
     let w: Vec<f64> = f.cwnd_series[30..].to_vec();
     let falls = w.windows(2).filter(|x| x[1] < x[0] * 0.8).count();
@@ -140,8 +270,24 @@ fn a_flow_through_a_fifo_saws_and_fills_the_queue() {
 
 #[test]
 fn with_ecn_and_fq_codel_a_flow_sees_marks_and_no_drops() {
-    let s = debloat_sim::run(&cfg(Test::Tcp1Up, 10_000_000, 10_000_000, 40_000_000, "fq_codel", 30.0, 1, true), |_| {});
-    assert!(s.flows[0].ce_marked > 10, "{} CE marks", s.flows[0].ce_marked);
+    let s = debloat_sim::run(
+        &cfg(
+            Test::Tcp1Up,
+            10_000_000,
+            10_000_000,
+            40_000_000,
+            "fq_codel",
+            30.0,
+            1,
+            true,
+        ),
+        |_| {},
+    );
+    assert!(
+        s.flows[0].ce_marked > 10,
+        "{} CE marks",
+        s.flows[0].ce_marked
+    );
     assert_eq!(s.queues[0].dropped, 0);
     assert!(s.flows[0].throughput_mbps > 9.0);
 }

@@ -35,7 +35,10 @@ pub fn run(a: &Args) -> Result<()> {
         ecn: false,
         seed: 1,
     };
-    println!("4 CUBIC uploads through fq_codel at 100 Mbit/s, 20 ms, {} s of load (+10 s idle):", a.length);
+    println!(
+        "4 CUBIC uploads through fq_codel at 100 Mbit/s, 20 ms, {} s of load (+10 s idle):",
+        a.length
+    );
     let t = std::time::Instant::now();
     let s = debloat_sim::run(&cfg, |_| {});
     let wall = t.elapsed().as_secs_f64();

@@ -11,7 +11,9 @@ use std::path::PathBuf;
 
 /// Arguments of `debloat sim`.
 #[derive(clap::Args, Debug)]
-#[command(after_help = "Examples:\n  debloat sim tcp_nup --link 20Mbit/20Mbit --rtt 48ms --qdisc \"pfifo limit 1000\" --streams 2\n  debloat sim tcp_nup --link 500kbit/5500kbit --rtt 300us --qdisc \"fq_codel\" --ecn --output results/\n  debloat sim tcp_1up --qdisc-up \"cake bandwidth 19Mbit\" --qdisc-down \"fq_codel\"")]
+#[command(
+    after_help = "Examples:\n  debloat sim tcp_nup --link 20Mbit/20Mbit --rtt 48ms --qdisc \"pfifo limit 1000\" --streams 2\n  debloat sim tcp_nup --link 500kbit/5500kbit --rtt 300us --qdisc \"fq_codel\" --ecn --output results/\n  debloat sim tcp_1up --qdisc-up \"cake bandwidth 19Mbit\" --qdisc-down \"fq_codel\""
+)]
 pub struct Args {
     /// flent test: ping, tcp_1up, tcp_nup, tcp_ndown, tcp_bidirectional.
     test: String,
@@ -109,16 +111,26 @@ pub fn run(a: &Args) -> Result<()> {
         }
     });
     if tty && last > 0.0 {
-        eprintln!("\r  simulating {}: done in {:.1} s", cfg.test.name(), started.elapsed().as_secs_f64());
+        eprintln!(
+            "\r  simulating {}: done in {:.1} s",
+            cfg.test.name(),
+            started.elapsed().as_secs_f64()
+        );
     }
     print_table(&cfg, &r.summary);
     if let Some(dir) = &a.output {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let epoch = debloat_sim::flent::DEFAULT_EPOCH;
         let name = debloat_sim::flent::file_name(cfg.test, epoch, &a.title);
-        let data = debloat_sim::flent::gzip(&debloat_sim::flent::data_file(&r.world, &cfg, epoch, &a.title))?;
-        std::fs::write(dir.join(&name), data).with_context(|| format!("writing {}", dir.join(&name).display()))?;
-        std::fs::write(dir.join("summary.json"), serde_json::to_string_pretty(&r.summary)?)?;
+        let data = debloat_sim::flent::gzip(&debloat_sim::flent::data_file(
+            &r.world, &cfg, epoch, &a.title,
+        ))?;
+        std::fs::write(dir.join(&name), data)
+            .with_context(|| format!("writing {}", dir.join(&name).display()))?;
+        std::fs::write(
+            dir.join("summary.json"),
+            serde_json::to_string_pretty(&r.summary)?,
+        )?;
         println!("\nwrote {} and summary.json in {}", name, dir.display());
     }
     Ok(())
@@ -136,10 +148,19 @@ fn print_table(cfg: &Config, s: &Summary) {
         if cfg.ecn { ", ECN" } else { "" }
     );
     if !s.flows.is_empty() {
-        println!("\n  {:<20} {:>12} {:>9} {:>8} {:>8} {:>9}", "flow", "goodput", "loss", "retrans", "RTOs", "CE recv");
-        println!("  {:<20} {:>12} {:>9} {:>8} {:>8} {:>9}", "", "Mbit/s", "%", "pkts", "", "pkts");
+        println!(
+            "\n  {:<20} {:>12} {:>9} {:>8} {:>8} {:>9}",
+            "flow", "goodput", "loss", "retrans", "RTOs", "CE recv"
+        );
+        println!(
+            "  {:<20} {:>12} {:>9} {:>8} {:>8} {:>9}",
+            "", "Mbit/s", "%", "pkts", "", "pkts"
+        );
         for f in &s.flows {
-            println!("  {:<20} {:>12.2} {:>9.2} {:>8} {:>8} {:>9}", f.name, f.throughput_mbps, f.loss_pct, f.retransmits, f.timeouts, f.ce_marked);
+            println!(
+                "  {:<20} {:>12.2} {:>9.2} {:>8} {:>8} {:>9}",
+                f.name, f.throughput_mbps, f.loss_pct, f.retransmits, f.timeouts, f.ce_marked
+            );
         }
         let total: f64 = s.flows.iter().map(|f| f.throughput_mbps).sum();
         println!("  {:<20} {:>12.2}", "total", total);
@@ -152,9 +173,18 @@ fn print_table(cfg: &Config, s: &Summary) {
             Some(l) => format!("p50 {:.1} / p90 {:.1} / p99 {:.1} ms", l.p50, l.p90, l.p99),
             None => "-".into(),
         };
-        println!("\n  {}: under load {}; idle {}; loss {:.1} %", p.name, f(&p.latency_ms), f(&p.idle_latency_ms), p.loss_pct);
+        println!(
+            "\n  {}: under load {}; idle {}; loss {:.1} %",
+            p.name,
+            f(&p.latency_ms),
+            f(&p.idle_latency_ms),
+            p.loss_pct
+        );
     }
-    println!("\n  {:<16} {:<36} {:>9} {:>8} {:>8} {:>8} {:>16}", "queue", "qdisc", "sent", "dropped", "marked", "max q", "sojourn p50/p99");
+    println!(
+        "\n  {:<16} {:<36} {:>9} {:>8} {:>8} {:>8} {:>16}",
+        "queue", "qdisc", "sent", "dropped", "marked", "max q", "sojourn p50/p99"
+    );
     for q in &s.queues {
         let mut name = q.qdisc.clone();
         if name.len() > 36 {
@@ -163,7 +193,14 @@ fn print_table(cfg: &Config, s: &Summary) {
         }
         println!(
             "  {:<16} {:<36} {:>9} {:>8} {:>8} {:>8} {:>7.1}/{:<6.1}ms",
-            q.r#where, name, q.sent_pkts, q.dropped, q.marked, q.max_backlog_pkts, q.sojourn_ms.p50, q.sojourn_ms.p99
+            q.r#where,
+            name,
+            q.sent_pkts,
+            q.dropped,
+            q.marked,
+            q.max_backlog_pkts,
+            q.sojourn_ms.p50,
+            q.sojourn_ms.p99
         );
     }
 }

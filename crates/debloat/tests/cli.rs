@@ -305,12 +305,32 @@ fn read_flent(p: &Path) -> serde_json::Value {
 fn sim_writes_a_flent_file_and_a_summary() {
     let dir = tempfile::tempdir().expect("tmp");
     let o = debloat(&[
-        "sim", "tcp_nup", "--link", "20Mbit/20Mbit", "--rtt", "48ms", "--qdisc", "cake bandwidth 20Mbit", "--streams", "2",
-        "--length", "10", "--output", dir.path().to_str().unwrap_or(""), "--title", "cake test",
+        "sim",
+        "tcp_nup",
+        "--link",
+        "20Mbit/20Mbit",
+        "--rtt",
+        "48ms",
+        "--qdisc",
+        "cake bandwidth 20Mbit",
+        "--streams",
+        "2",
+        "--length",
+        "10",
+        "--output",
+        dir.path().to_str().unwrap_or(""),
+        "--title",
+        "cake test",
     ]);
     assert!(o.status.success(), "{}", text(&o));
     let t = text(&o);
-    assert!(t.contains("TCP upload::1") && t.contains("Ping (ms) ICMP") && t.contains("Mbit/s") && t.contains("ms"), "{t}");
+    assert!(
+        t.contains("TCP upload::1")
+            && t.contains("Ping (ms) ICMP")
+            && t.contains("Mbit/s")
+            && t.contains("ms"),
+        "{t}"
+    );
     let name = "tcp_nup-2026-01-01T000000.000000.cake_test.flent.gz";
     let v = read_flent(&dir.path().join(name));
     assert_eq!(v["version"], 4);
@@ -321,26 +341,76 @@ fn sim_writes_a_flent_file_and_a_summary() {
     assert_eq!(n, 101, "20 s at 0.2 s steps");
     for s in ["TCP upload::1", "TCP upload::2", "Ping (ms) ICMP"] {
         assert_eq!(v["results"][s].as_array().map(|a| a.len()), Some(n), "{s}");
-        assert!(!v["raw_values"][s].as_array().map(|a| a.is_empty()).unwrap_or(true), "{s} has raw samples");
+        assert!(
+            !v["raw_values"][s]
+                .as_array()
+                .map(|a| a.is_empty())
+                .unwrap_or(true),
+            "{s} has raw samples"
+        );
     }
-    let summary: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join("summary.json")).expect("summary")).expect("json");
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("summary.json")).expect("summary"),
+    )
+    .expect("json");
     assert_eq!(summary["flows"].as_array().map(|a| a.len()), Some(2));
     assert_eq!(summary["queues"][0]["where"], "bottleneck up");
-    let p50 = summary["pings"][0]["latency_ms"]["p50"].as_f64().unwrap_or(0.0);
-    assert!(p50 > 48.0 && p50 < 52.0, "cake keeps the ping near the 48 ms base: {p50}");
-    let tp = summary["flows"][0]["throughput_mbps"].as_f64().unwrap_or(0.0);
+    let p50 = summary["pings"][0]["latency_ms"]["p50"]
+        .as_f64()
+        .unwrap_or(0.0);
+    assert!(
+        p50 > 48.0 && p50 < 52.0,
+        "cake keeps the ping near the 48 ms base: {p50}"
+    );
+    let tp = summary["flows"][0]["throughput_mbps"]
+        .as_f64()
+        .unwrap_or(0.0);
     assert!(tp > 5.0, "throughput {tp}");
 
     // The real flent opens it (CI installs flent; elsewhere this part says it is skipped).
-    if Command::new("flent").arg("--version").output().is_ok_and(|o| o.status.success()) {
-        let out = Command::new("flent").args(["-i", dir.path().join(name).to_str().unwrap_or(""), "-f", "csv"]).output().expect("flent runs");
-        assert!(out.status.success(), "flent: {}", String::from_utf8_lossy(&out.stderr));
+    if Command::new("flent")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        let out = Command::new("flent")
+            .args([
+                "-i",
+                dir.path().join(name).to_str().unwrap_or(""),
+                "-f",
+                "csv",
+            ])
+            .output()
+            .expect("flent runs");
+        assert!(
+            out.status.success(),
+            "flent: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let csv = String::from_utf8_lossy(&out.stdout);
-        let rows = csv.lines().filter(|l| l.chars().next().is_some_and(|c| c.is_ascii_digit())).count();
+        let rows = csv
+            .lines()
+            .filter(|l| l.chars().next().is_some_and(|c| c.is_ascii_digit()))
+            .count();
         assert_eq!(rows, n, "flent -f csv prints one row per x value:\n{csv}");
-        assert!(csv.lines().any(|l| l.starts_with("tcp_nup,") && l.contains("TCP upload::1") && l.contains("Ping (ms) ICMP")), "{csv}");
-        let sum = Command::new("flent").args(["-i", dir.path().join(name).to_str().unwrap_or(""), "-f", "summary"]).output().expect("flent runs");
-        assert!(sum.status.success() && String::from_utf8_lossy(&sum.stdout).contains("Ping (ms) ICMP"));
+        assert!(
+            csv.lines().any(|l| l.starts_with("tcp_nup,")
+                && l.contains("TCP upload::1")
+                && l.contains("Ping (ms) ICMP")),
+            "{csv}"
+        );
+        let sum = Command::new("flent")
+            .args([
+                "-i",
+                dir.path().join(name).to_str().unwrap_or(""),
+                "-f",
+                "summary",
+            ])
+            .output()
+            .expect("flent runs");
+        assert!(
+            sum.status.success() && String::from_utf8_lossy(&sum.stdout).contains("Ping (ms) ICMP")
+        );
     } else {
         println!("SKIP: flent is not installed; the flent-loads-the-file check did not run (apt-get install flent)");
     }
@@ -350,9 +420,21 @@ fn sim_writes_a_flent_file_and_a_summary() {
 fn sim_says_which_tests_exist() {
     let o = debloat(&["sim", "rrul"]);
     assert!(!o.status.success());
-    assert!(text(&o).contains("not implemented") && text(&o).contains("tcp_nup"), "{}", text(&o));
+    assert!(
+        text(&o).contains("not implemented") && text(&o).contains("tcp_nup"),
+        "{}",
+        text(&o)
+    );
     let o = debloat(&["sim", "tcp_nup", "--cc", "vegas"]);
-    assert!(!o.status.success() && text(&o).contains("cubic"), "{}", text(&o));
+    assert!(
+        !o.status.success() && text(&o).contains("cubic"),
+        "{}",
+        text(&o)
+    );
     let o = debloat(&["sim", "tcp_nup", "--link", "fast"]);
-    assert!(!o.status.success() && text(&o).contains("Mbit"), "{}", text(&o));
+    assert!(
+        !o.status.success() && text(&o).contains("Mbit"),
+        "{}",
+        text(&o)
+    );
 }

@@ -27,7 +27,9 @@ impl std::str::FromStr for Algorithm {
             "reno" | "newreno" => Ok(Algorithm::Reno),
             "cubic" => Ok(Algorithm::Cubic),
             "bbr" => Err("bbr is not implemented yet; use cubic or reno".into()),
-            other => Err(format!("unknown congestion control `{other}`: expected cubic or reno")),
+            other => Err(format!(
+                "unknown congestion control `{other}`: expected cubic or reno"
+            )),
         }
     }
 }
@@ -63,7 +65,13 @@ struct Hystart {
 
 impl Default for Hystart {
     fn default() -> Self {
-        Hystart { round_end: 0, curr_rtt: Nanos::MAX, samples: 0, delay_min: Nanos::MAX, found: false }
+        Hystart {
+            round_end: 0,
+            curr_rtt: Nanos::MAX,
+            samples: 0,
+            delay_min: Nanos::MAX,
+            found: false,
+        }
     }
 }
 
@@ -73,7 +81,17 @@ const HYSTART_LOW_WINDOW: f64 = 16.0;
 impl Cc {
     /// A fresh connection with the initial window `iw` (Linux IW10).
     pub fn new(alg: Algorithm, iw: f64) -> Cc {
-        Cc { alg, cwnd: iw, ssthresh: f64::INFINITY, w_max: 0.0, w_last_max: 0.0, epoch_start: None, k: 0.0, w_est: 0.0, hystart: Hystart::default() }
+        Cc {
+            alg,
+            cwnd: iw,
+            ssthresh: f64::INFINITY,
+            w_max: 0.0,
+            w_last_max: 0.0,
+            epoch_start: None,
+            k: 0.0,
+            w_est: 0.0,
+            hystart: Hystart::default(),
+        }
     }
 
     /// An RTT sample at an ACK that moved `snd_una`; `snd_nxt` marks the end of the next round.
@@ -157,7 +175,11 @@ impl Cc {
             }
             Algorithm::Cubic => {
                 self.epoch_start = None;
-                self.w_max = if self.cwnd < self.w_last_max { self.cwnd * (1.0 + BETA) / 2.0 } else { self.cwnd };
+                self.w_max = if self.cwnd < self.w_last_max {
+                    self.cwnd * (1.0 + BETA) / 2.0
+                } else {
+                    self.cwnd
+                };
                 self.w_last_max = self.cwnd;
                 self.ssthresh = (self.cwnd * BETA).max(2.0);
             }
@@ -168,7 +190,10 @@ impl Cc {
     /// Retransmission timeout: back to one segment.
     pub fn on_rto(&mut self, flight: f64) {
         self.on_congestion();
-        self.hystart = Hystart { delay_min: self.hystart.delay_min, ..Hystart::default() };
+        self.hystart = Hystart {
+            delay_min: self.hystart.delay_min,
+            ..Hystart::default()
+        };
         self.ssthresh = (flight / 2.0).max(2.0).min(self.ssthresh.max(2.0));
         self.cwnd = 1.0;
     }

@@ -151,7 +151,11 @@ impl Sender {
     }
 
     fn arm_rto(&mut self, now: Nanos) {
-        self.rto_deadline = if self.outstanding() > 0 { Some(now + (self.rto << self.backoff).min(RTO_MAX)) } else { None };
+        self.rto_deadline = if self.outstanding() > 0 {
+            Some(now + (self.rto << self.backoff).min(RTO_MAX))
+        } else {
+            None
+        };
     }
 
     fn rtt_sample(&mut self, r: Nanos) {
@@ -299,7 +303,11 @@ impl Sender {
                         if self.rto_deadline.is_none() {
                             self.arm_rto(now);
                         }
-                        return Some(Segment { seq: q, retransmit: true, cwr: false });
+                        return Some(Segment {
+                            seq: q,
+                            retransmit: true,
+                            cwr: false,
+                        });
                     }
                 }
                 q += 1;
@@ -312,7 +320,11 @@ impl Sender {
             self.arm_rto(now);
         }
         let cwr = std::mem::take(&mut self.send_cwr);
-        Some(Segment { seq, retransmit: false, cwr })
+        Some(Segment {
+            seq,
+            retransmit: false,
+            cwr,
+        })
     }
 }
 
@@ -344,7 +356,14 @@ impl Receiver {
     }
 
     /// A segment arrived at `now`; returns an ACK to send now, if one is due.
-    pub fn on_data(&mut self, seq: u64, ce: bool, cwr: bool, sent_at: Nanos, now: Nanos) -> Option<AckInfo> {
+    pub fn on_data(
+        &mut self,
+        seq: u64,
+        ce: bool,
+        cwr: bool,
+        sent_at: Nanos,
+        now: Nanos,
+    ) -> Option<AckInfo> {
         if cwr {
             self.ece = false;
         }
@@ -391,7 +410,13 @@ impl Receiver {
         self.unacked = 0;
         self.delack_deadline = None;
         let (sack, sack_len) = self.sack_blocks();
-        AckInfo { ack: self.rcv_nxt, sack, sack_len, ece: self.ece, echo: self.last_echo }
+        AckInfo {
+            ack: self.rcv_nxt,
+            sack,
+            sack_len,
+            ece: self.ece,
+            echo: self.last_echo,
+        }
     }
 
     /// Up to three SACK blocks: the one holding the latest segment first, then the highest.
@@ -408,7 +433,10 @@ impl Receiver {
                 }
             }
         }
-        if let Some(i) = blocks.iter().position(|b| b.0 <= self.last_seq && self.last_seq < b.1) {
+        if let Some(i) = blocks
+            .iter()
+            .position(|b| b.0 <= self.last_seq && self.last_seq < b.1)
+        {
             let b = blocks.remove(i);
             blocks.insert(0, b);
         }
@@ -451,11 +479,22 @@ mod tests {
     #[test]
     fn three_sacks_above_a_hole_trigger_one_retransmission_and_one_reduction() {
         let mut s = Sender::new(Algorithm::Reno);
-        let sent: Vec<u64> = std::iter::from_fn(|| s.poll_transmit(0)).map(|x| x.seq).collect();
+        let sent: Vec<u64> = std::iter::from_fn(|| s.poll_transmit(0))
+            .map(|x| x.seq)
+            .collect();
         assert_eq!(sent.len(), 10, "IW10");
         // Segment 0 lost; 1, 2, 3 SACKed.
         for end in 2..=4 {
-            s.on_ack(&AckInfo { ack: 0, sack: [(1, end), (0, 0), (0, 0)], sack_len: 1, ece: false, echo: 0 }, 1_000_000);
+            s.on_ack(
+                &AckInfo {
+                    ack: 0,
+                    sack: [(1, end), (0, 0), (0, 0)],
+                    sack_len: 1,
+                    ece: false,
+                    echo: 0,
+                },
+                1_000_000,
+            );
         }
         assert_eq!(s.loss_events, 1);
         // The first two SACKs are forward progress and grow the slow-start window to 12; the
@@ -469,13 +508,21 @@ mod tests {
     fn ece_halves_once_per_window_and_sets_cwr() {
         let mut s = Sender::new(Algorithm::Reno);
         while s.poll_transmit(0).is_some() {}
-        let ack = |n| AckInfo { ack: n, sack: [(0, 0); 3], sack_len: 0, ece: true, echo: 0 };
+        let ack = |n| AckInfo {
+            ack: n,
+            sack: [(0, 0); 3],
+            sack_len: 0,
+            ece: true,
+            echo: 0,
+        };
         s.on_ack(&ack(2), 1);
         s.on_ack(&ack(4), 2);
         s.on_ack(&ack(8), 3);
         assert_eq!(s.ecn_events, 1, "once per window");
         assert_eq!(s.cwnd(), 5.0, "no growth in CWR");
-        let seg = s.poll_transmit(4).expect("room after the window shrank to 5 with 2 outstanding");
+        let seg = s
+            .poll_transmit(4)
+            .expect("room after the window shrank to 5 with 2 outstanding");
         assert!(seg.cwr);
     }
 
