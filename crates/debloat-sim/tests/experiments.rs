@@ -5,6 +5,7 @@ use debloat_core::QdiscSpec;
 use debloat_sim::scenario::{Config, Summary, Test};
 use debloat_sim::tcp::cc::Algorithm;
 
+#[allow(clippy::too_many_arguments)]
 fn cfg(
     test: Test,
     down: u64,
