@@ -82,22 +82,34 @@ fn collect(w: &World, cfg: &Config) -> Vec<Series> {
             meta,
         });
     }
-    let ping: Vec<(f64, f64, Option<u64>)> = w
-        .ping
-        .samples
-        .iter()
-        .enumerate()
-        .map(|(i, &(sent, rtt))| (sent as f64 / 1e9, rtt as f64 / 1e6, Some(i as u64)))
-        .collect();
-    let mut meta = Map::new();
-    meta.insert("UNITS".into(), json!("ms"));
-    meta.insert("RUNNER".into(), json!("debloat-sim-icmp"));
-    out.push(Series {
-        name: "Ping (ms) ICMP".into(),
-        units: "ms",
-        raw: ping,
-        meta,
-    });
+    for p in &w.probes {
+        let raw: Vec<(f64, f64, Option<u64>)> = p
+            .samples
+            .iter()
+            .enumerate()
+            .map(|(i, &(sent, rtt))| (sent as f64 / 1e9, rtt as f64 / 1e6, Some(i as u64)))
+            .collect();
+        let mut meta = Map::new();
+        meta.insert("UNITS".into(), json!("ms"));
+        meta.insert(
+            "RUNNER".into(),
+            json!(if p.udp {
+                "debloat-sim-udp"
+            } else {
+                "debloat-sim-icmp"
+            }),
+        );
+        if p.udp {
+            meta.insert("PACKETS_SENT".into(), json!(p.sent));
+            meta.insert("PACKETS_RECEIVED".into(), json!(p.samples.len()));
+        }
+        out.push(Series {
+            name: p.name.clone(),
+            units: "ms",
+            raw,
+            meta,
+        });
+    }
     out
 }
 
@@ -125,7 +137,12 @@ fn grid(raw: &[(f64, f64, Option<u64>)], xs: &[f64], step: f64) -> Vec<Value> {
 /// The whole data file as JSON.
 pub fn data_file(w: &World, cfg: &Config, epoch: u64, title: &str) -> Value {
     let step = cfg.step_s;
-    let total = cfg.length_s + 2.0 * cfg.delay_s;
+    let delay_s = if cfg.test == Test::Ping {
+        0.0
+    } else {
+        cfg.delay_s
+    };
+    let total = cfg.length_s + 2.0 * delay_s;
     let n = (total / step).round() as usize + 1;
     let xs: Vec<f64> = (0..n)
         .map(|k| (k as f64 * step * 1e6).round() / 1e6)
@@ -161,7 +178,7 @@ pub fn data_file(w: &World, cfg: &Config, epoch: u64, title: &str) -> Value {
     }
     let note = format!(
         "debloat sim: {}/{} bit/s down/up, base RTT {} ms, qdisc up `{}`, down `{}`, cc {:?}, ecn {}, seed {}, delay {} s",
-        cfg.down_bps, cfg.up_bps, cfg.rtt_ns as f64 / 1e6, cfg.qdisc_up, cfg.qdisc_down, cfg.cc, cfg.ecn, cfg.seed, cfg.delay_s
+        cfg.down_bps, cfg.up_bps, cfg.rtt_ns as f64 / 1e6, cfg.qdisc_up, cfg.qdisc_down, cfg.cc, cfg.ecn, cfg.seed, delay_s
     );
     json!({
         "version": 4,

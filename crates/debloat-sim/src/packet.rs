@@ -11,6 +11,9 @@ pub const DATA_FRAME: u32 = MSS + 66;
 pub const ACK_FRAME: u32 = 66;
 /// Frame bytes of a flent ICMP ping (56 data bytes + ICMP 8 + IPv4 20 + Ethernet 14).
 pub const PING_FRAME: u32 = 98;
+/// Frame bytes of a UDP latency probe (irtt's smallest packet: 60 bytes of payload + UDP 8 +
+/// IPv4 20 + Ethernet 14).
+pub const UDP_PROBE_FRAME: u32 = 102;
 
 /// Transport contents.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,8 +44,10 @@ pub enum Body {
         /// Timestamp echo of the segment that triggered this ACK.
         echo: Nanos,
     },
-    /// An ICMP echo request or reply.
+    /// A latency probe's request or reply (ICMP echo, or UDP as irtt sends it).
     Ping {
+        /// Which probe.
+        probe: u16,
         /// Sequence number.
         seq: u32,
         /// When the request was sent.

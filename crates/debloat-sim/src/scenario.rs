@@ -22,6 +22,11 @@ pub enum Test {
     TcpNDown,
     /// One upload and one download.
     TcpBidirectional,
+    /// Realtime Response Under Load: 4 uploads and 4 downloads marked BE, BK, CS5, EF, with UDP
+    /// probes marked EF, BK, BE and an ICMP ping.
+    Rrul,
+    /// rrul with everything best effort.
+    RrulBe,
 }
 
 impl std::str::FromStr for Test {
@@ -33,10 +38,12 @@ impl std::str::FromStr for Test {
             "tcp_nup" => Test::TcpNUp,
             "tcp_ndown" => Test::TcpNDown,
             "tcp_bidirectional" => Test::TcpBidirectional,
-            "rrul" | "rrul_be" | "tcp_2up_square" | "tcp_4up_squarewave" | "voip" | "rtt_fair_up" | "rtt_fair_var_up" | "rtt_fair_var_down" | "tcp_1down" => {
-                return Err(format!("`{s}` is not implemented in the simulator yet; available: ping, tcp_1up, tcp_nup, tcp_ndown, tcp_bidirectional"))
+            "rrul" => Test::Rrul,
+            "rrul_be" => Test::RrulBe,
+            "tcp_2up_square" | "tcp_4up_squarewave" | "voip" | "rtt_fair_up" | "rtt_fair_var_up" | "rtt_fair_var_down" | "tcp_1down" => {
+                return Err(format!("`{s}` is not implemented in the simulator yet; available: ping, tcp_1up, tcp_nup, tcp_ndown, tcp_bidirectional, rrul, rrul_be"))
             }
-            other => return Err(format!("unknown test `{other}`; available: ping, tcp_1up, tcp_nup, tcp_ndown, tcp_bidirectional")),
+            other => return Err(format!("unknown test `{other}`; available: ping, tcp_1up, tcp_nup, tcp_ndown, tcp_bidirectional, rrul, rrul_be")),
         })
     }
 }
@@ -50,6 +57,8 @@ impl Test {
             Test::TcpNUp => "tcp_nup",
             Test::TcpNDown => "tcp_ndown",
             Test::TcpBidirectional => "tcp_bidirectional",
+            Test::Rrul => "rrul",
+            Test::RrulBe => "rrul_be",
         }
     }
 }
@@ -225,7 +234,13 @@ pub fn run(cfg: &Config, progress: impl FnMut(f64)) -> Summary {
 /// Run a test and keep the world.
 pub fn simulate(cfg: &Config, progress: impl FnMut(f64)) -> Run {
     let s = |x: f64| (x * 1e9) as u64;
-    let (delay, length) = (s(cfg.delay_s), s(cfg.length_s));
+    // flent's `ping` test has no load and no idle margins: it runs for LENGTH.
+    let delay_s = if cfg.test == Test::Ping {
+        0.0
+    } else {
+        cfg.delay_s
+    };
+    let (delay, length) = (s(delay_s), s(cfg.length_s));
     let end = length + 2 * delay;
     let hasher = FlowHasher::new([cfg.seed, cfg.seed ^ 0x9e37_79b9_7f4a_7c15]);
     let link = |spec: &QdiscSpec, rate, salt: u64| LinkConfig {
@@ -239,28 +254,71 @@ pub fn simulate(cfg: &Config, progress: impl FnMut(f64)) -> Run {
         end,
         s(cfg.step_s).max(1),
     );
-    w.add_ping(0, 200_000_000);
+    let probe_interval = 200_000_000;
+    w.add_probe("Ping (ms) ICMP", false, 0, 0, probe_interval);
+    let (start, stop) = (delay, delay + length);
     let mut add =
-        |name: String, dir| w.add_flow(&name, dir, cfg.cc, 0, cfg.ecn, delay, delay + length);
+        |name: String, dir, dscp| w.add_flow(&name, dir, cfg.cc, dscp, cfg.ecn, start, stop);
     match cfg.test {
         Test::Ping => {}
         Test::Tcp1Up => {
-            add("TCP upload".into(), Dir::Up);
+            add("TCP upload".into(), Dir::Up, 0);
         }
         Test::TcpNUp => {
             for i in 1..=cfg.streams {
-                add(format!("TCP upload::{i}"), Dir::Up);
+                add(format!("TCP upload::{i}"), Dir::Up, 0);
             }
         }
         Test::TcpNDown => {
             for i in 1..=cfg.streams {
-                add(format!("TCP download::{i}"), Dir::Down);
+                add(format!("TCP download::{i}"), Dir::Down, 0);
             }
         }
         Test::TcpBidirectional => {
-            add("TCP upload".into(), Dir::Up);
-            add("TCP download".into(), Dir::Down);
+            add("TCP download".into(), Dir::Down, 0);
+            add("TCP upload".into(), Dir::Up, 0);
         }
+        Test::Rrul => {
+            // Markings CS0, CS1, CS5, EF (DSCP 0, 8, 40, 46) in both directions.
+            for (label, dscp) in [("BE", 0), ("BK", 8), ("CS5", 40), ("EF", 46)] {
+                add(format!("TCP upload {label}"), Dir::Up, dscp);
+                add(format!("TCP download {label}"), Dir::Down, dscp);
+            }
+        }
+        Test::RrulBe => {
+            for label in ["BE", "BE2", "BE3", "BE4"] {
+                add(format!("TCP upload {label}"), Dir::Up, 0);
+                add(format!("TCP download {label}"), Dir::Down, 0);
+            }
+        }
+    }
+    match cfg.test {
+        Test::Rrul => {
+            for (label, dscp) in [("EF", 46), ("BK", 8), ("BE", 0)] {
+                w.add_probe(
+                    &format!("Ping (ms) UDP {label}"),
+                    true,
+                    dscp,
+                    0,
+                    probe_interval,
+                );
+            }
+        }
+        Test::RrulBe => {
+            for label in ["BE1", "BE2", "BE3"] {
+                w.add_probe(
+                    &format!("Ping (ms) UDP {label}"),
+                    true,
+                    0,
+                    0,
+                    probe_interval,
+                );
+            }
+        }
+        Test::Ping => {
+            w.add_probe("Ping (ms) UDP", true, 0, 0, probe_interval);
+        }
+        _ => {}
     }
     w.run(progress);
     let summary = summarise(cfg, &w, delay, length);
@@ -315,25 +373,30 @@ fn summarise(cfg: &Config, w: &World, delay: u64, length: u64) -> Summary {
                 .collect()
         })
         .collect();
-    let rtts = |f: &dyn Fn(u64) -> bool| {
-        w.ping
-            .samples
-            .iter()
-            .filter(|s| f(s.0))
-            .map(|s| s.1)
-            .collect::<Vec<_>>()
-    };
-    let answered = w.ping.samples.len() as f64;
-    let pings = vec![PingSummary {
-        name: "Ping (ms) ICMP".into(),
-        latency_ms: latency(rtts(&|t| load(t))),
-        idle_latency_ms: latency(rtts(&|t| t < delay)),
-        loss_pct: if w.ping.sent == 0 {
-            0.0
-        } else {
-            (1.0 - answered / w.ping.sent as f64).max(0.0) * 100.0
-        },
-    }];
+    let pings = w
+        .probes
+        .iter()
+        .map(|p| {
+            let rtts = |f: &dyn Fn(u64) -> bool| {
+                p.samples
+                    .iter()
+                    .filter(|s| f(s.0))
+                    .map(|s| s.1)
+                    .collect::<Vec<_>>()
+            };
+            let answered = p.samples.len() as f64;
+            PingSummary {
+                name: p.name.clone(),
+                latency_ms: latency(rtts(&|t| load(t))),
+                idle_latency_ms: latency(rtts(&|t| t < delay)),
+                loss_pct: if p.sent == 0 {
+                    0.0
+                } else {
+                    (1.0 - answered / p.sent as f64).max(0.0) * 100.0
+                },
+            }
+        })
+        .collect();
     let queues = [(Dir::Up, &cfg.qdisc_up), (Dir::Down, &cfg.qdisc_down)]
         .iter()
         .map(|(d, spec)| {

@@ -6,7 +6,7 @@
 //! the endpoint's deadline has moved since.
 
 use crate::engine::EventQueue;
-use crate::packet::{Body, SimPacket, ACK_FRAME, DATA_FRAME, MSS, PING_FRAME};
+use crate::packet::{Body, SimPacket, ACK_FRAME, DATA_FRAME, MSS, PING_FRAME, UDP_PROBE_FRAME};
 use crate::tcp::cc::Algorithm;
 use crate::tcp::{AckInfo, Receiver, Sender};
 use debloat_core::bottleneck::tx_time;
@@ -121,10 +121,18 @@ pub struct Flow {
     pub drops: u64,
 }
 
-/// Ping measurements: (send time, RTT) of each answered request, and requests sent.
-#[derive(Debug, Default, Clone)]
-pub struct PingStats {
-    /// (sent at, rtt) in ns.
+/// A latency probe: a request every `interval` from the client, answered by the server.
+#[derive(Debug, Clone)]
+pub struct Probe {
+    /// flent's series name, e.g. "Ping (ms) ICMP" or "Ping (ms) UDP EF".
+    pub name: String,
+    /// UDP (irtt-like) rather than ICMP.
+    pub udp: bool,
+    /// DSCP of requests and replies.
+    pub dscp: u8,
+    interval: Nanos,
+    seq: u32,
+    /// (sent at, rtt) in ns of each answered request.
     pub samples: Vec<(Nanos, Nanos)>,
     /// Requests sent.
     pub sent: u64,
@@ -137,7 +145,7 @@ enum Event {
     SenderTimer(usize, Nanos),
     ReceiverTimer(usize, Nanos),
     FlowStart(usize),
-    Ping,
+    Probe(usize),
     Sample,
 }
 
@@ -148,10 +156,8 @@ pub struct World {
     links: [Link; 2],
     /// The transfers.
     pub flows: Vec<Flow>,
-    /// Ping results.
-    pub ping: PingStats,
-    ping_interval: Nanos,
-    ping_seq: u32,
+    /// Latency probes and their results.
+    pub probes: Vec<Probe>,
     step: Nanos,
     end: Nanos,
     /// Sample times, ns.
@@ -177,9 +183,7 @@ impl World {
             events: EventQueue::default(),
             links: [link(up), link(down)],
             flows: Vec::new(),
-            ping: PingStats::default(),
-            ping_interval: 0,
-            ping_seq: 0,
+            probes: Vec::new(),
             step,
             end,
             sample_times: Vec::new(),
@@ -225,10 +229,50 @@ impl World {
         i
     }
 
-    /// Ping from the client every `interval` from `start`.
-    pub fn add_ping(&mut self, start: Nanos, interval: Nanos) {
-        self.ping_interval = interval;
-        self.events.push(start, Event::Ping);
+    /// A latency probe from the client every `interval` from `start`; returns its index.
+    pub fn add_probe(
+        &mut self,
+        name: &str,
+        udp: bool,
+        dscp: u8,
+        start: Nanos,
+        interval: Nanos,
+    ) -> usize {
+        let k = self.probes.len();
+        self.probes.push(Probe {
+            name: name.into(),
+            udp,
+            dscp,
+            interval: interval.max(1),
+            seq: 0,
+            samples: Vec::new(),
+            sent: 0,
+        });
+        self.events.push(start, Event::Probe(k));
+        k
+    }
+
+    fn probe_meta(&self, k: usize, reply: bool) -> PacketMeta {
+        let p = &self.probes[k];
+        let (client, server) = (addr(1, 3), addr(2, 3));
+        let (src, dst) = if reply {
+            (server, client)
+        } else {
+            (client, server)
+        };
+        let port = 2112 + k as u16;
+        let key = if p.udp {
+            if reply {
+                FlowKey::ip(src, dst, 2112, port, 17)
+            } else {
+                FlowKey::ip(src, dst, port, 2112, 17)
+            }
+        } else {
+            FlowKey::ip(src, dst, 0, 0, 1)
+        };
+        let mut m = PacketMeta::new(if p.udp { UDP_PROBE_FRAME } else { PING_FRAME }, key);
+        m.dscp = p.dscp;
+        m
     }
 
     /// Statistics of a link direction.
@@ -285,7 +329,7 @@ impl World {
                 }
             }
             Event::FlowStart(i) => self.pump(i),
-            Event::Ping => self.send_ping(),
+            Event::Probe(k) => self.send_probe(k),
             Event::Sample => {
                 self.sample_times.push(self.now);
                 for f in &mut self.flows {
@@ -401,21 +445,26 @@ impl World {
                 self.pump(i);
             }
             Body::Ping {
+                probe,
                 seq,
                 sent_at,
                 reply,
             } => {
+                let k = usize::from(probe);
                 if reply {
-                    self.ping.samples.push((sent_at, now - sent_at));
+                    if let Some(pr) = self.probes.get_mut(k) {
+                        pr.samples.push((sent_at, now - sent_at));
+                    }
                 } else {
-                    let mut r = p;
-                    r.body = Body::Ping {
-                        seq,
-                        sent_at,
-                        reply: true,
+                    let r = SimPacket {
+                        meta: self.probe_meta(k, true),
+                        body: Body::Ping {
+                            probe,
+                            seq,
+                            sent_at,
+                            reply: true,
+                        },
                     };
-                    r.meta =
-                        PacketMeta::new(PING_FRAME, FlowKey::ip(addr(2, 3), addr(1, 3), 0, 0, 1));
                     self.send(d.reverse(), r);
                 }
             }
@@ -498,24 +547,27 @@ impl World {
         }
     }
 
-    fn send_ping(&mut self) {
+    fn send_probe(&mut self, k: usize) {
         let now = self.now;
-        self.ping_seq += 1;
-        self.ping.sent += 1;
-        let m = PacketMeta::new(PING_FRAME, FlowKey::ip(addr(1, 3), addr(2, 3), 0, 0, 1));
+        let p = &mut self.probes[k];
+        p.seq += 1;
+        p.sent += 1;
+        let (seq, interval) = (p.seq, p.interval);
+        let m = self.probe_meta(k, false);
         self.send(
             Dir::Up,
             SimPacket {
                 meta: m,
                 body: Body::Ping {
-                    seq: self.ping_seq,
+                    probe: k as u16,
+                    seq,
                     sent_at: now,
                     reply: false,
                 },
             },
         );
-        if now + self.ping_interval <= self.end {
-            self.events.push(now + self.ping_interval, Event::Ping);
+        if now + interval <= self.end {
+            self.events.push(now + interval, Event::Probe(k));
         }
     }
 }

@@ -292,3 +292,56 @@ fn with_ecn_and_fq_codel_a_flow_sees_marks_and_no_drops() {
     assert_eq!(s.queues[0].dropped, 0);
     assert!(s.flows[0].throughput_mbps > 9.0);
 }
+
+/// rrul on a cable-like 20/2 Mbit/s link, 20 ms: a FIFO puts seconds of delay on every probe and
+/// starves the downloads of ACK capacity; fq_codel keeps every probe within a few ms of idle at
+/// full utilisation.
+#[test]
+fn rrul_fifo_versus_fq_codel() {
+    let run = |q: &str| {
+        debloat_sim::run(
+            &cfg(
+                Test::Rrul,
+                20_000_000,
+                2_000_000,
+                20_000_000,
+                q,
+                30.0,
+                0,
+                false,
+            ),
+            |_| {},
+        )
+    };
+    let fifo = run("pfifo limit 1000");
+    let fq = run("fq_codel");
+    assert_eq!(fq.flows.len(), 8);
+    assert_eq!(
+        fq.pings.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
+        vec![
+            "Ping (ms) ICMP",
+            "Ping (ms) UDP EF",
+            "Ping (ms) UDP BK",
+            "Ping (ms) UDP BE"
+        ]
+    );
+    for (f, q) in fifo.pings.iter().zip(&fq.pings) {
+        let (lf, lq) = (
+            f.latency_ms.as_ref().expect("samples").p50,
+            q.latency_ms.as_ref().expect("samples").p50,
+        );
+        assert!(lf > 1000.0, "{}: FIFO median {lf:.0} ms", f.name);
+        assert!(lq < 30.0, "{}: fq_codel median {lq:.1} ms", q.name);
+    }
+    assert!(
+        total(&fq) > 0.95 * 22.0 * 0.9,
+        "fq_codel total {:.2} Mbit/s",
+        total(&fq)
+    );
+    assert!(
+        total(&fq) > 3.0 * total(&fifo),
+        "FIFO {:.2} vs fq_codel {:.2} Mbit/s",
+        total(&fifo),
+        total(&fq)
+    );
+}
