@@ -1,11 +1,12 @@
 //! From frame bytes to [`PacketMeta`]: the flow dissector's job. Parses Ethernet (with VLAN
 //! tags), ARP, IPv4, IPv6 (with extension headers), TCP, UDP and ICMP with `etherparse`, and
-//! reads the TCP details CAKE's ACK filter needs. A frame that does not parse is an error the
-//! caller counts and drops; it never panics.
+//! reads the TCP details CAKE's ACK filter needs. Frames cut short by a capture's snaplen still
+//! classify: lengths come from the IP header, not from the bytes present. A frame whose network
+//! header does not parse is an error the caller counts and drops; it never panics.
 
 use crate::flow::FlowKey;
 use crate::packet::{Ecn, PacketMeta, TcpInfo};
-use etherparse::{NetSlice, SlicedPacket, TransportSlice};
+use etherparse::{LaxNetSlice, LaxSlicedPacket, TransportSlice};
 use thiserror::Error;
 
 /// A frame that could not be classified.
@@ -26,19 +27,25 @@ pub enum LinkType {
 /// capture truncated it); it becomes [`PacketMeta::len`].
 pub fn classify(data: &[u8], wire_len: u32, link: LinkType) -> Result<PacketMeta, ClassifyError> {
     let parsed = match link {
-        LinkType::Ethernet => SlicedPacket::from_ethernet(data),
-        LinkType::RawIp => SlicedPacket::from_ip(data),
-    }
-    .map_err(|e| ClassifyError(e.to_string()))?;
+        LinkType::Ethernet => {
+            LaxSlicedPacket::from_ethernet(data).map_err(|e| ClassifyError(e.to_string()))?
+        }
+        LinkType::RawIp => {
+            LaxSlicedPacket::from_ip(data).map_err(|e| ClassifyError(e.to_string()))?
+        }
+    };
     let mut meta = PacketMeta::new(
         wire_len.max(data.len() as u32),
         FlowKey::NonIp { ethertype: 0 },
     );
-    let (src, dst, proto, label, tos, off) = match &parsed.net {
-        Some(NetSlice::Ipv4(v4)) => {
+    let start = data.as_ptr() as usize;
+    // (src, dst, proto, flow label, TOS, network offset, declared bytes after the IP headers)
+    let (src, dst, proto, label, tos, off, ip_payload) = match &parsed.net {
+        Some(LaxNetSlice::Ipv4(v4)) => {
             let h = v4.header();
-            let off = h.slice().as_ptr() as usize - data.as_ptr() as usize;
+            let off = h.slice().as_ptr() as usize - start;
             let tos = (h.dcp().value() << 2) | h.ecn().value();
+            let declared = usize::from(h.total_len()).saturating_sub(usize::from(h.ihl()) * 4);
             (
                 h.source_addr().into(),
                 h.destination_addr().into(),
@@ -46,26 +53,32 @@ pub fn classify(data: &[u8], wire_len: u32, link: LinkType) -> Result<PacketMeta
                 0,
                 tos,
                 off,
+                declared,
             )
         }
-        Some(NetSlice::Ipv6(v6)) => {
+        Some(LaxNetSlice::Ipv6(v6)) => {
             let h = v6.header();
-            let off = h.slice().as_ptr() as usize - data.as_ptr() as usize;
-            let tc = h.traffic_class();
+            let off = h.slice().as_ptr() as usize - start;
+            let exts = (v6.payload().payload.as_ptr() as usize).saturating_sub(off + start + 40);
+            let declared = usize::from(h.payload_length()).saturating_sub(exts);
             (
                 h.source_addr().into(),
                 h.destination_addr().into(),
                 v6.payload().ip_number.0,
                 h.flow_label().value(),
-                tc,
+                h.traffic_class(),
                 off,
+                declared,
             )
         }
-        Some(NetSlice::Arp(_)) => {
+        Some(LaxNetSlice::Arp(_)) => {
             meta.flow = FlowKey::NonIp { ethertype: 0x0806 };
             return Ok(meta);
         }
         None => {
+            if let Some((e, _)) = &parsed.stop_err {
+                return Err(ClassifyError(e.to_string()));
+            }
             let et = match &parsed.link {
                 Some(etherparse::LinkSlice::Ethernet2(e)) => e.ether_type().0,
                 _ => return Err(ClassifyError("no network layer".into())),
@@ -82,7 +95,9 @@ pub fn classify(data: &[u8], wire_len: u32, link: LinkType) -> Result<PacketMeta
         Some(TransportSlice::Tcp(t)) => {
             sport = t.source_port();
             dport = t.destination_port();
-            meta.tcp = Some(tcp_info(t));
+            let mut info = tcp_info(t);
+            info.payload_len = ip_payload.saturating_sub(usize::from(t.data_offset()) * 4) as u32;
+            meta.tcp = Some(info);
         }
         Some(TransportSlice::Udp(u)) => {
             sport = u.source_port();
@@ -274,6 +289,23 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn a_frame_cut_short_by_snaplen_still_classifies_from_the_ip_lengths() {
+        let b = PacketBuilder::ethernet2([1; 6], [2; 6])
+            .ipv4([198, 18, 0, 1], [198, 18, 1, 1], 64)
+            .tcp(1, 2, 3, 4)
+            .ack(5);
+        let mut buf = Vec::new();
+        b.write(&mut buf, &[0u8; 1448]).expect("write");
+        let m = classify(&buf[..96], 1514, LinkType::Ethernet).expect("parses");
+        assert_eq!(m.len, 1514);
+        assert_eq!(
+            m.tcp.map(|t| t.payload_len),
+            Some(1448),
+            "payload from the IP total length"
+        );
     }
 
     #[test]

@@ -7,12 +7,13 @@
 //!
 //! Status (issue 3): the engine, links, TCP and the tests `ping`, `tcp_1up`, `tcp_nup`,
 //! `tcp_ndown`, `tcp_bidirectional` exist. Not yet: BBR, HyStart, PRR, TSO/GSO, a device ring with
-//! BQL, jitter and random loss, topologies beyond two hosts, the other flent tests, pcap capture.
+//! BQL, jitter and random loss, topologies beyond two hosts, the other flent tests.
 
 #![warn(missing_docs)]
 
 pub mod engine;
 pub mod flent;
+pub mod frame;
 pub mod packet;
 pub mod scenario;
 pub mod tcp;

@@ -233,6 +233,15 @@ pub fn run(cfg: &Config, progress: impl FnMut(f64)) -> Summary {
 
 /// Run a test and keep the world.
 pub fn simulate(cfg: &Config, progress: impl FnMut(f64)) -> Run {
+    simulate_with_tap(cfg, None, progress)
+}
+
+/// Run a test, calling `tap` for every packet as a bottleneck starts to send it.
+pub fn simulate_with_tap(
+    cfg: &Config,
+    tap: Option<crate::world::Tap>,
+    progress: impl FnMut(f64),
+) -> Run {
     let s = |x: f64| (x * 1e9) as u64;
     // flent's `ping` test has no load and no idle margins: it runs for LENGTH.
     let delay_s = if cfg.test == Test::Ping {
@@ -254,6 +263,9 @@ pub fn simulate(cfg: &Config, progress: impl FnMut(f64)) -> Run {
         end,
         s(cfg.step_s).max(1),
     );
+    if let Some(t) = tap {
+        w.set_tap(t);
+    }
     let probe_interval = 200_000_000;
     w.add_probe("Ping (ms) ICMP", false, 0, 0, probe_interval);
     let (start, stop) = (delay, delay + length);

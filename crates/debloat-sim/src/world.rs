@@ -162,7 +162,11 @@ pub struct World {
     end: Nanos,
     /// Sample times, ns.
     pub sample_times: Vec<Nanos>,
+    tap: Option<Tap>,
 }
+
+/// A capture hook: called for every packet as a link starts to send it.
+pub type Tap = Box<dyn FnMut(Dir, Nanos, &SimPacket)>;
 
 fn addr(net: u8, host: u8) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(198, 18, net, host))
@@ -187,6 +191,7 @@ impl World {
             step,
             end,
             sample_times: Vec::new(),
+            tap: None,
         };
         w.events.push(step, Event::Sample);
         w
@@ -273,6 +278,11 @@ impl World {
         let mut m = PacketMeta::new(if p.udp { UDP_PROBE_FRAME } else { PING_FRAME }, key);
         m.dscp = p.dscp;
         m
+    }
+
+    /// Watch every packet as a link starts to send it (for pcap capture).
+    pub fn set_tap(&mut self, tap: Tap) {
+        self.tap = Some(tap);
     }
 
     /// Statistics of a link direction.
@@ -390,6 +400,9 @@ impl World {
                     l.stats.marked += 1;
                 }
                 let arrive = done + l.cfg.delay_ns;
+                if let Some(tap) = self.tap.as_mut() {
+                    tap(d, now, &p);
+                }
                 l.in_flight.push_back(p);
                 self.events.push(done, Event::TxDone(d));
                 self.events.push(arrive, Event::Arrive(d));

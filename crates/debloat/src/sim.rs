@@ -59,6 +59,35 @@ pub struct Args {
     /// Title recorded in the flent file and its name.
     #[arg(long, default_value = "")]
     title: String,
+    /// Capture both bottleneck directions to DIR/bottleneck-up.pcap and bottleneck-down.pcap
+    /// (headers only: the first 128 bytes of each frame, with its full length recorded).
+    #[arg(long)]
+    pcap: Option<PathBuf>,
+}
+
+type PcapOut = pcap_file::pcap::PcapWriter<std::io::BufWriter<std::fs::File>>;
+
+fn pcap_writers(dir: &std::path::Path) -> Result<[PcapOut; 2]> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let open = |name: &str| -> Result<PcapOut> {
+        let path = dir.join(name);
+        let f =
+            std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+        let header = pcap_file::pcap::PcapHeader {
+            datalink: pcap_file::DataLink::ETHERNET,
+            ts_resolution: pcap_file::TsResolution::NanoSecond,
+            endianness: pcap_file::Endianness::Little,
+            // Frames are cut to 128 bytes; the header allows the full length because pcap-file's
+            // reader refuses records whose original length exceeds the header's snaplen.
+            snaplen: 65535,
+            ..pcap_file::pcap::PcapHeader::default()
+        };
+        Ok(pcap_file::pcap::PcapWriter::with_header(
+            std::io::BufWriter::new(f),
+            header,
+        )?)
+    };
+    Ok([open("bottleneck-up.pcap")?, open("bottleneck-down.pcap")?])
 }
 
 fn spec(s: &str, what: &str) -> Result<QdiscSpec> {
@@ -104,7 +133,24 @@ pub fn run(a: &Args) -> Result<()> {
     let tty = std::io::stderr().is_terminal();
     let started = std::time::Instant::now();
     let mut last = 0.0;
-    let r = debloat_sim::simulate(&cfg, |f| {
+    let tap: Option<debloat_sim::world::Tap> = match &a.pcap {
+        Some(dir) => {
+            let mut w = pcap_writers(dir)?;
+            let epoch = debloat_sim::flent::DEFAULT_EPOCH * 1_000_000_000;
+            Some(Box::new(move |d, t, p| {
+                let i = usize::from(d == debloat_sim::world::Dir::Down);
+                let f = debloat_sim::frame::frame(p, 128);
+                let ts = std::time::Duration::from_nanos(epoch + t);
+                if let Err(e) =
+                    w[i].write_packet(&pcap_file::pcap::PcapPacket::new(ts, p.meta.len, &f))
+                {
+                    eprintln!("warning: pcap write failed: {e}");
+                }
+            }))
+        }
+        None => None,
+    };
+    let r = debloat_sim::scenario::simulate_with_tap(&cfg, tap, |f| {
         if tty && started.elapsed().as_secs_f64() > 1.0 && f - last >= 0.05 {
             last = f;
             eprint!("\r  simulating {}: {:3.0}%", cfg.test.name(), f * 100.0);
@@ -132,6 +178,12 @@ pub fn run(a: &Args) -> Result<()> {
             serde_json::to_string_pretty(&r.summary)?,
         )?;
         println!("\nwrote {} and summary.json in {}", name, dir.display());
+    }
+    if let Some(dir) = &a.pcap {
+        println!(
+            "captured the bottleneck in {}/bottleneck-up.pcap and bottleneck-down.pcap",
+            dir.display()
+        );
     }
     Ok(())
 }

@@ -214,6 +214,63 @@ fn replay_pcap_in_and_out() {
 }
 
 #[test]
+fn replay_reads_captures_cut_short_by_snaplen() {
+    // As `tcpdump -s 96` writes them: 96 bytes kept of each 1514-byte frame.
+    let dir = tempfile::tempdir().expect("tmp");
+    let input = dir.path().join("short.pcap");
+    let header = PcapHeader {
+        datalink: DataLink::ETHERNET,
+        snaplen: 96,
+        endianness: Endianness::Big,
+        ..PcapHeader::default()
+    };
+    let mut raw = Vec::new();
+    {
+        let mut w = PcapWriter::with_header(
+            &mut raw,
+            PcapHeader {
+                snaplen: 65535,
+                ..header
+            },
+        )
+        .expect("pcap");
+        for i in 0..10u64 {
+            let b = etherparse::PacketBuilder::ethernet2([2; 6], [4; 6])
+                .ipv4([198, 18, 0, 1], [198, 18, 1, 1], 64)
+                .udp(1000, 2000);
+            let mut f = Vec::new();
+            b.write(&mut f, &[0u8; 1472]).expect("frame");
+            f.truncate(96);
+            w.write_packet(&PcapPacket::new(Duration::from_micros(i * 100), 1514, &f))
+                .expect("write");
+        }
+    }
+    raw[16..20].copy_from_slice(&96u32.to_be_bytes()); // the snaplen tcpdump would have written
+    std::fs::write(&input, &raw).expect("write");
+    let out = dir.path().join("f.csv");
+    let o = debloat(&[
+        "replay",
+        "--qdisc",
+        "fq_codel",
+        "--rate",
+        "10Mbit",
+        "--input",
+        input.to_str().unwrap_or(""),
+        "--output",
+        out.to_str().unwrap_or(""),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let rows = read_fates(&out);
+    assert_eq!(rows.len(), 10);
+    assert!(rows.iter().all(|r| r[2] == "sent"), "{rows:?}");
+    assert!(
+        text(&o).contains("15.14 kB") || text(&o).contains("0.02 MB"),
+        "lengths come from the wire length: {}",
+        text(&o)
+    );
+}
+
+#[test]
 fn malformed_rows_are_errors_naming_the_line() {
     let dir = tempfile::tempdir().expect("tmp");
     let p = dir.path().join("bad.csv");
@@ -497,4 +554,86 @@ fn sim_says_which_tests_exist() {
         "{}",
         text(&o)
     );
+}
+
+#[test]
+fn sim_captures_the_bottleneck_as_pcap() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let d = dir.path().to_str().unwrap_or("");
+    let o = debloat(&[
+        "sim", "tcp_1up", "--length", "3", "--qdisc", "fq_codel", "--ecn", "--pcap", d, "--output",
+        d,
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("summary.json")).expect("summary"),
+    )
+    .expect("json");
+    for (i, name) in ["bottleneck-up.pcap", "bottleneck-down.pcap"]
+        .iter()
+        .enumerate()
+    {
+        let mut r = PcapReader::new(std::fs::File::open(dir.path().join(name)).expect("open"))
+            .expect("pcap");
+        let (mut n, mut last, mut ce) = (0u64, 0u128, 0u64);
+        while let Some(p) = r.next_packet() {
+            let p = p.expect("record");
+            let t = p.timestamp.as_nanos();
+            assert!(t >= last, "timestamps go forward");
+            last = t;
+            let m = debloat_core::classify::classify(
+                &p.data,
+                p.orig_len,
+                debloat_core::classify::LinkType::Ethernet,
+            )
+            .expect("frames parse");
+            ce += u64::from(m.ecn == debloat_core::packet::Ecn::Ce);
+            n += 1;
+        }
+        assert_eq!(
+            Some(n),
+            summary["queues"][i]["sent_pkts"].as_u64(),
+            "{name}: one record per packet sent"
+        );
+        if i == 0 {
+            assert_eq!(
+                Some(ce),
+                summary["queues"][0]["marked"].as_u64(),
+                "CE marks visible in the capture"
+            );
+        }
+    }
+    if Command::new("tshark")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        // The protocol hierarchy of the whole capture: Ethernet, IPv4, TCP and ICMP, no errors.
+        let out = Command::new("tshark")
+            .args([
+                "-r",
+                dir.path().join("bottleneck-up.pcap").to_str().unwrap_or(""),
+                "-q",
+                "-z",
+                "io,phs",
+            ])
+            .output()
+            .expect("tshark runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "tshark: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for proto in ["eth", "ip", "tcp", "icmp"] {
+            assert!(
+                stdout
+                    .lines()
+                    .any(|l| l.trim_start().starts_with(&format!("{proto} "))),
+                "{proto} missing:\n{stdout}"
+            );
+        }
+    } else {
+        println!("SKIP: tshark is not installed; the tshark-reads-the-capture check did not run (apt-get install tshark)");
+    }
 }

@@ -30,9 +30,26 @@ pub fn is_pcapng(b: &[u8]) -> bool {
     b.len() >= 4 && b[..4] == [0x0a, 0x0d, 0x0d, 0x0a]
 }
 
+/// Raise the header's snaplen so that records cut short by the capture (`tcpdump -s 128`) still
+/// parse: pcap-file refuses a record whose original length exceeds the header's snaplen.
+fn lift_snaplen(bytes: &[u8]) -> Vec<u8> {
+    let mut b = bytes.to_vec();
+    if b.len() >= 24 {
+        let big = matches!(b[..4], [0xa1, 0xb2, 0xc3, 0xd4] | [0xa1, 0xb2, 0x3c, 0x4d]);
+        let v: u32 = 262_144;
+        b[16..20].copy_from_slice(&if big {
+            v.to_be_bytes()
+        } else {
+            v.to_le_bytes()
+        });
+    }
+    b
+}
+
 /// Read a pcap capture.
 pub fn read(bytes: &[u8]) -> Result<Trace> {
-    let mut r = PcapReader::new(bytes).context("bad pcap header")?;
+    let bytes = lift_snaplen(bytes);
+    let mut r = PcapReader::new(&bytes[..]).context("bad pcap header")?;
     let link = match r.header().datalink {
         DataLink::ETHERNET => LinkType::Ethernet,
         DataLink::RAW | DataLink::IPV4 | DataLink::IPV6 => LinkType::RawIp,
