@@ -11,7 +11,7 @@ use crate::flow::FlowHasher;
 use crate::fq_codel::FqCodel;
 use crate::packet::Packet;
 use crate::qdisc::Qdisc;
-use crate::units::{fmt_size, fmt_time, parse_size, parse_time};
+use crate::units::{fmt_size, fmt_time_exact as fmt_time, parse_size, parse_time};
 use std::fmt;
 use thiserror::Error;
 
@@ -651,6 +651,8 @@ mod tests {
             "fq_codel limit 500 flows 64 quantum 300 noecn memory_limit 4Mb drop_batch 8",
             "cake bandwidth 20Mbit diffserv4 dual-dsthost nat wash ack-filter overhead 44 mpu 84 memlimit 8Mb",
             "cake unlimited besteffort flows pppoe-vcmux",
+            "cake atm",
+            "cake ptm mpu 64",
             "deadline 20ms limit 100 ecn",
         ] {
             let a = QdiscSpec::parse(s).expect(s);

@@ -151,6 +151,36 @@ pub fn fmt_time(ns: u64) -> String {
     }
 }
 
+/// Format bits/s exactly, in the largest unit that keeps it whole: `20Mbit`, `1250Kbit`,
+/// `1234560bit`. Specs print with this so they re-parse to the same value.
+pub fn fmt_rate_exact(bits: u64) -> String {
+    for (unit, per) in [
+        ("Gbit", 1_000_000_000u64),
+        ("Mbit", 1_000_000),
+        ("Kbit", 1_000),
+    ] {
+        if bits >= per && bits % per == 0 {
+            return format!("{}{unit}", bits / per);
+        }
+    }
+    format!("{bits}bit")
+}
+
+/// Format nanoseconds exactly, in the largest unit that keeps it whole or with one decimal:
+/// `5ms`, `14.5ms`, `1010us`, `2500ns`. Specs print with this so they re-parse to the same value.
+pub fn fmt_time_exact(ns: u64) -> String {
+    for (unit, per) in [("s", 1_000_000_000u64), ("ms", 1_000_000), ("us", 1_000)] {
+        if ns >= per && (ns * 10) % per == 0 {
+            return if ns % per == 0 {
+                format!("{}{unit}", ns / per)
+            } else {
+                format!("{}.{}{unit}", ns / per, ns % per * 10 / per)
+            };
+        }
+    }
+    format!("{ns}ns")
+}
+
 /// Format bytes as tc does: `32Mb`, `4Mb`, `1514b`, `1478656b`.
 pub fn fmt_size(b: u64) -> String {
     if b >= 1 << 20 && b % (1 << 20) == 0 {
@@ -192,6 +222,29 @@ mod tests {
         assert_eq!(parse_size("1514"), Ok(1514));
         assert_eq!(parse_size("4kb"), Ok(4096));
         assert!(parse_size("lots").is_err());
+    }
+
+    #[test]
+    fn exact_times_round_trip() {
+        for ns in [
+            5_000_000,
+            14_500_000,
+            1_010_000,
+            2_500,
+            7,
+            100_000_000,
+            1_500_000_000,
+            3_600_000_000_000,
+        ] {
+            assert_eq!(
+                parse_time(&fmt_time_exact(ns)),
+                Ok(ns),
+                "{}",
+                fmt_time_exact(ns)
+            );
+        }
+        assert_eq!(fmt_time_exact(5_000_000), "5ms");
+        assert_eq!(fmt_time_exact(1_010_000), "1010us");
     }
 
     #[test]

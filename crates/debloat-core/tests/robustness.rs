@@ -70,3 +70,22 @@ proptest! {
         let _ = parse_size(&s);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+
+    /// Any time and rate a spec takes prints back to exactly the same spec.
+    #[test]
+    fn numeric_options_round_trip(ns in 1u64..4_000_000_000_000, bits in 8u64..100_000_000_000, limit in 1u32..100_000) {
+        for s in [
+            format!("deadline {ns}ns limit {limit}"),
+            format!("fq_codel target {ns}ns interval {}ns limit {limit}", ns.saturating_mul(3)),
+            format!("codel ce_threshold {ns}ns"),
+            format!("cake bandwidth {bits}bit rtt {}us", ns / 1000 + 1),
+        ] {
+            let a = QdiscSpec::parse(&s).map_err(|e| TestCaseError::fail(format!("{s}: {e}")))?;
+            let b = QdiscSpec::parse(&a.to_string()).map_err(|e| TestCaseError::fail(format!("{a}: {e}")))?;
+            prop_assert_eq!(a, b);
+        }
+    }
+}

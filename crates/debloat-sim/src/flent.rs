@@ -82,7 +82,7 @@ fn collect(w: &World, cfg: &Config) -> Vec<Series> {
             meta,
         });
     }
-    for p in &w.probes {
+    for p in w.probes.iter().filter(|_| cfg.test.has_probes()) {
         let raw: Vec<(f64, f64, Option<u64>)> = p
             .samples
             .iter()

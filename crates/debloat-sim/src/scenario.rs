@@ -27,6 +27,10 @@ pub enum Test {
     Rrul,
     /// rrul with everything best effort.
     RrulBe,
+    /// The CUBIC-vs-BBR staircase: BBR 1 at 0, CUBIC 2 at DELAY, BBR 4 at 3·DELAY, CUBIC 3 at
+    /// 5·DELAY, each for LENGTH (flent's definition has no latency probe; debloat pings anyway
+    /// for its own summary, and leaves the ping out of the flent file).
+    Tcp4UpSquarewave,
 }
 
 impl std::str::FromStr for Test {
@@ -40,10 +44,11 @@ impl std::str::FromStr for Test {
             "tcp_bidirectional" => Test::TcpBidirectional,
             "rrul" => Test::Rrul,
             "rrul_be" => Test::RrulBe,
-            "tcp_2up_square" | "tcp_4up_squarewave" | "voip" | "rtt_fair_up" | "rtt_fair_var_up" | "rtt_fair_var_down" | "tcp_1down" => {
-                return Err(format!("`{s}` is not implemented in the simulator yet; available: ping, tcp_1up, tcp_nup, tcp_ndown, tcp_bidirectional, rrul, rrul_be"))
+            "tcp_4up_squarewave" | "tcp_square_wave" => Test::Tcp4UpSquarewave,
+            "tcp_2up_square" | "voip" | "rtt_fair_up" | "rtt_fair_var_up" | "rtt_fair_var_down" | "tcp_1down" => {
+                return Err(format!("`{s}` is not implemented in the simulator yet; available: ping, tcp_1up, tcp_nup, tcp_ndown, tcp_bidirectional, rrul, rrul_be, tcp_4up_squarewave"))
             }
-            other => return Err(format!("unknown test `{other}`; available: ping, tcp_1up, tcp_nup, tcp_ndown, tcp_bidirectional, rrul, rrul_be")),
+            other => return Err(format!("unknown test `{other}`; available: ping, tcp_1up, tcp_nup, tcp_ndown, tcp_bidirectional, rrul, rrul_be, tcp_4up_squarewave")),
         })
     }
 }
@@ -59,7 +64,22 @@ impl Test {
             Test::TcpBidirectional => "tcp_bidirectional",
             Test::Rrul => "rrul",
             Test::RrulBe => "rrul_be",
+            Test::Tcp4UpSquarewave => "tcp_4up_squarewave",
         }
+    }
+
+    /// flent's TOTAL_LENGTH for this test, s.
+    pub fn total_length(self, length: f64, delay: f64) -> f64 {
+        match self {
+            Test::Ping => length,
+            Test::Tcp4UpSquarewave => length + 6.0 * delay,
+            _ => length + 2.0 * delay,
+        }
+    }
+
+    /// Whether flent's definition of this test has latency series.
+    pub fn has_probes(self) -> bool {
+        self != Test::Tcp4UpSquarewave
     }
 }
 
@@ -250,7 +270,7 @@ pub fn simulate_with_tap(
         cfg.delay_s
     };
     let (delay, length) = (s(delay_s), s(cfg.length_s));
-    let end = length + 2 * delay;
+    let end = s(cfg.test.total_length(cfg.length_s, delay_s));
     let hasher = FlowHasher::new([cfg.seed, cfg.seed ^ 0x9e37_79b9_7f4a_7c15]);
     let link = |spec: &QdiscSpec, rate, salt: u64| LinkConfig {
         rate_bps: rate,
@@ -303,6 +323,18 @@ pub fn simulate_with_tap(
                 add(format!("TCP download {label}"), Dir::Down, 0);
             }
         }
+        Test::Tcp4UpSquarewave => {}
+    }
+    if cfg.test == Test::Tcp4UpSquarewave {
+        let d = delay;
+        for (name, cc, at) in [
+            ("TCP bbr 1", Algorithm::Bbr, 0),
+            ("TCP cubic 2", Algorithm::Cubic, d),
+            ("TCP bbr 4", Algorithm::Bbr, 3 * d),
+            ("TCP cubic 3", Algorithm::Cubic, 5 * d),
+        ] {
+            w.add_flow(name, Dir::Up, cc, 0, cfg.ecn, at, at + length);
+        }
     }
     match cfg.test {
         Test::Rrul => {
@@ -337,9 +369,33 @@ pub fn simulate_with_tap(
     Run { summary, world: w }
 }
 
+/// Goodput of flow `i` between `t0` and `t1` (ns), Mbit/s, from the per-step samples.
+pub fn throughput_between(w: &World, i: usize, t0: u64, t1: u64) -> f64 {
+    let f = &w.flows[i];
+    let at = |t: u64| {
+        w.sample_times
+            .iter()
+            .position(|&x| x >= t)
+            .and_then(|k| f.delivered_series.get(k))
+            .copied()
+            .unwrap_or(f.receiver.delivered)
+    };
+    let secs = t1.saturating_sub(t0) as f64 / 1e9;
+    if secs == 0.0 {
+        return 0.0;
+    }
+    at(t1).saturating_sub(at(t0)) as f64 * f64::from(crate::packet::MSS) * 8.0 / secs / 1e6
+}
+
 fn summarise(cfg: &Config, w: &World, delay: u64, length: u64) -> Summary {
-    let load = |t: u64| t >= delay && t < delay + length;
-    let secs = length as f64 / 1e9;
+    // "Under load": while any flow runs (for the probe-only test, the whole run).
+    let load = |t: u64| {
+        if w.flows.is_empty() {
+            t >= delay && t < delay + length
+        } else {
+            w.flows.iter().any(|f| t >= f.start && t < f.stop)
+        }
+    };
     let times = &w.sample_times;
     let flows: Vec<FlowSummary> = w
         .flows
@@ -353,7 +409,8 @@ fn summarise(cfg: &Config, w: &World, delay: u64, length: u64) -> Summary {
                     .copied()
                     .unwrap_or(f.receiver.delivered)
             };
-            let segs = at(delay + length).saturating_sub(at(delay));
+            let segs = at(f.stop).saturating_sub(at(f.start));
+            let secs = f.stop.saturating_sub(f.start).max(1) as f64 / 1e9;
             let sent = f.sender.outstanding() + f.receiver.delivered;
             FlowSummary {
                 name: f.name.clone(),

@@ -119,6 +119,7 @@ pub struct Flow {
     pub cwnd_series: Vec<f64>,
     /// Packets of this flow dropped by a discipline.
     pub drops: u64,
+    pace_armed: Option<Nanos>,
 }
 
 /// A latency probe: a request every `interval` from the client, answered by the server.
@@ -143,6 +144,7 @@ enum Event {
     Wake(Dir),
     Arrive(Dir),
     SenderTimer(usize, Nanos),
+    Pace(usize, Nanos),
     ReceiverTimer(usize, Nanos),
     FlowStart(usize),
     Probe(usize),
@@ -229,6 +231,7 @@ impl World {
             delivered_series: Vec::new(),
             cwnd_series: Vec::new(),
             drops: 0,
+            pace_armed: None,
         });
         self.events.push(start, Event::FlowStart(i));
         i
@@ -339,6 +342,12 @@ impl World {
                 }
             }
             Event::FlowStart(i) => self.pump(i),
+            Event::Pace(i, at) => {
+                if self.flows[i].pace_armed == Some(at) {
+                    self.flows[i].pace_armed = None;
+                    self.pump(i);
+                }
+            }
             Event::Probe(k) => self.send_probe(k),
             Event::Sample => {
                 self.sample_times.push(self.now);
@@ -557,6 +566,14 @@ impl World {
         }
         if let Some(at) = self.flows[i].sender.poll_timeout() {
             self.events.push(at, Event::SenderTimer(i, at));
+        }
+        if now < self.flows[i].stop {
+            if let Some(at) = self.flows[i].sender.poll_pacing(now) {
+                if self.flows[i].pace_armed != Some(at) {
+                    self.flows[i].pace_armed = Some(at);
+                    self.events.push(at, Event::Pace(i, at));
+                }
+            }
         }
     }
 

@@ -345,3 +345,138 @@ fn rrul_fifo_versus_fq_codel() {
         total(&fq)
     );
 }
+
+/// FIFO-DEPTH's BBR rows: one BBR flow keeps the ping ≤ 60 ms in any qdisc (published ≈49.5 ms);
+/// two BBR flows hold about one BDP (≈100 ms of RTT) in a deep FIFO.
+#[test]
+fn fifo_depth_bbr() {
+    let run = |q: &str, n| {
+        let mut c = cfg(
+            Test::TcpNUp,
+            20_000_000,
+            20_000_000,
+            48_000_000,
+            q,
+            60.0,
+            n,
+            false,
+        );
+        c.cc = Algorithm::Bbr;
+        debloat_sim::run(&c, |_| {})
+    };
+    for q in [
+        "pfifo limit 1000",
+        "pfifo limit 100",
+        "fq_codel",
+        "cake bandwidth 20Mbit",
+    ] {
+        let s = run(q, 1);
+        assert!(
+            ping_p50(&s) <= 60.0,
+            "{q}: 1 BBR flow, ping median {:.1} ms",
+            ping_p50(&s)
+        );
+        assert!(total(&s) > 17.0, "{q}: {:.2} Mbit/s", total(&s));
+    }
+    let two = run("pfifo limit 1000", 2);
+    assert!(
+        (80.0..=120.0).contains(&ping_p50(&two)),
+        "2 BBR flows in pfifo 1000: ping median {:.1} ms",
+        ping_p50(&two)
+    );
+}
+
+/// SQW-20M: tcp_4up_squarewave (BBR 1 at 0 s, CUBIC 2 at 3 s, BBR 4 at 9 s, CUBIC 3 at 15 s, each
+/// 60 s), 20 Mbit/s both ways, 48 ms. Bands, with all four flows running (15–60 s): cake each flow
+/// 4.0–6.0 Mbit/s and ping ≤ base + 3 ms; pfifo 1000 ping ≥ 400 ms and CUBIC out-throughputs BBR;
+/// pfifo 100 BBR ≥ 2× CUBIC.
+#[test]
+fn sqw_20m() {
+    let sec = 1_000_000_000u64;
+    let run = |q: &str| {
+        let mut c = cfg(
+            Test::Tcp4UpSquarewave,
+            20_000_000,
+            20_000_000,
+            48_000_000,
+            q,
+            60.0,
+            0,
+            false,
+        );
+        c.delay_s = 3.0;
+        debloat_sim::simulate(&c, |_| {})
+    };
+    let all_four = |r: &debloat_sim::Run| -> Vec<f64> {
+        (0..4)
+            .map(|i| debloat_sim::scenario::throughput_between(&r.world, i, 15 * sec, 60 * sec))
+            .collect()
+    };
+    // Flows are in start order: bbr 1, cubic 2, bbr 4, cubic 3.
+    let cake = run("cake bandwidth 20Mbit");
+    let t = all_four(&cake);
+    for (i, x) in t.iter().enumerate() {
+        assert!(
+            (4.0..=6.0).contains(x),
+            "cake flow {i}: {x:.2} Mbit/s ({t:?})"
+        );
+    }
+    assert!(
+        ping_p50(&cake.summary) <= 48.0 + 3.0,
+        "cake ping {:.1}",
+        ping_p50(&cake.summary)
+    );
+    let deep = run("pfifo limit 1000");
+    let t = all_four(&deep);
+    assert!(
+        ping_p50(&deep.summary) >= 400.0,
+        "pfifo 1000 ping {:.1}",
+        ping_p50(&deep.summary)
+    );
+    assert!(
+        t[1] + t[3] > t[0] + t[2],
+        "pfifo 1000: CUBIC {:.2} vs BBR {:.2}",
+        t[1] + t[3],
+        t[0] + t[2]
+    );
+    let short = run("pfifo limit 100");
+    let t = all_four(&short);
+    assert!(
+        t[0] + t[2] >= 2.0 * (t[1] + t[3]),
+        "pfifo 100: BBR {:.2} vs CUBIC {:.2}",
+        t[0] + t[2],
+        t[1] + t[3]
+    );
+}
+
+/// BBR keeps a FIFO's queue near its BDP rather than filling it (issue 3's TCP sanity check).
+#[test]
+fn bbr_keeps_the_fifo_near_one_bdp_rather_than_full() {
+    let mut c = cfg(
+        Test::TcpNUp,
+        20_000_000,
+        20_000_000,
+        48_000_000,
+        "pfifo limit 1000",
+        30.0,
+        2,
+        false,
+    );
+    c.cc = Algorithm::Bbr;
+    let s = debloat_sim::run(&c, |_| {});
+    // BDP at 20 Mbit/s × 48 ms ≈ 79 packets; the FIFO holds 1000.
+    let q = &s.queues[0];
+    assert!(
+        q.max_backlog_pkts < 300,
+        "max backlog {} packets",
+        q.max_backlog_pkts
+    );
+    assert!(
+        q.sojourn_ms.p50 < 70.0,
+        "median sojourn {:.1} ms",
+        q.sojourn_ms.p50
+    );
+    c.cc = Algorithm::Cubic;
+    let cubic = debloat_sim::run(&c, |_| {});
+    assert_eq!(cubic.queues[0].max_backlog_pkts, 1000, "CUBIC fills it");
+}

@@ -535,7 +535,7 @@ fn sim_rrul_file_has_flents_series_names() {
 
 #[test]
 fn sim_says_which_tests_exist() {
-    let o = debloat(&["sim", "tcp_4up_squarewave"]);
+    let o = debloat(&["sim", "voip"]);
     assert!(!o.status.success());
     assert!(
         text(&o).contains("not implemented") && text(&o).contains("tcp_nup"),

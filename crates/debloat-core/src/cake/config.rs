@@ -5,7 +5,10 @@ use super::hash::FlowMode;
 use super::overhead::{AtmMode, Overhead};
 use super::tins::Diffserv;
 use crate::spec::{expect_value, SpecError, Tokens};
-use crate::units::{fmt_rate, fmt_size, fmt_time, parse_rate, parse_size, parse_time};
+use crate::units::{
+    fmt_rate_exact as fmt_rate, fmt_size, fmt_time_exact as fmt_time, parse_rate, parse_size,
+    parse_time,
+};
 use std::fmt;
 
 /// A CAKE configuration. Defaults are the kernel's.
@@ -349,8 +352,11 @@ impl fmt::Display for CakeSpec {
         )?;
         write!(f, " rtt {}", fmt_time(self.rtt_us * 1000))?;
         let o = &self.overhead;
+        // As tc prints it: `raw` when no overhead keyword set the L2 strip, then the framing.
         let link = match (o.strip_l2, o.atm) {
-            (false, _) => "raw",
+            (false, AtmMode::None) => "raw",
+            (false, AtmMode::Atm) => "raw atm",
+            (false, AtmMode::Ptm) => "raw ptm",
             (true, AtmMode::None) => "noatm",
             (true, AtmMode::Atm) => "atm",
             (true, AtmMode::Ptm) => "ptm",

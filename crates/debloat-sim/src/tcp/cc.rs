@@ -6,7 +6,7 @@
 //! CUBIC includes HyStart's delay-increase detection (Linux `bictcp_hystart`, on by default):
 //! slow start ends when a round's minimum RTT (over its first 8 samples) exceeds the flow's
 //! minimum RTT by clamp(min/8, 4 ms, 16 ms), once cwnd is at least 16. Its ACK-train detection is
-//! not modelled. BBR is not implemented yet.
+//! not modelled. BBR lives in [`super::bbr`].
 
 use debloat_core::packet::Nanos;
 
@@ -18,6 +18,8 @@ pub enum Algorithm {
     Reno,
     /// CUBIC (RFC 8312), Linux's default.
     Cubic,
+    /// BBR v1 (see [`super::bbr`]); paced.
+    Bbr,
 }
 
 impl std::str::FromStr for Algorithm {
@@ -26,9 +28,9 @@ impl std::str::FromStr for Algorithm {
         match s.to_ascii_lowercase().as_str() {
             "reno" | "newreno" => Ok(Algorithm::Reno),
             "cubic" => Ok(Algorithm::Cubic),
-            "bbr" => Err("bbr is not implemented yet; use cubic or reno".into()),
+            "bbr" => Ok(Algorithm::Bbr),
             other => Err(format!(
-                "unknown congestion control `{other}`: expected cubic or reno"
+                "unknown congestion control `{other}`: expected cubic, reno or bbr"
             )),
         }
     }
@@ -138,7 +140,7 @@ impl Cc {
             }
         }
         match self.alg {
-            Algorithm::Reno => self.cwnd += acked / self.cwnd,
+            Algorithm::Reno | Algorithm::Bbr => self.cwnd += acked / self.cwnd,
             Algorithm::Cubic => self.cubic_ack(acked, now, srtt),
         }
     }
@@ -170,7 +172,7 @@ impl Cc {
     /// A loss or ECN congestion signal (once per window): multiplicative decrease.
     pub fn on_congestion(&mut self) {
         match self.alg {
-            Algorithm::Reno => {
+            Algorithm::Reno | Algorithm::Bbr => {
                 self.ssthresh = (self.cwnd / 2.0).max(2.0);
             }
             Algorithm::Cubic => {

@@ -10,6 +10,7 @@
 //! Not modelled (yet): PRR (the window drops to ssthresh at once), RACK/TLP, lost
 //! retransmissions other than by RTO, receive-window limits, TSO/GSO, pacing, HyStart, BBR.
 
+pub mod bbr;
 pub mod cc;
 
 use cc::{Algorithm, Cc};
@@ -29,6 +30,11 @@ struct Seg {
     sacked: bool,
     lost: bool,
     retransmitted: bool,
+    /// Delivery-rate sampling state at the (last) transmission.
+    sent_time: Nanos,
+    delivered: u64,
+    delivered_time: Nanos,
+    first_sent_time: Nanos,
 }
 
 impl Seg {
@@ -91,6 +97,21 @@ pub struct Sender {
     pub ecn_events: u64,
     /// RTO expiries.
     pub timeouts: u64,
+    bbr: Option<bbr::Bbr>,
+    delivered: u64,
+    delivered_time: Nanos,
+    first_sent_time: Nanos,
+    min_rtt: Nanos,
+    next_send_time: Nanos,
+}
+
+/// The most recently sent of the segments an ACK delivered: the basis of a rate sample.
+#[derive(Clone, Copy, Default)]
+struct Basis {
+    sent_time: Nanos,
+    delivered: u64,
+    delivered_time: Nanos,
+    first_sent_time: Nanos,
 }
 
 impl Sender {
@@ -117,12 +138,56 @@ impl Sender {
             loss_events: 0,
             ecn_events: 0,
             timeouts: 0,
+            bbr: (alg == Algorithm::Bbr).then(bbr::Bbr::default),
+            delivered: 0,
+            delivered_time: 0,
+            first_sent_time: 0,
+            min_rtt: Nanos::MAX,
+            next_send_time: 0,
         }
+    }
+
+    /// BBR's state, when this sender runs BBR.
+    pub fn bbr(&self) -> Option<&bbr::Bbr> {
+        self.bbr.as_ref()
+    }
+
+    fn deliver(&mut self, s: &Seg, now: Nanos, basis: &mut Option<Basis>) {
+        self.delivered += 1;
+        self.delivered_time = now;
+        if basis.is_none_or(|b| s.sent_time >= b.sent_time) {
+            *basis = Some(Basis {
+                sent_time: s.sent_time,
+                delivered: s.delivered,
+                delivered_time: s.delivered_time,
+                first_sent_time: s.first_sent_time,
+            });
+        }
+    }
+
+    /// The delivery rate (segments/s) from the basis packet, if the sample is valid.
+    fn rate_sample(&mut self, b: &Basis) -> Option<f64> {
+        self.first_sent_time = b.sent_time;
+        let send_elapsed = b.sent_time.saturating_sub(b.first_sent_time);
+        let ack_elapsed = self.delivered_time.saturating_sub(b.delivered_time);
+        let interval = send_elapsed.max(ack_elapsed);
+        if interval == 0 || interval < self.min_rtt {
+            return None;
+        }
+        Some((self.delivered - b.delivered) as f64 / (interval as f64 / 1e9))
     }
 
     /// Congestion window, segments.
     pub fn cwnd(&self) -> f64 {
-        self.cc.cwnd
+        self.bbr.as_ref().map_or(self.cc.cwnd, |b| b.cwnd)
+    }
+
+    /// When pacing next allows a segment, if pacing is what holds the sender back at `now`.
+    pub fn poll_pacing(&self, now: Nanos) -> Option<Nanos> {
+        (self.bbr.is_some()
+            && self.next_send_time > now
+            && (self.pipe() as f64) < self.cwnd().floor().max(1.0))
+        .then_some(self.next_send_time)
     }
 
     /// Smoothed RTT, if measured.
@@ -179,7 +244,9 @@ impl Sender {
         let rtt = (a.echo > 0 && a.echo <= now).then(|| now - a.echo);
         if let Some(r) = rtt {
             self.rtt_sample(r);
+            self.min_rtt = self.min_rtt.min(r);
         }
+        let mut basis: Option<Basis> = None;
         let mut newly = 0u64;
         let advanced = a.ack > self.snd_una && a.ack <= self.snd_nxt;
         if advanced {
@@ -192,6 +259,7 @@ impl Sender {
                         self.sacked -= 1;
                     } else {
                         newly += 1;
+                        self.deliver(&s, now, &mut basis);
                     }
                 }
             }
@@ -208,8 +276,10 @@ impl Sender {
                     if !s.sacked {
                         let was_pending = s.pending();
                         s.sacked = true;
+                        let seg = *s;
                         self.sacked += 1;
                         newly += 1;
+                        self.deliver(&seg, now, &mut basis);
                         if was_pending {
                             self.lost_pending -= 1;
                         }
@@ -222,7 +292,26 @@ impl Sender {
         }
         let new_loss = self.mark_lost();
         let srtt = self.srtt.unwrap_or(RTO_INIT);
-        if new_loss && self.recovery_point.is_none() {
+        if self.bbr.is_some() {
+            if new_loss && self.recovery_point.is_none() {
+                self.loss_events += 1;
+                self.recovery_point = Some(self.snd_nxt);
+                self.fast_rexmit = true;
+            }
+            let rate = basis.and_then(|b| self.rate_sample(&b));
+            let rs = bbr::RateSample {
+                rate,
+                rtt,
+                acked: newly,
+                prior_delivered: basis.map_or(0, |b| b.delivered),
+                delivered: self.delivered,
+                inflight: self.pipe(),
+                in_recovery: self.recovery_point.is_some(),
+            };
+            if let Some(b) = self.bbr.as_mut() {
+                b.on_ack(&rs, now);
+            }
+        } else if new_loss && self.recovery_point.is_none() {
             self.cc.on_congestion();
             self.loss_events += 1;
             self.recovery_point = Some(self.snd_nxt);
@@ -269,6 +358,9 @@ impl Sender {
         }
         self.timeouts += 1;
         self.cc.on_rto(self.pipe() as f64);
+        if let Some(b) = self.bbr.as_mut() {
+            b.on_rto();
+        }
         self.recovery_point = None;
         self.lost_pending = 0;
         for s in self.board.iter_mut() {
@@ -287,16 +379,39 @@ impl Sender {
     /// The next segment to send at `now`, if the window allows one.
     pub fn poll_transmit(&mut self, now: Nanos) -> Option<Segment> {
         // RFC 6675 (C): the first lost segment goes out on entering recovery, whatever pipe says.
-        let fast = std::mem::take(&mut self.fast_rexmit) && self.lost_pending > 0;
-        if !fast && (self.pipe() as f64) >= self.cc.cwnd.floor().max(1.0) {
+        if self.bbr.is_some() && now < self.next_send_time {
             return None;
         }
+        let fast = std::mem::take(&mut self.fast_rexmit) && self.lost_pending > 0;
+        if !fast && (self.pipe() as f64) >= self.cwnd().floor().max(1.0) {
+            return None;
+        }
+        if self.pipe() == 0 {
+            self.first_sent_time = now;
+            self.delivered_time = now;
+        }
+        if let Some(b) = &self.bbr {
+            let gap = (1e9 / b.pacing_rate.max(1.0)) as Nanos;
+            self.next_send_time = self.next_send_time.max(now) + gap;
+        }
+        let stamp = (
+            now,
+            self.delivered,
+            self.delivered_time,
+            self.first_sent_time,
+        );
         if self.lost_pending > 0 {
             let mut q = self.retrans_hint.max(self.snd_una);
             while q < self.snd_nxt {
                 if let Some(s) = self.seg(q) {
                     if s.pending() {
                         s.retransmitted = true;
+                        (
+                            s.sent_time,
+                            s.delivered,
+                            s.delivered_time,
+                            s.first_sent_time,
+                        ) = stamp;
                         self.lost_pending -= 1;
                         self.retrans_hint = q + 1;
                         self.retransmits += 1;
@@ -315,7 +430,14 @@ impl Sender {
         }
         let seq = self.snd_nxt;
         self.snd_nxt += 1;
-        self.board.push_back(Seg::default());
+        let (sent_time, delivered, delivered_time, first_sent_time) = stamp;
+        self.board.push_back(Seg {
+            sent_time,
+            delivered,
+            delivered_time,
+            first_sent_time,
+            ..Seg::default()
+        });
         if self.rto_deadline.is_none() {
             self.arm_rto(now);
         }
