@@ -112,6 +112,8 @@ pub struct Config {
     pub ecn: bool,
     /// Seed for flow-hash keys and discipline randomness.
     pub seed: u64,
+    /// The device model on both bottleneck directions.
+    pub device: crate::world::Device,
 }
 
 /// Per-flow results.
@@ -276,6 +278,7 @@ pub fn simulate_with_tap(
         rate_bps: rate,
         delay_ns: cfg.rtt_ns / 2,
         qdisc: spec.build(hasher, cfg.seed.wrapping_add(salt)),
+        device: cfg.device,
     };
     let mut w = World::new(
         link(&cfg.qdisc_up, cfg.up_bps, 1),

@@ -48,6 +48,21 @@ pub struct LinkConfig {
     pub delay_ns: Nanos,
     /// The discipline in front of it.
     pub qdisc: Box<dyn Qdisc<SimPacket>>,
+    /// The device below the discipline.
+    pub device: Device,
+}
+
+/// The network device between the discipline and the wire: a TX ring the driver fills from the
+/// qdisc, optionally limited in bytes by BQL (the core's DQL), with completions reported per
+/// packet or in interrupt batches. `ring: 0` means no device queue: the qdisc feeds the wire.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Device {
+    /// TX ring descriptors (packets); 0 = none.
+    pub ring: usize,
+    /// Byte queue limits on the ring.
+    pub bql: Option<debloat_core::dql::Config>,
+    /// Completion interrupts every this many ns (0 = as each packet finishes).
+    pub coalesce_ns: Nanos,
 }
 
 /// Per-link measurements. Sojourns go into a histogram (1 µs to 1000 s, 3 significant digits),
@@ -90,6 +105,13 @@ struct Link {
     /// Packets on the wire. The link sends one at a time and its delay is fixed, so they arrive
     /// in the order they left: events need only name the link, and stay small in the heap.
     in_flight: std::collections::VecDeque<SimPacket>,
+    ring: std::collections::VecDeque<SimPacket>,
+    dql: Option<debloat_core::dql::Dql>,
+    /// Lengths of transmissions whose TxDone is pending, in order (a new transmission can start at
+    /// the very instant the previous one ends, before its TxDone is handled).
+    wire_lens: std::collections::VecDeque<u32>,
+    uncompleted: u32,
+    irq_armed: bool,
 }
 
 /// A bulk TCP transfer.
@@ -141,6 +163,7 @@ pub struct Probe {
 
 enum Event {
     TxDone(Dir),
+    Irq(Dir),
     Wake(Dir),
     Arrive(Dir),
     SenderTimer(usize, Nanos),
@@ -177,12 +200,17 @@ fn addr(net: u8, host: u8) -> IpAddr {
 impl World {
     /// A client and a server joined by `up` and `down`; run for `end` ns, sampling every `step`.
     pub fn new(up: LinkConfig, down: LinkConfig, end: Nanos, step: Nanos) -> World {
-        let link = |cfg| Link {
+        let link = |cfg: LinkConfig| Link {
+            dql: cfg.device.bql.map(|c| debloat_core::dql::Dql::new(c, 0)),
             cfg,
             busy_until: 0,
             wake_at: None,
             stats: LinkStats::default(),
             in_flight: Default::default(),
+            ring: Default::default(),
+            wire_lens: Default::default(),
+            uncompleted: 0,
+            irq_armed: false,
         };
         let mut w = World {
             now: 0,
@@ -318,7 +346,18 @@ impl World {
 
     fn handle(&mut self, e: Event) {
         match e {
-            Event::TxDone(d) => self.try_transmit(d),
+            Event::TxDone(d) => {
+                self.complete(d);
+                self.try_transmit(d);
+            }
+            Event::Irq(d) => {
+                let l = &mut self.links[d.idx()];
+                l.irq_armed = false;
+                if let Some(q) = l.dql.as_mut() {
+                    let _ = q.completed(std::mem::take(&mut l.uncompleted), self.now);
+                }
+                self.try_transmit(d);
+            }
             Event::Wake(d) => {
                 self.links[d.idx()].wake_at = None;
                 self.try_transmit(d);
@@ -369,7 +408,8 @@ impl World {
         self.drain_drops(d);
         let l = &mut self.links[d.idx()];
         l.stats.max_backlog_pkts = l.stats.max_backlog_pkts.max(l.cfg.qdisc.qlen() as u64);
-        if l.busy_until <= now && l.wake_at.is_none() {
+        let ring_room = l.cfg.device.ring > 0 && l.ring.len() < l.cfg.device.ring;
+        if (l.busy_until <= now || ring_room) && l.wake_at.is_none() {
             self.try_transmit(d);
         }
     }
@@ -389,17 +429,38 @@ impl World {
         }
     }
 
-    fn try_transmit(&mut self, d: Dir) {
+    /// The packet on the wire finished: report it to BQL now, or at the next interrupt.
+    fn complete(&mut self, d: Dir) {
         let now = self.now;
         let l = &mut self.links[d.idx()];
-        if l.busy_until > now {
+        let Some(len) = l.wire_lens.pop_front() else {
+            return;
+        };
+        if l.dql.is_none() {
             return;
         }
+        if l.cfg.device.coalesce_ns == 0 {
+            if let Some(q) = l.dql.as_mut() {
+                let _ = q.completed(len, now);
+            }
+        } else {
+            l.uncompleted += len;
+            if !l.irq_armed {
+                l.irq_armed = true;
+                let c = l.cfg.device.coalesce_ns;
+                self.events.push((now / c + 1) * c, Event::Irq(d));
+            }
+        }
+    }
+
+    /// Take the next packet from the discipline, accounting for it; arms a wake-up if a shaper
+    /// holds it.
+    fn take_from_qdisc(&mut self, d: Dir) -> Option<SimPacket> {
+        let now = self.now;
+        let l = &mut self.links[d.idx()];
         let got = l.cfg.qdisc.dequeue(now);
-        match got {
+        let out = match got {
             Dequeue::Packet(p) => {
-                let done = now + tx_time(p.meta.len, l.cfg.rate_bps);
-                l.busy_until = done;
                 l.stats.sent_pkts += 1;
                 l.stats.sent_bytes += u64::from(p.meta.len);
                 l.stats
@@ -408,23 +469,75 @@ impl World {
                 if p.meta.ecn == Ecn::Ce {
                     l.stats.marked += 1;
                 }
-                let arrive = done + l.cfg.delay_ns;
-                if let Some(tap) = self.tap.as_mut() {
-                    tap(d, now, &p);
-                }
-                l.in_flight.push_back(p);
-                self.events.push(done, Event::TxDone(d));
-                self.events.push(arrive, Event::Arrive(d));
+                Some(p)
             }
             Dequeue::NotBefore(t) => {
                 if l.wake_at.is_none_or(|w| w > t) {
                     l.wake_at = Some(t);
                     self.events.push(t, Event::Wake(d));
                 }
+                None
             }
-            Dequeue::Empty => {}
-        }
+            Dequeue::Empty => None,
+        };
         self.drain_drops(d);
+        out
+    }
+
+    fn try_transmit(&mut self, d: Dir) {
+        // The driver fills the ring while it has room and BQL allows.
+        let ring = self.links[d.idx()].cfg.device.ring;
+        self.try_fill(d);
+        let now = self.now;
+        if self.links[d.idx()].busy_until > now {
+            return;
+        }
+        let next = if ring > 0 {
+            self.links[d.idx()].ring.pop_front()
+        } else {
+            self.take_from_qdisc(d)
+        };
+        let Some(p) = next else { return };
+        let l = &mut self.links[d.idx()];
+        let done = now + tx_time(p.meta.len, l.cfg.rate_bps);
+        l.busy_until = done;
+        l.wire_lens.push_back(p.meta.len);
+        let arrive = done + l.cfg.delay_ns;
+        if let Some(tap) = self.tap.as_mut() {
+            tap(d, now, &p);
+        }
+        l.in_flight.push_back(p);
+        self.events.push(done, Event::TxDone(d));
+        self.events.push(arrive, Event::Arrive(d));
+        if ring > 0 {
+            // A descriptor freed: the driver may take another packet.
+            self.try_fill(d);
+        }
+    }
+
+    fn try_fill(&mut self, d: Dir) {
+        let ring = self.links[d.idx()].cfg.device.ring;
+        while ring > 0
+            && self.links[d.idx()].ring.len() < ring
+            && !self.links[d.idx()]
+                .dql
+                .as_ref()
+                .is_some_and(|q| q.stopped())
+        {
+            let Some(p) = self.take_from_qdisc(d) else {
+                break;
+            };
+            let l = &mut self.links[d.idx()];
+            if let Some(q) = l.dql.as_mut() {
+                let _ = q.sent(p.meta.len);
+            }
+            l.ring.push_back(p);
+        }
+    }
+
+    /// BQL's current limit on a link direction, bytes (None without BQL).
+    pub fn bql_limit(&self, d: Dir) -> Option<u32> {
+        self.links[d.idx()].dql.as_ref().map(|q| q.limit())
     }
 
     fn arrive(&mut self, d: Dir, p: SimPacket) {

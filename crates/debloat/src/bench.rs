@@ -20,34 +20,36 @@ pub fn run(a: &Args) -> Result<()> {
     if a.what != "sim" {
         anyhow::bail!("unknown benchmark `{}`: available: sim (for the disciplines, run `cargo bench -p debloat-core --bench qdisc`)", a.what);
     }
-    let cfg = Config {
-        test: Test::TcpNUp,
-        down_bps: 100_000_000,
-        up_bps: 100_000_000,
-        rtt_ns: 20_000_000,
-        qdisc_up: "fq_codel".parse()?,
-        qdisc_down: "fq_codel".parse()?,
-        length_s: a.length,
-        delay_s: 5.0,
-        step_s: 0.2,
-        streams: 4,
-        cc: Algorithm::Cubic,
-        ecn: false,
-        seed: 1,
-    };
-    println!(
-        "4 CUBIC uploads through fq_codel at 100 Mbit/s, 20 ms, {} s of load (+10 s idle):",
-        a.length
-    );
-    let t = std::time::Instant::now();
-    let s = debloat_sim::run(&cfg, |_| {});
-    let wall = t.elapsed().as_secs_f64();
-    let pkts: u64 = s.queues.iter().map(|q| q.sent_pkts).sum();
-    println!(
-        "  {pkts} bottleneck packets in {wall:.2} s wall = {:.0} packets per wall-clock second ({:.0}x real time)",
-        pkts as f64 / wall,
-        (a.length + 10.0) / wall
-    );
-    println!("  rrul at 100 Mbit/s: not available until the simulator implements rrul");
+    for (label, test, streams) in [
+        ("4 CUBIC uploads (tcp_nup)", Test::TcpNUp, 4),
+        ("rrul (4 up + 4 down, 4 probes)", Test::Rrul, 0),
+    ] {
+        let cfg = Config {
+            test,
+            down_bps: 100_000_000,
+            up_bps: 100_000_000,
+            rtt_ns: 20_000_000,
+            qdisc_up: "fq_codel".parse()?,
+            qdisc_down: "fq_codel".parse()?,
+            length_s: a.length,
+            delay_s: 5.0,
+            step_s: 0.2,
+            streams,
+            cc: Algorithm::Cubic,
+            ecn: false,
+            seed: 1,
+            device: Default::default(),
+        };
+        let t = std::time::Instant::now();
+        let s = debloat_sim::run(&cfg, |_| {});
+        let wall = t.elapsed().as_secs_f64();
+        let pkts: u64 = s.queues.iter().map(|q| q.sent_pkts).sum();
+        println!(
+            "{label} through fq_codel at 100 Mbit/s both ways, 20 ms, {} s of load (+10 s idle):\n  {pkts} bottleneck packets (both directions) in {wall:.2} s wall = {:.0} packets per wall-clock second ({:.0}x real time)",
+            a.length,
+            pkts as f64 / wall,
+            (a.length + 10.0) / wall
+        );
+    }
     Ok(())
 }

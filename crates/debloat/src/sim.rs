@@ -59,6 +59,15 @@ pub struct Args {
     /// Title recorded in the flent file and its name.
     #[arg(long, default_value = "")]
     title: String,
+    /// TX ring descriptors of the bottleneck devices (0 = the qdisc feeds the wire directly).
+    #[arg(long, default_value_t = 0)]
+    ring: usize,
+    /// Limit the TX ring with BQL (Linux's dynamic queue limits).
+    #[arg(long, requires = "ring")]
+    bql: bool,
+    /// TX completion interrupts every this long (e.g. 1ms; default: as each packet finishes).
+    #[arg(long)]
+    irq_coalesce: Option<String>,
     /// Capture both bottleneck directions to DIR/bottleneck-up.pcap and bottleneck-down.pcap
     /// (headers only: the first 128 bytes of each frame, with its full length recorded).
     #[arg(long)]
@@ -124,6 +133,14 @@ pub fn config(a: &Args) -> Result<Config> {
         cc: a.cc.parse::<Algorithm>().map_err(anyhow::Error::msg)?,
         ecn: a.ecn,
         seed: a.seed,
+        device: debloat_sim::world::Device {
+            ring: a.ring,
+            bql: a.bql.then(debloat_core::dql::Config::default),
+            coalesce_ns: match &a.irq_coalesce {
+                Some(t) => parse_time(t).with_context(|| format!("--irq-coalesce {t}"))?,
+                None => 0,
+            },
+        },
     })
 }
 
