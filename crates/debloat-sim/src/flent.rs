@@ -176,6 +176,7 @@ pub fn data_file(w: &World, cfg: &Config, epoch: u64, title: &str) -> Value {
         }
         _ => {}
     }
+    let hosts: Vec<String> = (0..cfg.hosts().len()).map(Config::host_name).collect();
     let note = format!(
         "debloat sim: {}/{} bit/s down/up, base RTT {} ms, qdisc up `{}`, down `{}`, cc {:?}, ecn {}, seed {}, delay {} s",
         cfg.down_bps, cfg.up_bps, cfg.rtt_ns as f64 / 1e6, cfg.qdisc_up, cfg.qdisc_down, cfg.cc, cfg.ecn, cfg.seed, delay_s
@@ -188,8 +189,8 @@ pub fn data_file(w: &World, cfg: &Config, epoch: u64, title: &str) -> Value {
             "NOTE": note,
             "TIME": iso(epoch as f64),
             "T0": iso(epoch as f64),
-            "HOST": "198.18.2.2",
-            "HOSTS": ["198.18.2.2"],
+            "HOST": hosts.first().cloned().unwrap_or_else(|| "198.18.2.2".into()),
+            "HOSTS": if hosts.is_empty() { vec!["198.18.2.2".to_string()] } else { hosts },
             "LOCAL_HOST": "debloat-sim",
             "LENGTH": cfg.length_s.round() as u64,
             "TOTAL_LENGTH": total,

@@ -31,6 +31,12 @@ pub enum Test {
     /// 5·DELAY, each for LENGTH (flent's definition has no latency probe; debloat pings anyway
     /// for its own summary, and leaves the ping out of the flent file).
     Tcp4UpSquarewave,
+    /// Four remote hosts, one upload and one ping each (labels BE1–BE4, ICMP1–ICMP4).
+    RttFairUp,
+    /// N remote hosts, each with its own base RTT: one upload and one ping each.
+    RttFairVarUp,
+    /// N remote hosts, each with its own base RTT: one download and one ping each.
+    RttFairVarDown,
 }
 
 impl std::str::FromStr for Test {
@@ -45,10 +51,13 @@ impl std::str::FromStr for Test {
             "rrul" => Test::Rrul,
             "rrul_be" => Test::RrulBe,
             "tcp_4up_squarewave" | "tcp_square_wave" => Test::Tcp4UpSquarewave,
-            "tcp_2up_square" | "voip" | "rtt_fair_up" | "rtt_fair_var_up" | "rtt_fair_var_down" | "tcp_1down" => {
-                return Err(format!("`{s}` is not implemented in the simulator yet; available: ping, tcp_1up, tcp_nup, tcp_ndown, tcp_bidirectional, rrul, rrul_be, tcp_4up_squarewave"))
+            "rtt_fair_up" => Test::RttFairUp,
+            "rtt_fair_var_up" => Test::RttFairVarUp,
+            "rtt_fair_var_down" => Test::RttFairVarDown,
+            "tcp_2up_square" | "voip" | "tcp_1down" => {
+                return Err(format!("`{s}` is not implemented in the simulator yet; available: ping, tcp_1up, tcp_nup, tcp_ndown, tcp_bidirectional, rrul, rrul_be, tcp_4up_squarewave, rtt_fair_up, rtt_fair_var_up, rtt_fair_var_down"))
             }
-            other => return Err(format!("unknown test `{other}`; available: ping, tcp_1up, tcp_nup, tcp_ndown, tcp_bidirectional, rrul, rrul_be, tcp_4up_squarewave")),
+            other => return Err(format!("unknown test `{other}`; available: ping, tcp_1up, tcp_nup, tcp_ndown, tcp_bidirectional, rrul, rrul_be, tcp_4up_squarewave, rtt_fair_up, rtt_fair_var_up, rtt_fair_var_down")),
         })
     }
 }
@@ -65,6 +74,9 @@ impl Test {
             Test::Rrul => "rrul",
             Test::RrulBe => "rrul_be",
             Test::Tcp4UpSquarewave => "tcp_4up_squarewave",
+            Test::RttFairUp => "rtt_fair_up",
+            Test::RttFairVarUp => "rtt_fair_var_up",
+            Test::RttFairVarDown => "rtt_fair_var_down",
         }
     }
 
@@ -114,6 +126,30 @@ pub struct Config {
     pub seed: u64,
     /// The device model on both bottleneck directions.
     pub device: crate::world::Device,
+    /// Base RTT of each remote host for the rtt_fair tests, ns (empty: every host at `rtt_ns`;
+    /// rtt_fair_up always has 4 hosts, the var tests one per entry).
+    pub host_rtts_ns: Vec<u64>,
+}
+
+impl Config {
+    /// The remote hosts' base RTTs for this test.
+    pub fn hosts(&self) -> Vec<u64> {
+        match self.test {
+            Test::RttFairUp => (0..4)
+                .map(|i| self.host_rtts_ns.get(i).copied().unwrap_or(self.rtt_ns))
+                .collect(),
+            Test::RttFairVarUp | Test::RttFairVarDown if self.host_rtts_ns.is_empty() => {
+                vec![self.rtt_ns]
+            }
+            Test::RttFairVarUp | Test::RttFairVarDown => self.host_rtts_ns.clone(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The host string of remote host `i` (198.18.2.11, .12, …).
+    pub fn host_name(i: usize) -> String {
+        format!("198.18.2.{}", 11 + i)
+    }
 }
 
 /// Per-flow results.
@@ -274,9 +310,12 @@ pub fn simulate_with_tap(
     let (delay, length) = (s(delay_s), s(cfg.length_s));
     let end = s(cfg.test.total_length(cfg.length_s, delay_s));
     let hasher = FlowHasher::new([cfg.seed, cfg.seed ^ 0x9e37_79b9_7f4a_7c15]);
+    // With several remote hosts the bottleneck carries the shortest RTT; the others add theirs.
+    let hosts = cfg.hosts();
+    let base_rtt = hosts.iter().copied().min().unwrap_or(cfg.rtt_ns);
     let link = |spec: &QdiscSpec, rate, salt: u64| LinkConfig {
         rate_bps: rate,
-        delay_ns: cfg.rtt_ns / 2,
+        delay_ns: base_rtt / 2,
         qdisc: spec.build(hasher, cfg.seed.wrapping_add(salt)),
         device: cfg.device,
     };
@@ -290,7 +329,9 @@ pub fn simulate_with_tap(
         w.set_tap(t);
     }
     let probe_interval = 200_000_000;
-    w.add_probe("Ping (ms) ICMP", false, 0, 0, probe_interval);
+    if hosts.is_empty() {
+        w.add_probe("Ping (ms) ICMP", false, 0, 0, probe_interval);
+    }
     let (start, stop) = (delay, delay + length);
     let mut add =
         |name: String, dir, dscp| w.add_flow(&name, dir, cfg.cc, dscp, cfg.ecn, start, stop);
@@ -326,7 +367,39 @@ pub fn simulate_with_tap(
                 add(format!("TCP download {label}"), Dir::Down, 0);
             }
         }
-        Test::Tcp4UpSquarewave => {}
+        Test::Tcp4UpSquarewave | Test::RttFairUp | Test::RttFairVarUp | Test::RttFairVarDown => {}
+    }
+    for (h, &rtt) in hosts.iter().enumerate() {
+        let name = Config::host_name(h);
+        let extra = rtt.saturating_sub(base_rtt) / 2;
+        let (dir, what) = if cfg.test == Test::RttFairVarDown {
+            (Dir::Down, "download")
+        } else {
+            (Dir::Up, "upload")
+        };
+        let (flow_label, ping_label) = if cfg.test == Test::RttFairUp {
+            (format!("BE{}", h + 1), format!("ICMP{}", h + 1))
+        } else {
+            ("BE".into(), "ICMP".into())
+        };
+        let i = w.add_flow(
+            &format!("TCP {what} {flow_label} {name}"),
+            dir,
+            cfg.cc,
+            0,
+            cfg.ecn,
+            start,
+            stop,
+        );
+        w.set_flow_host(i, 11 + h as u8, extra);
+        let k = w.add_probe(
+            &format!("Ping (ms) {ping_label} {name}"),
+            false,
+            0,
+            0,
+            probe_interval,
+        );
+        w.set_probe_host(k, 11 + h as u8, extra);
     }
     if cfg.test == Test::Tcp4UpSquarewave {
         let d = delay;

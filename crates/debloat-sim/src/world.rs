@@ -142,6 +142,8 @@ pub struct Flow {
     /// Packets of this flow dropped by a discipline.
     pub drops: u64,
     pace_armed: Option<Nanos>,
+    /// Extra one-way delay between the bottleneck and this flow's remote host, ns.
+    pub extra_ns: Nanos,
 }
 
 /// A latency probe: a request every `interval` from the client, answered by the server.
@@ -159,6 +161,10 @@ pub struct Probe {
     pub samples: Vec<(Nanos, Nanos)>,
     /// Requests sent.
     pub sent: u64,
+    /// The remote host's last address byte (198.18.2.x).
+    pub host: u8,
+    /// Extra one-way delay to that host, ns.
+    pub extra_ns: Nanos,
 }
 
 enum Event {
@@ -166,6 +172,7 @@ enum Event {
     Irq(Dir),
     Wake(Dir),
     Arrive(Dir),
+    Deliver(Dir, SimPacket),
     SenderTimer(usize, Nanos),
     Pace(usize, Nanos),
     ReceiverTimer(usize, Nanos),
@@ -260,6 +267,7 @@ impl World {
             cwnd_series: Vec::new(),
             drops: 0,
             pace_armed: None,
+            extra_ns: 0,
         });
         self.events.push(start, Event::FlowStart(i));
         i
@@ -283,14 +291,33 @@ impl World {
             seq: 0,
             samples: Vec::new(),
             sent: 0,
+            host: 3,
+            extra_ns: 0,
         });
         self.events.push(start, Event::Probe(k));
         k
     }
 
+    /// Place flow `i` at remote host 198.18.2.`host`, `extra_ns` one way beyond the bottleneck.
+    pub fn set_flow_host(&mut self, i: usize, host: u8, extra_ns: Nanos) {
+        let f = &mut self.flows[i];
+        let port = 40000 + i as u16;
+        f.key = match f.dir {
+            Dir::Up => FlowKey::ip(addr(1, 2), addr(2, host), port, 12865, 6),
+            Dir::Down => FlowKey::ip(addr(2, host), addr(1, 2), 12865, port, 6),
+        };
+        f.extra_ns = extra_ns;
+    }
+
+    /// Point probe `k` at remote host 198.18.2.`host`, `extra_ns` one way beyond the bottleneck.
+    pub fn set_probe_host(&mut self, k: usize, host: u8, extra_ns: Nanos) {
+        self.probes[k].host = host;
+        self.probes[k].extra_ns = extra_ns;
+    }
+
     fn probe_meta(&self, k: usize, reply: bool) -> PacketMeta {
         let p = &self.probes[k];
-        let (client, server) = (addr(1, 3), addr(2, 3));
+        let (client, server) = (addr(1, 3), addr(2, p.host));
         let (src, dst) = if reply {
             (server, client)
         } else {
@@ -364,9 +391,25 @@ impl World {
             }
             Event::Arrive(d) => {
                 if let Some(p) = self.links[d.idx()].in_flight.pop_front() {
-                    self.arrive(d, p);
+                    // Hosts beyond the bottleneck add their own delay (constant per host, so
+                    // each host's packets stay in order).
+                    let extra = match p.body {
+                        Body::Data { flow, .. } | Body::Ack { flow, .. } => {
+                            self.flows.get(flow as usize).map_or(0, |f| f.extra_ns)
+                        }
+                        Body::Ping { probe, .. } => self
+                            .probes
+                            .get(usize::from(probe))
+                            .map_or(0, |x| x.extra_ns),
+                    };
+                    if extra > 0 {
+                        self.events.push(self.now + extra, Event::Deliver(d, p));
+                    } else {
+                        self.arrive(d, p);
+                    }
                 }
             }
+            Event::Deliver(d, p) => self.arrive(d, p),
             Event::SenderTimer(i, at) => {
                 if self.flows[i].sender.poll_timeout() == Some(at) {
                     self.flows[i].sender.on_timeout(self.now);

@@ -32,6 +32,7 @@ fn cfg(
         ecn,
         seed: 1,
         device: Default::default(),
+        host_rtts_ns: Vec::new(),
     }
 }
 
@@ -534,4 +535,47 @@ fn bql_takes_the_ring_out_of_the_queueing_delay() {
         (2500.0..=2.0 * 2500.0 + 1514.0).contains(&limit),
         "BQL limit {limit} bytes"
     );
+}
+
+/// rtt_fair_var_up with hosts at 10 ms and 100 ms: a shared FIFO favours the short-RTT flow and
+/// adds its queue to both hosts' RTTs; fq_codel shares fairly and keeps each host's RTT near its
+/// base.
+#[test]
+fn rtt_fairness_with_two_hosts() {
+    let run = |q: &str| {
+        let mut c = cfg(
+            Test::RttFairVarUp,
+            20_000_000,
+            20_000_000,
+            10_000_000,
+            q,
+            30.0,
+            0,
+            false,
+        );
+        c.host_rtts_ns = vec![10_000_000, 100_000_000];
+        debloat_sim::run(&c, |_| {})
+    };
+    let fifo = run("pfifo limit 1000");
+    let fq = run("fq_codel");
+    assert_eq!(
+        fq.flows.iter().map(|f| f.name.as_str()).collect::<Vec<_>>(),
+        vec!["TCP upload BE 198.18.2.11", "TCP upload BE 198.18.2.12"]
+    );
+    assert!(
+        fifo.flows[0].throughput_mbps > 1.5 * fifo.flows[1].throughput_mbps,
+        "FIFO favours the short RTT: {:.2} vs {:.2}",
+        fifo.flows[0].throughput_mbps,
+        fifo.flows[1].throughput_mbps
+    );
+    assert!(
+        fq.jain_fairness.unwrap_or(0.0) > 0.97,
+        "fq_codel fairness {:?}",
+        fq.jain_fairness
+    );
+    assert!(fq.jain_fairness > fifo.jain_fairness);
+    for (p, base) in fq.pings.iter().zip([10.0, 100.0]) {
+        let l = p.latency_ms.as_ref().expect("samples").p50;
+        assert!(l < base + 2.0, "{}: {l:.1} ms", p.name);
+    }
 }

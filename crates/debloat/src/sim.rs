@@ -59,6 +59,10 @@ pub struct Args {
     /// Title recorded in the flent file and its name.
     #[arg(long, default_value = "")]
     title: String,
+    /// Base RTT of each remote host for rtt_fair_var_up/down (and rtt_fair_up's four), e.g.
+    /// 10ms,50ms,100ms; default: one host (four for rtt_fair_up) at --rtt.
+    #[arg(long, value_delimiter = ',')]
+    rtts: Vec<String>,
     /// TX ring descriptors of the bottleneck devices (0 = the qdisc feeds the wire directly).
     #[arg(long, default_value_t = 0)]
     ring: usize,
@@ -133,6 +137,11 @@ pub fn config(a: &Args) -> Result<Config> {
         cc: a.cc.parse::<Algorithm>().map_err(anyhow::Error::msg)?,
         ecn: a.ecn,
         seed: a.seed,
+        host_rtts_ns: a
+            .rtts
+            .iter()
+            .map(|t| parse_time(t).with_context(|| format!("--rtts {t}")))
+            .collect::<Result<Vec<_>>>()?,
         device: debloat_sim::world::Device {
             ring: a.ring,
             bql: a.bql.then(debloat_core::dql::Config::default),

@@ -534,6 +534,40 @@ fn sim_rrul_file_has_flents_series_names() {
 }
 
 #[test]
+fn sim_rtt_fair_up_names_its_four_hosts_as_flent_does() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let o = debloat(&[
+        "sim",
+        "rtt_fair_up",
+        "--link",
+        "5500kbit/500kbit",
+        "--rtt",
+        "300us",
+        "--qdisc",
+        "fq_codel",
+        "--length",
+        "5",
+        "--output",
+        dir.path().to_str().unwrap_or(""),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v = read_flent(
+        &dir.path()
+            .join("rtt_fair_up-2026-01-01T000000.000000.flent.gz"),
+    );
+    assert_eq!(v["metadata"]["HOSTS"].as_array().map(|a| a.len()), Some(4));
+    for i in 1..=4 {
+        let h = format!("198.18.2.{}", 10 + i);
+        for s in [
+            format!("TCP upload BE{i} {h}"),
+            format!("Ping (ms) ICMP{i} {h}"),
+        ] {
+            assert!(v["results"][&s].is_array(), "missing {s}");
+        }
+    }
+}
+
+#[test]
 fn sim_says_which_tests_exist() {
     let o = debloat(&["sim", "voip"]);
     assert!(!o.status.success());
