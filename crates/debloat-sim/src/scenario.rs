@@ -126,6 +126,8 @@ pub struct Config {
     pub seed: u64,
     /// The device model on both bottleneck directions.
     pub device: crate::world::Device,
+    /// Framing, loss and jitter of both bottleneck wires (the seed is set per direction).
+    pub wire: crate::world::Wire,
     /// Base RTT of each remote host for the rtt_fair tests, ns (empty: every host at `rtt_ns`;
     /// rtt_fair_up always has 4 hosts, the var tests one per entry).
     pub host_rtts_ns: Vec<u64>,
@@ -214,6 +216,8 @@ pub struct QueueSummary {
     pub sent_bytes: u64,
     /// Packets dropped.
     pub dropped: u64,
+    /// Packets lost on the wire after the discipline sent them.
+    pub lost_on_wire: u64,
     /// Packets CE-marked.
     pub marked: u64,
     /// Largest backlog, packets.
@@ -318,6 +322,10 @@ pub fn simulate_with_tap(
         delay_ns: base_rtt / 2,
         qdisc: spec.build(hasher, cfg.seed.wrapping_add(salt)),
         device: cfg.device,
+        wire: crate::world::Wire {
+            seed: cfg.seed.wrapping_mul(31).wrapping_add(salt),
+            ..cfg.wire
+        },
     };
     let mut w = World::new(
         link(&cfg.qdisc_up, cfg.up_bps, 1),
@@ -552,6 +560,7 @@ fn summarise(cfg: &Config, w: &World, delay: u64, length: u64) -> Summary {
                 sent_pkts: st.sent_pkts,
                 sent_bytes: st.sent_bytes,
                 dropped: st.dropped,
+                lost_on_wire: st.lost_on_wire,
                 marked: st.marked,
                 max_backlog_pkts: st.max_backlog_pkts,
                 sojourn_ms: hist_latency(&st.sojourns),

@@ -50,6 +50,31 @@ pub struct LinkConfig {
     pub qdisc: Box<dyn Qdisc<SimPacket>>,
     /// The device below the discipline.
     pub device: Device,
+    /// Impairments and framing of the wire itself.
+    pub wire: Wire,
+}
+
+/// What the wire does to packets: framing that costs transmission time (ATM cells, PTM, Ethernet
+/// preamble and gaps — the core's CAKE overhead model), random loss, and delay jitter. Seeded:
+/// the same seed loses the same packets.
+///
+/// Jitter adds a uniform 0..`jitter_ns` to each packet's delay but never reorders: a packet
+/// arrives no earlier than the one before it (netem with a rate limit behaves alike; plain netem
+/// jitter reorders).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Wire {
+    /// Link-layer framing for transmission time (default: the frame as is).
+    pub framing: debloat_core::cake::overhead::Overhead,
+    /// Probability that a packet is lost on the wire.
+    pub loss: f64,
+    /// Maximum extra delay, ns.
+    pub jitter_ns: Nanos,
+    /// Seed for loss and jitter.
+    pub seed: u64,
+}
+
+fn cfg_seed(cfg: &LinkConfig) -> u64 {
+    cfg.wire.seed ^ 0x5DEE_CE66_D1CE_4E5B
 }
 
 /// The network device between the discipline and the wire: a TX ring the driver fills from the
@@ -77,6 +102,8 @@ pub struct LinkStats {
     pub dropped: u64,
     /// Packets that left CE-marked by the discipline.
     pub marked: u64,
+    /// Packets lost on the wire (after the discipline sent them).
+    pub lost_on_wire: u64,
     /// Largest queue length seen, packets.
     pub max_backlog_pkts: u64,
     /// Sojourn of every sent packet, ns.
@@ -90,6 +117,7 @@ impl Default for LinkStats {
             sent_bytes: 0,
             dropped: 0,
             marked: 0,
+            lost_on_wire: 0,
             max_backlog_pkts: 0,
             sojourns: hdrhistogram::Histogram::new_with_bounds(1, 1_000_000_000_000, 3)
                 .expect("valid histogram bounds"),
@@ -112,6 +140,8 @@ struct Link {
     wire_lens: std::collections::VecDeque<u32>,
     uncompleted: u32,
     irq_armed: bool,
+    rng: debloat_core::rng::SplitMix64,
+    last_arrival: Nanos,
 }
 
 /// A bulk TCP transfer.
@@ -209,6 +239,7 @@ impl World {
     pub fn new(up: LinkConfig, down: LinkConfig, end: Nanos, step: Nanos) -> World {
         let link = |cfg: LinkConfig| Link {
             dql: cfg.device.bql.map(|c| debloat_core::dql::Dql::new(c, 0)),
+            rng: debloat_core::rng::SplitMix64::new(cfg_seed(&cfg)),
             cfg,
             busy_until: 0,
             wake_at: None,
@@ -218,6 +249,7 @@ impl World {
             wire_lens: Default::default(),
             uncompleted: 0,
             irq_armed: false,
+            last_arrival: 0,
         };
         let mut w = World {
             now: 0,
@@ -356,12 +388,18 @@ impl World {
     /// Run until the end time. `progress` is called with the fraction done now and then.
     pub fn run(&mut self, mut progress: impl FnMut(f64)) {
         let mut next_report = 0;
+        // A grace period after the end lets replies already on their way arrive; nothing new is
+        // sent (probes and samples stop at the end, flows before it).
+        const GRACE: Nanos = 2_000_000_000;
         while let Some((t, e)) = self.events.pop() {
-            if t > self.end {
+            if t > self.end + GRACE {
                 break;
             }
+            if t > self.end && matches!(e, Event::Probe(_) | Event::Sample | Event::FlowStart(_)) {
+                continue;
+            }
             self.now = t;
-            if t >= next_report {
+            if t >= next_report && t <= self.end {
                 progress(t as f64 / self.end as f64);
                 next_report = t + self.end / 100;
             }
@@ -542,15 +580,35 @@ impl World {
         };
         let Some(p) = next else { return };
         let l = &mut self.links[d.idx()];
-        let done = now + tx_time(p.meta.len, l.cfg.rate_bps);
+        let wire = l.cfg.wire;
+        let on_wire = if wire.framing == Default::default() {
+            p.meta.len
+        } else {
+            wire.framing.calc(
+                p.meta.len,
+                u32::from(p.meta.network_offset),
+                &mut Default::default(),
+            )
+        };
+        let done = now + tx_time(on_wire, l.cfg.rate_bps);
         l.busy_until = done;
         l.wire_lens.push_back(p.meta.len);
-        let arrive = done + l.cfg.delay_ns;
         if let Some(tap) = self.tap.as_mut() {
             tap(d, now, &p);
         }
-        l.in_flight.push_back(p);
         self.events.push(done, Event::TxDone(d));
+        if wire.loss > 0.0 && ((l.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64) < wire.loss {
+            l.stats.lost_on_wire += 1;
+            return;
+        }
+        let jitter = if wire.jitter_ns > 0 {
+            l.rng.next_u64() % (wire.jitter_ns + 1)
+        } else {
+            0
+        };
+        let arrive = (done + l.cfg.delay_ns + jitter).max(l.last_arrival);
+        l.last_arrival = arrive;
+        l.in_flight.push_back(p);
         self.events.push(arrive, Event::Arrive(d));
         if ring > 0 {
             // A descriptor freed: the driver may take another packet.

@@ -39,6 +39,7 @@ pub fn run(a: &Args) -> Result<()> {
             ecn: false,
             seed: 1,
             device: Default::default(),
+            wire: Default::default(),
             host_rtts_ns: Vec::new(),
         };
         let t = std::time::Instant::now();

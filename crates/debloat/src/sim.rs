@@ -63,6 +63,16 @@ pub struct Args {
     /// 10ms,50ms,100ms; default: one host (four for rtt_fair_up) at --rtt.
     #[arg(long, value_delimiter = ',')]
     rtts: Vec<String>,
+    /// Random loss on both bottleneck wires, e.g. 0.5% (netem's `loss`).
+    #[arg(long)]
+    loss: Option<String>,
+    /// Extra delay of 0 to this much on each packet, without reordering (e.g. 2ms).
+    #[arg(long)]
+    jitter: Option<String>,
+    /// Link-layer framing the wires pay for in transmission time, in cake's overhead words
+    /// (e.g. "pppoe-vcmux" for ADSL's ATM cells, "ethernet", "docsis", "overhead 18 ptm").
+    #[arg(long)]
+    framing: Option<String>,
     /// TX ring descriptors of the bottleneck devices (0 = the qdisc feeds the wire directly).
     #[arg(long, default_value_t = 0)]
     ring: usize,
@@ -142,6 +152,35 @@ pub fn config(a: &Args) -> Result<Config> {
             .iter()
             .map(|t| parse_time(t).with_context(|| format!("--rtts {t}")))
             .collect::<Result<Vec<_>>>()?,
+        wire: debloat_sim::world::Wire {
+            framing: match &a.framing {
+                Some(f) => match format!("cake {f}")
+                    .parse::<QdiscSpec>()
+                    .with_context(|| format!("--framing \"{f}\""))?
+                {
+                    QdiscSpec::Cake(c) => c.overhead,
+                    _ => bail!("--framing takes cake's overhead keywords"),
+                },
+                None => Default::default(),
+            },
+            loss: match &a.loss {
+                Some(l) => {
+                    let v: f64 = l.trim_end_matches('%').parse().map_err(|_| {
+                        anyhow::anyhow!("--loss {l}: expected a percentage such as 0.5%")
+                    })?;
+                    if !(0.0..=100.0).contains(&v) {
+                        bail!("--loss {l}: must be between 0% and 100%");
+                    }
+                    v / 100.0
+                }
+                None => 0.0,
+            },
+            jitter_ns: match &a.jitter {
+                Some(j) => parse_time(j).with_context(|| format!("--jitter {j}"))?,
+                None => 0,
+            },
+            seed: 0,
+        },
         device: debloat_sim::world::Device {
             ring: a.ring,
             bql: a.bql.then(debloat_core::dql::Config::default),
