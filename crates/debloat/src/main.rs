@@ -27,7 +27,7 @@ enum Command {
     /// write what happened to every packet.
     Replay(replay::Args),
     /// Run one of flent's tests in the simulator (virtual time, Linux-like TCP).
-    Sim(sim::Args),
+    Sim(Box<sim::Args>),
     /// Parse a qdisc spec and show it as tc would, with the parameters it derives.
     Spec(SpecArgs),
     /// Measure how fast the simulator runs (`debloat bench sim`).
