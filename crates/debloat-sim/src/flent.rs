@@ -82,7 +82,7 @@ fn collect(w: &World, cfg: &Config) -> Vec<Series> {
             meta,
         });
     }
-    for p in w.probes.iter().filter(|_| cfg.test.has_probes()) {
+    for p in w.probes.iter().filter(|p| cfg.test.has_probes() && !p.voip) {
         let raw: Vec<(f64, f64, Option<u64>)> = p
             .samples
             .iter()
@@ -134,6 +134,72 @@ fn grid(raw: &[(f64, f64, Option<u64>)], xs: &[f64], step: f64) -> Vec<Value> {
         .collect()
 }
 
+/// flent's VoIP series from an irtt-like probe: per-packet rtt, one-way delay up, |IPDV| up; loss
+/// per step. Returns (grid series, raw records, series metadata).
+fn voip(
+    p: &crate::world::Probe,
+    xs: &[f64],
+    step: f64,
+    epoch: u64,
+) -> (Vec<(String, Vec<Value>)>, Vec<Value>, Value) {
+    let n = p.samples.len();
+    let t = |i: usize| p.samples[i].0 as f64 / 1e9;
+    let ms = |ns: u64| ns as f64 / 1e6;
+    let rtt: Vec<(f64, f64, Option<u64>)> =
+        (0..n).map(|i| (t(i), ms(p.samples[i].1), None)).collect();
+    let delay: Vec<(f64, f64, Option<u64>)> =
+        (0..n).map(|i| (t(i), ms(p.owd_up[i]), None)).collect();
+    let jitter: Vec<(f64, f64, Option<u64>)> = (1..n)
+        .map(|i| (t(i), (ms(p.owd_up[i]) - ms(p.owd_up[i - 1])).abs(), None))
+        .collect();
+    // Loss per step: requests sent in (x - step, x] that were never answered.
+    let interval = 0.02;
+    let received: std::collections::BTreeSet<u32> = p.seqs.iter().copied().collect();
+    let loss: Vec<Value> = xs
+        .iter()
+        .map(|&x| {
+            let first = ((x - step) / interval).ceil().max(0.0) as u32 + 1;
+            let last = ((x / interval).floor() as u32 + 1).min(p.sent as u32);
+            if x == 0.0 || last < first {
+                return Value::Null;
+            }
+            json!((first..=last).filter(|s| !received.contains(s)).count())
+        })
+        .collect();
+    let mut raw: Vec<Value> = (0..n)
+        .map(|i| {
+            let mut r = json!({"t": epoch as f64 + t(i), "val": ms(p.samples[i].1), "seq": p.seqs[i], "owd_up": ms(p.owd_up[i]), "owd_down": ms(p.samples[i].1.saturating_sub(p.owd_up[i]))});
+            if i > 0 {
+                r["ipdv_up"] = json!(ms(p.owd_up[i]) - ms(p.owd_up[i - 1]));
+            }
+            r
+        })
+        .collect();
+    for s in 1..=p.sent as u32 {
+        if !received.contains(&s) {
+            raw.push(json!({"t": epoch as f64 + (s - 1) as f64 * interval, "seq": s, "lost": true, "lost_dir": Value::Null}));
+        }
+    }
+    let mean = |v: &[(f64, f64, Option<u64>)]| {
+        if v.is_empty() {
+            0.0
+        } else {
+            v.iter().map(|x| x.1).sum::<f64>() / v.len() as f64
+        }
+    };
+    let meta = json!({
+        "UNITS": "ms", "RUNNER": "debloat-sim-voip", "RTT_MEAN": mean(&rtt), "OWD_UP_MEAN": mean(&delay), "IPDV_UP_MEAN": mean(&jitter),
+        "PACKETS_SENT": p.sent, "PACKETS_RECEIVED": n, "PACKET_LOSS_RATE": if p.sent == 0 { 0.0 } else { 1.0 - n as f64 / p.sent as f64 },
+    });
+    let series = vec![
+        ("VoIP::rtt".to_string(), grid(&rtt, xs, step)),
+        ("VoIP::delay".to_string(), grid(&delay, xs, step)),
+        ("VoIP::jitter".to_string(), grid(&jitter, xs, step)),
+        ("VoIP::loss".to_string(), loss),
+    ];
+    (series, raw, meta)
+}
+
 /// The whole data file as JSON.
 pub fn data_file(w: &World, cfg: &Config, epoch: u64, title: &str) -> Value {
     let step = cfg.step_s;
@@ -165,6 +231,14 @@ pub fn data_file(w: &World, cfg: &Config, epoch: u64, title: &str) -> Value {
         let mut m = s.meta.clone();
         m.insert("UNITS".into(), json!(s.units));
         series_meta.insert(s.name.clone(), Value::Object(m));
+    }
+    for p in w.probes.iter().filter(|p| p.voip) {
+        let (series, raw, meta) = voip(p, &xs, step, epoch);
+        for (name, values) in series {
+            results.insert(name, Value::Array(values));
+        }
+        raw_values.insert("VoIP".into(), Value::Array(raw));
+        series_meta.insert("VoIP".into(), meta);
     }
     let mut params = Map::new();
     match cfg.test {

@@ -14,6 +14,8 @@ pub const PING_FRAME: u32 = 98;
 /// Frame bytes of a UDP latency probe (irtt's smallest packet: 60 bytes of payload + UDP 8 +
 /// IPv4 20 + Ethernet 14).
 pub const UDP_PROBE_FRAME: u32 = 102;
+/// Frame bytes of flent's VoIP flow (irtt `-l 172`: 172 bytes of UDP payload + 8 + 20 + 14).
+pub const VOIP_FRAME: u32 = 214;
 
 /// Transport contents.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,6 +56,8 @@ pub enum Body {
         sent_at: Nanos,
         /// A reply (else a request).
         reply: bool,
+        /// When the server received the request (in replies; for one-way delays).
+        server_at: Nanos,
     },
 }
 

@@ -37,6 +37,8 @@ pub enum Test {
     RttFairVarUp,
     /// N remote hosts, each with its own base RTT: one download and one ping each.
     RttFairVarDown,
+    /// An isochronous VoIP-like flow alone (irtt, 172 B every 20 ms) for LENGTH.
+    Voip,
 }
 
 impl std::str::FromStr for Test {
@@ -54,10 +56,11 @@ impl std::str::FromStr for Test {
             "rtt_fair_up" => Test::RttFairUp,
             "rtt_fair_var_up" => Test::RttFairVarUp,
             "rtt_fair_var_down" => Test::RttFairVarDown,
-            "tcp_2up_square" | "voip" | "tcp_1down" => {
-                return Err(format!("`{s}` is not implemented in the simulator yet; available: ping, tcp_1up, tcp_nup, tcp_ndown, tcp_bidirectional, rrul, rrul_be, tcp_4up_squarewave, rtt_fair_up, rtt_fair_var_up, rtt_fair_var_down"))
+            "voip" => Test::Voip,
+            "tcp_2up_square" | "tcp_1down" => {
+                return Err(format!("`{s}` is not implemented in the simulator yet; available: ping, tcp_1up, tcp_nup, tcp_ndown, tcp_bidirectional, rrul, rrul_be, tcp_4up_squarewave, rtt_fair_up, rtt_fair_var_up, rtt_fair_var_down, voip"))
             }
-            other => return Err(format!("unknown test `{other}`; available: ping, tcp_1up, tcp_nup, tcp_ndown, tcp_bidirectional, rrul, rrul_be, tcp_4up_squarewave, rtt_fair_up, rtt_fair_var_up, rtt_fair_var_down")),
+            other => return Err(format!("unknown test `{other}`; available: ping, tcp_1up, tcp_nup, tcp_ndown, tcp_bidirectional, rrul, rrul_be, tcp_4up_squarewave, rtt_fair_up, rtt_fair_var_up, rtt_fair_var_down, voip")),
         })
     }
 }
@@ -77,13 +80,14 @@ impl Test {
             Test::RttFairUp => "rtt_fair_up",
             Test::RttFairVarUp => "rtt_fair_var_up",
             Test::RttFairVarDown => "rtt_fair_var_down",
+            Test::Voip => "voip",
         }
     }
 
     /// flent's TOTAL_LENGTH for this test, s.
     pub fn total_length(self, length: f64, delay: f64) -> f64 {
         match self {
-            Test::Ping => length,
+            Test::Ping | Test::Voip => length,
             Test::Tcp4UpSquarewave => length + 6.0 * delay,
             _ => length + 2.0 * delay,
         }
@@ -337,7 +341,10 @@ pub fn simulate_with_tap(
         w.set_tap(t);
     }
     let probe_interval = 200_000_000;
-    if hosts.is_empty() {
+    if cfg.test == Test::Voip {
+        let k = w.add_probe("VoIP", true, 0, 0, 20_000_000);
+        w.set_probe_voip(k);
+    } else if hosts.is_empty() {
         w.add_probe("Ping (ms) ICMP", false, 0, 0, probe_interval);
     }
     let (start, stop) = (delay, delay + length);
@@ -375,7 +382,11 @@ pub fn simulate_with_tap(
                 add(format!("TCP download {label}"), Dir::Down, 0);
             }
         }
-        Test::Tcp4UpSquarewave | Test::RttFairUp | Test::RttFairVarUp | Test::RttFairVarDown => {}
+        Test::Tcp4UpSquarewave
+        | Test::RttFairUp
+        | Test::RttFairVarUp
+        | Test::RttFairVarDown
+        | Test::Voip => {}
     }
     for (h, &rtt) in hosts.iter().enumerate() {
         let name = Config::host_name(h);

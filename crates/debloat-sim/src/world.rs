@@ -6,7 +6,9 @@
 //! the endpoint's deadline has moved since.
 
 use crate::engine::EventQueue;
-use crate::packet::{Body, SimPacket, ACK_FRAME, DATA_FRAME, MSS, PING_FRAME, UDP_PROBE_FRAME};
+use crate::packet::{
+    Body, SimPacket, ACK_FRAME, DATA_FRAME, MSS, PING_FRAME, UDP_PROBE_FRAME, VOIP_FRAME,
+};
 use crate::tcp::cc::Algorithm;
 use crate::tcp::{AckInfo, Receiver, Sender};
 use debloat_core::bottleneck::tx_time;
@@ -189,6 +191,12 @@ pub struct Probe {
     seq: u32,
     /// (sent at, rtt) in ns of each answered request.
     pub samples: Vec<(Nanos, Nanos)>,
+    /// One-way delay client → server of each answered request, ns (same order as `samples`).
+    pub owd_up: Vec<Nanos>,
+    /// Sequence number of each answered request (same order as `samples`).
+    pub seqs: Vec<u32>,
+    /// An isochronous VoIP-like flow (irtt `-i 20ms -l 172`) rather than a ping.
+    pub voip: bool,
     /// Requests sent.
     pub sent: u64,
     /// The remote host's last address byte (198.18.2.x).
@@ -322,6 +330,9 @@ impl World {
             interval: interval.max(1),
             seq: 0,
             samples: Vec::new(),
+            owd_up: Vec::new(),
+            seqs: Vec::new(),
+            voip: false,
             sent: 0,
             host: 3,
             extra_ns: 0,
@@ -339,6 +350,12 @@ impl World {
             Dir::Down => FlowKey::ip(addr(2, host), addr(1, 2), 12865, port, 6),
         };
         f.extra_ns = extra_ns;
+    }
+
+    /// Make probe `k` a VoIP-like flow: 172-byte UDP payloads (its interval is the caller's).
+    pub fn set_probe_voip(&mut self, k: usize) {
+        self.probes[k].voip = true;
+        self.probes[k].udp = true;
     }
 
     /// Point probe `k` at remote host 198.18.2.`host`, `extra_ns` one way beyond the bottleneck.
@@ -365,7 +382,14 @@ impl World {
         } else {
             FlowKey::ip(src, dst, 0, 0, 1)
         };
-        let mut m = PacketMeta::new(if p.udp { UDP_PROBE_FRAME } else { PING_FRAME }, key);
+        let len = if p.voip {
+            VOIP_FRAME
+        } else if p.udp {
+            UDP_PROBE_FRAME
+        } else {
+            PING_FRAME
+        };
+        let mut m = PacketMeta::new(len, key);
         m.dscp = p.dscp;
         m
     }
@@ -685,11 +709,14 @@ impl World {
                 seq,
                 sent_at,
                 reply,
+                server_at,
             } => {
                 let k = usize::from(probe);
                 if reply {
                     if let Some(pr) = self.probes.get_mut(k) {
                         pr.samples.push((sent_at, now - sent_at));
+                        pr.owd_up.push(server_at.saturating_sub(sent_at));
+                        pr.seqs.push(seq);
                     }
                 } else {
                     let r = SimPacket {
@@ -699,6 +726,7 @@ impl World {
                             seq,
                             sent_at,
                             reply: true,
+                            server_at: now,
                         },
                     };
                     self.send(d.reverse(), r);
@@ -807,6 +835,7 @@ impl World {
                     seq,
                     sent_at: now,
                     reply: false,
+                    server_at: 0,
                 },
             },
         );
