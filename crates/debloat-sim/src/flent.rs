@@ -134,14 +134,12 @@ fn grid(raw: &[(f64, f64, Option<u64>)], xs: &[f64], step: f64) -> Vec<Value> {
         .collect()
 }
 
+/// (grid series by name, raw records, series metadata).
+type VoipSeries = (Vec<(String, Vec<Value>)>, Vec<Value>, Value);
+
 /// flent's VoIP series from an irtt-like probe: per-packet rtt, one-way delay up, |IPDV| up; loss
 /// per step. Returns (grid series, raw records, series metadata).
-fn voip(
-    p: &crate::world::Probe,
-    xs: &[f64],
-    step: f64,
-    epoch: u64,
-) -> (Vec<(String, Vec<Value>)>, Vec<Value>, Value) {
+fn voip(p: &crate::world::Probe, xs: &[f64], step: f64, epoch: u64) -> VoipSeries {
     let n = p.samples.len();
     let t = |i: usize| p.samples[i].0 as f64 / 1e9;
     let ms = |ns: u64| ns as f64 / 1e6;
