@@ -16,6 +16,7 @@ pub mod flent;
 pub mod frame;
 pub mod packet;
 pub mod scenario;
+pub mod scenario_file;
 pub mod tcp;
 pub mod world;
 

@@ -39,6 +39,8 @@ pub enum Test {
     RttFairVarDown,
     /// An isochronous VoIP-like flow alone (irtt, 172 B every 20 ms) for LENGTH.
     Voip,
+    /// A scenario from a TOML file (not one of flent's tests: no flent data file).
+    Custom,
 }
 
 impl std::str::FromStr for Test {
@@ -81,13 +83,14 @@ impl Test {
             Test::RttFairVarUp => "rtt_fair_var_up",
             Test::RttFairVarDown => "rtt_fair_var_down",
             Test::Voip => "voip",
+            Test::Custom => "custom",
         }
     }
 
     /// flent's TOTAL_LENGTH for this test, s.
     pub fn total_length(self, length: f64, delay: f64) -> f64 {
         match self {
-            Test::Ping | Test::Voip => length,
+            Test::Ping | Test::Voip | Test::Custom => length,
             Test::Tcp4UpSquarewave => length + 6.0 * delay,
             _ => length + 2.0 * delay,
         }
@@ -167,8 +170,8 @@ pub struct FlowSummary {
     pub kind: &'static str,
     /// "up" or "down".
     pub direction: Dir,
-    /// Congestion control.
-    pub cc: Algorithm,
+    /// Congestion control (none for UDP).
+    pub cc: Option<Algorithm>,
     /// DSCP.
     pub dscp: u8,
     /// Goodput over the load period, Mbit/s.
@@ -386,7 +389,8 @@ pub fn simulate_with_tap(
         | Test::RttFairUp
         | Test::RttFairVarUp
         | Test::RttFairVarDown
-        | Test::Voip => {}
+        | Test::Voip
+        | Test::Custom => {}
     }
     for (h, &rtt) in hosts.iter().enumerate() {
         let name = Config::host_name(h);
@@ -482,7 +486,7 @@ pub fn throughput_between(w: &World, i: usize, t0: u64, t1: u64) -> f64 {
     at(t1).saturating_sub(at(t0)) as f64 * f64::from(crate::packet::MSS) * 8.0 / secs / 1e6
 }
 
-fn summarise(cfg: &Config, w: &World, delay: u64, length: u64) -> Summary {
+pub(crate) fn summarise(cfg: &Config, w: &World, delay: u64, length: u64) -> Summary {
     // "Under load": while any flow runs (for the probe-only test, the whole run).
     let load = |t: u64| {
         if w.flows.is_empty() {
@@ -511,7 +515,7 @@ fn summarise(cfg: &Config, w: &World, delay: u64, length: u64) -> Summary {
                 name: f.name.clone(),
                 kind: "tcp",
                 direction: f.dir,
-                cc: f.cc,
+                cc: Some(f.cc),
                 dscp: f.dscp,
                 throughput_mbps: segs as f64 * f64::from(crate::packet::MSS) * 8.0 / secs / 1e6,
                 loss_pct: if sent == 0 {
@@ -540,6 +544,7 @@ fn summarise(cfg: &Config, w: &World, delay: u64, length: u64) -> Summary {
     let pings = w
         .probes
         .iter()
+        .filter(|p| p.flood_len.is_none())
         .map(|p| {
             let rtts = |f: &dyn Fn(u64) -> bool| {
                 p.samples

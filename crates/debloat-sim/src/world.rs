@@ -197,6 +197,19 @@ pub struct Probe {
     pub seqs: Vec<u32>,
     /// An isochronous VoIP-like flow (irtt `-i 20ms -l 172`) rather than a ping.
     pub voip: bool,
+    /// A one-way constant-rate UDP flood of `flood_len`-byte frames: no replies; the receiver
+    /// counts what arrives.
+    pub flood_len: Option<u32>,
+    /// Direction of a flood.
+    pub flood_dir: Dir,
+    /// Start sending at this time, ns.
+    pub start: Nanos,
+    /// Stop sending at this time (floods and scenario probes), ns.
+    pub stop: Nanos,
+    /// Bytes of a flood that arrived.
+    pub delivered_bytes: u64,
+    /// `delivered_bytes` sampled at each step.
+    pub delivered_series: Vec<u64>,
     /// Requests sent.
     pub sent: u64,
     /// The remote host's last address byte (198.18.2.x).
@@ -333,6 +346,12 @@ impl World {
             owd_up: Vec::new(),
             seqs: Vec::new(),
             voip: false,
+            flood_len: None,
+            flood_dir: Dir::Up,
+            start,
+            stop: Nanos::MAX,
+            delivered_bytes: 0,
+            delivered_series: Vec::new(),
             sent: 0,
             host: 3,
             extra_ns: 0,
@@ -350,6 +369,21 @@ impl World {
             Dir::Down => FlowKey::ip(addr(2, host), addr(1, 2), 12865, port, 6),
         };
         f.extra_ns = extra_ns;
+    }
+
+    /// Make probe `k` a one-way UDP flood of `len`-byte frames in direction `dir`, sent every
+    /// `interval` (given at `add_probe`) until `stop`.
+    pub fn set_probe_flood(&mut self, k: usize, len: u32, dir: Dir, stop: Nanos) {
+        let p = &mut self.probes[k];
+        p.flood_len = Some(len);
+        p.flood_dir = dir;
+        p.udp = true;
+        p.stop = stop;
+    }
+
+    /// Stop probe `k` at `stop`.
+    pub fn set_probe_stop(&mut self, k: usize, stop: Nanos) {
+        self.probes[k].stop = stop;
     }
 
     /// Make probe `k` a VoIP-like flow: 172-byte UDP payloads (its interval is the caller's).
@@ -382,12 +416,11 @@ impl World {
         } else {
             FlowKey::ip(src, dst, 0, 0, 1)
         };
-        let len = if p.voip {
-            VOIP_FRAME
-        } else if p.udp {
-            UDP_PROBE_FRAME
-        } else {
-            PING_FRAME
+        let len = match p.flood_len {
+            Some(l) => l,
+            None if p.voip => VOIP_FRAME,
+            None if p.udp => UDP_PROBE_FRAME,
+            None => PING_FRAME,
         };
         let mut m = PacketMeta::new(len, key);
         m.dscp = p.dscp;
@@ -498,6 +531,9 @@ impl World {
                 for f in &mut self.flows {
                     f.delivered_series.push(f.receiver.delivered);
                     f.cwnd_series.push(f.sender.cwnd());
+                }
+                for p in &mut self.probes {
+                    p.delivered_series.push(p.delivered_bytes);
                 }
                 if self.now + self.step <= self.end {
                     self.events.push(self.now + self.step, Event::Sample);
@@ -712,7 +748,13 @@ impl World {
                 server_at,
             } => {
                 let k = usize::from(probe);
-                if reply {
+                if self.probes.get(k).is_some_and(|x| x.flood_len.is_some()) {
+                    let pr = &mut self.probes[k];
+                    pr.delivered_bytes += u64::from(p.meta.len);
+                    pr.samples.push((sent_at, now - sent_at));
+                    pr.owd_up.push(now - sent_at);
+                    pr.seqs.push(seq);
+                } else if reply {
                     if let Some(pr) = self.probes.get_mut(k) {
                         pr.samples.push((sent_at, now - sent_at));
                         pr.owd_up.push(server_at.saturating_sub(sent_at));
@@ -822,12 +864,20 @@ impl World {
     fn send_probe(&mut self, k: usize) {
         let now = self.now;
         let p = &mut self.probes[k];
+        if now >= p.stop {
+            return;
+        }
         p.seq += 1;
         p.sent += 1;
         let (seq, interval) = (p.seq, p.interval);
-        let m = self.probe_meta(k, false);
+        let dir = if p.flood_len.is_some() {
+            p.flood_dir
+        } else {
+            Dir::Up
+        };
+        let m = self.probe_meta(k, dir == Dir::Down);
         self.send(
-            Dir::Up,
+            dir,
             SimPacket {
                 meta: m,
                 body: Body::Ping {

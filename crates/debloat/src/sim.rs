@@ -15,8 +15,13 @@ use std::path::PathBuf;
     after_help = "Examples:\n  debloat sim tcp_nup --link 20Mbit/20Mbit --rtt 48ms --qdisc \"pfifo limit 1000\" --streams 2\n  debloat sim tcp_nup --link 500kbit/5500kbit --rtt 300us --qdisc \"fq_codel\" --ecn --output results/\n  debloat sim tcp_1up --qdisc-up \"cake bandwidth 19Mbit\" --qdisc-down \"fq_codel\""
 )]
 pub struct Args {
-    /// flent test: ping, tcp_1up, tcp_nup, tcp_ndown, tcp_bidirectional.
-    test: String,
+    /// flent test: ping, tcp_1up, tcp_nup, tcp_ndown, tcp_bidirectional, rrul, rrul_be,
+    /// tcp_4up_squarewave, rtt_fair_up, rtt_fair_var_up, rtt_fair_var_down, voip.
+    #[arg(required_unless_present = "scenario")]
+    test: Option<String>,
+    /// Run a scenario from a TOML file instead (topology and any mix of flows; see README).
+    #[arg(long, conflicts_with = "test")]
+    scenario: Option<PathBuf>,
     /// Bottleneck rates DOWN/UP, e.g. 20Mbit/2Mbit (one value: both directions).
     #[arg(long, default_value = "20Mbit/20Mbit")]
     link: String,
@@ -119,7 +124,12 @@ fn spec(s: &str, what: &str) -> Result<QdiscSpec> {
 
 /// Build the simulator configuration from the command line.
 pub fn config(a: &Args) -> Result<Config> {
-    let test: Test = a.test.parse().map_err(anyhow::Error::msg)?;
+    let test: Test = a
+        .test
+        .as_deref()
+        .unwrap_or_default()
+        .parse()
+        .map_err(anyhow::Error::msg)?;
     let (down, up) = match a.link.split_once('/') {
         Some((d, u)) => (d, u),
         None => (a.link.as_str(), a.link.as_str()),
@@ -192,8 +202,28 @@ pub fn config(a: &Args) -> Result<Config> {
     })
 }
 
+fn run_scenario(a: &Args, path: &std::path::Path) -> Result<()> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let (cfg, r) = debloat_sim::scenario_file::run(&text, |_| {}).map_err(anyhow::Error::msg)?;
+    println!("scenario {}", path.display());
+    print_table(&cfg, &r.summary);
+    if let Some(dir) = &a.output {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        std::fs::write(
+            dir.join("summary.json"),
+            serde_json::to_string_pretty(&r.summary)?,
+        )?;
+        println!("\nwrote summary.json in {} (a scenario is not one of flent's tests, so no flent data file)", dir.display());
+    }
+    Ok(())
+}
+
 /// Run the command.
 pub fn run(a: &Args) -> Result<()> {
+    if let Some(path) = &a.scenario {
+        return run_scenario(a, path);
+    }
     let cfg = config(a)?;
     let tty = std::io::stderr().is_terminal();
     let started = std::time::Instant::now();
@@ -254,14 +284,18 @@ pub fn run(a: &Args) -> Result<()> {
 }
 
 fn print_table(cfg: &Config, s: &Summary) {
+    let cc = if cfg.test == Test::Custom {
+        String::new()
+    } else {
+        format!(", cc {:?}", cfg.cc)
+    };
     println!(
-        "{} over {}/{} (down/up), base RTT {} ms, {} s of load, cc {:?}{}",
+        "{} over {}/{} (down/up), base RTT {} ms, {} s{cc}{}",
         cfg.test.name(),
         fmt_rate(cfg.down_bps),
         fmt_rate(cfg.up_bps),
         cfg.rtt_ns as f64 / 1e6,
         cfg.length_s,
-        cfg.cc,
         if cfg.ecn { ", ECN" } else { "" }
     );
     if !s.flows.is_empty() {

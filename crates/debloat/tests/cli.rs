@@ -632,6 +632,39 @@ fn sim_voip_writes_flents_voip_series() {
 }
 
 #[test]
+fn sim_runs_a_toml_scenario() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let sc = dir.path().join("s.toml");
+    std::fs::write(&sc, "name = \"t\"\nlength = 10\n[link]\ndown = \"20Mbit\"\nup = \"2Mbit\"\nrtt = \"20ms\"\nqdisc = \"fq_codel\"\n[[flow]]\nname = \"up\"\nkind = \"tcp\"\n[[flow]]\nname = \"down\"\nkind = \"tcp\"\ndirection = \"down\"\ncc = \"bbr\"\n[[flow]]\nname = \"ping\"\nkind = \"ping\"\n").expect("write");
+    let o = debloat(&[
+        "sim",
+        "--scenario",
+        sc.to_str().unwrap_or(""),
+        "--output",
+        dir.path().to_str().unwrap_or(""),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let t = text(&o);
+    assert!(
+        t.contains("up") && t.contains("down") && t.contains("ping: under load"),
+        "{t}"
+    );
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("summary.json")).expect("summary"),
+    )
+    .expect("json");
+    assert_eq!(summary["flows"].as_array().map(|a| a.len()), Some(2));
+    assert_eq!(summary["flows"][1]["cc"], "bbr");
+    std::fs::write(&sc, "length = 10\n[link]\ndown = \"20Mbit\"\n").expect("write");
+    let o = debloat(&["sim", "--scenario", sc.to_str().unwrap_or("")]);
+    assert!(
+        !o.status.success() && text(&o).contains("missing field"),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
 fn sim_says_which_tests_exist() {
     let o = debloat(&["sim", "tcp_2up_square"]);
     assert!(!o.status.success());

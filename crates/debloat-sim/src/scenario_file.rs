@@ -1,0 +1,298 @@
+//! Scenarios from TOML: a topology (rates, RTT, disciplines, device and wire per direction) and
+//! any mix of flows — TCP transfers (cubic, reno, bbr), ICMP or UDP pings, VoIP-like streams and
+//! constant-rate UDP floods — with their own start and stop times, DSCP, ECN and host RTT.
+//!
+//! ```toml
+//! name = "cable upload, voice and a flood"
+//! length = 30            # seconds simulated
+//! seed = 1
+//!
+//! [link]
+//! down = "20Mbit"
+//! up = "2Mbit"
+//! rtt = "20ms"
+//! qdisc_up = "cake bandwidth 1900kbit diffserv3"
+//! qdisc_down = "fq_codel"
+//!
+//! [[flow]]
+//! name = "backup"
+//! kind = "tcp"           # tcp | ping | udp-ping | voip | udp-flood
+//! direction = "up"
+//! cc = "cubic"
+//! start = 2
+//! stop = 28
+//!
+//! [[flow]]
+//! name = "call"
+//! kind = "voip"
+//! dscp = 46
+//! ```
+//!
+//! Unknown keys are errors (a typo should not silently do nothing).
+
+use crate::scenario::{summarise, Config, FlowSummary, Run, Test};
+use crate::tcp::cc::Algorithm;
+use crate::world::{Device, Dir, LinkConfig, Wire, World};
+use debloat_core::units::{parse_rate, parse_time};
+use debloat_core::{FlowHasher, QdiscSpec};
+use serde::Deserialize;
+
+/// A scenario file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioFile {
+    /// Title.
+    #[serde(default)]
+    pub name: String,
+    /// Simulated seconds.
+    pub length: f64,
+    /// Sampling step, s (default 0.2).
+    pub step: Option<f64>,
+    /// Seed (default 1).
+    pub seed: Option<u64>,
+    /// The bottleneck.
+    pub link: LinkSection,
+    /// The flows.
+    #[serde(default, rename = "flow")]
+    pub flows: Vec<FlowSection>,
+}
+
+/// `[link]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkSection {
+    down: String,
+    up: String,
+    rtt: String,
+    #[serde(default)]
+    qdisc: Option<String>,
+    qdisc_up: Option<String>,
+    qdisc_down: Option<String>,
+    framing: Option<String>,
+    loss: Option<f64>,
+    jitter: Option<String>,
+    #[serde(default)]
+    ring: usize,
+    #[serde(default)]
+    bql: bool,
+    irq_coalesce: Option<String>,
+}
+
+/// `[[flow]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlowSection {
+    name: String,
+    kind: String,
+    direction: Option<String>,
+    cc: Option<String>,
+    #[serde(default)]
+    dscp: u8,
+    #[serde(default)]
+    ecn: bool,
+    #[serde(default)]
+    start: f64,
+    stop: Option<f64>,
+    rtt: Option<String>,
+    rate: Option<String>,
+    size: Option<u32>,
+    interval: Option<String>,
+}
+
+fn ns(s: f64) -> u64 {
+    (s * 1e9).round() as u64
+}
+
+fn time(v: &str, what: &str) -> Result<u64, String> {
+    parse_time(v).map_err(|e| format!("{what}: {e}"))
+}
+
+/// Parse and run a scenario; errors say which key is wrong and how.
+pub fn run(text: &str, progress: impl FnMut(f64)) -> Result<(Config, Run), String> {
+    let f: ScenarioFile = toml::from_str(text).map_err(|e| format!("scenario file: {e}"))?;
+    if f.length.is_nan() || f.length <= 0.0 {
+        return Err("`length` must be a positive number of seconds".into());
+    }
+    let step = f.step.unwrap_or(0.2);
+    let seed = f.seed.unwrap_or(1);
+    let l = &f.link;
+    let rate = |v: &str, what: &str| parse_rate(v).map_err(|e| format!("link.{what}: {e}"));
+    let spec = |v: Option<&String>, what: &str| -> Result<QdiscSpec, String> {
+        let v = v
+            .or(l.qdisc.as_ref())
+            .map(String::as_str)
+            .unwrap_or("pfifo limit 1000");
+        v.parse().map_err(|e| format!("link.{what} \"{v}\": {e}"))
+    };
+    let rtt = time(&l.rtt, "link.rtt")?;
+    let wire = Wire {
+        framing: match &l.framing {
+            Some(fr) => match format!("cake {fr}").parse::<QdiscSpec>() {
+                Ok(QdiscSpec::Cake(c)) => c.overhead,
+                Ok(_) => return Err("link.framing takes cake's overhead words".into()),
+                Err(e) => return Err(format!("link.framing \"{fr}\": {e}")),
+            },
+            None => Default::default(),
+        },
+        loss: l.loss.unwrap_or(0.0) / 100.0,
+        jitter_ns: match &l.jitter {
+            Some(j) => time(j, "link.jitter")?,
+            None => 0,
+        },
+        seed,
+    };
+    let device = Device {
+        ring: l.ring,
+        bql: l.bql.then(Default::default),
+        coalesce_ns: match &l.irq_coalesce {
+            Some(c) => time(c, "link.irq_coalesce")?,
+            None => 0,
+        },
+    };
+    let cfg = Config {
+        test: Test::Custom,
+        down_bps: rate(&l.down, "down")?,
+        up_bps: rate(&l.up, "up")?,
+        rtt_ns: rtt,
+        qdisc_up: spec(l.qdisc_up.as_ref(), "qdisc_up")?,
+        qdisc_down: spec(l.qdisc_down.as_ref(), "qdisc_down")?,
+        length_s: f.length,
+        delay_s: 0.0,
+        step_s: step,
+        streams: 0,
+        cc: Algorithm::Cubic,
+        ecn: false,
+        seed,
+        device,
+        wire,
+        host_rtts_ns: Vec::new(),
+    };
+    let hasher = FlowHasher::new([seed, seed ^ 0x9e37_79b9_7f4a_7c15]);
+    let link = |spec: &QdiscSpec, rate, salt: u64| LinkConfig {
+        rate_bps: rate,
+        delay_ns: rtt / 2,
+        qdisc: spec.build(hasher, seed.wrapping_add(salt)),
+        device,
+        wire: Wire {
+            seed: seed.wrapping_mul(31).wrapping_add(salt),
+            ..wire
+        },
+    };
+    let end = ns(f.length);
+    let mut w = World::new(
+        link(&cfg.qdisc_up, cfg.up_bps, 1),
+        link(&cfg.qdisc_down, cfg.down_bps, 2),
+        end,
+        ns(step).max(1),
+    );
+    for (i, fl) in f.flows.iter().enumerate() {
+        add(&mut w, fl, i, rtt, end)
+            .map_err(|e| format!("flow {} (\"{}\"): {e}", i + 1, fl.name))?;
+    }
+    w.run(progress);
+    let mut summary = summarise(&cfg, &w, 0, end);
+    for p in w.probes.iter().filter(|p| p.flood_len.is_some()) {
+        // Goodput while the flood runs, from the per-step samples (as for TCP flows).
+        let at = |t: u64| {
+            w.sample_times
+                .iter()
+                .position(|&x| x >= t)
+                .and_then(|k| p.delivered_series.get(k))
+                .copied()
+                .unwrap_or(p.delivered_bytes)
+        };
+        let (t0, t1) = (p.start, p.stop.min(end));
+        let secs = (t1.saturating_sub(t0) as f64 / 1e9).max(step);
+        summary.flows.push(FlowSummary {
+            name: p.name.clone(),
+            kind: "udp",
+            direction: p.flood_dir,
+            cc: None,
+            dscp: p.dscp,
+            throughput_mbps: at(t1).saturating_sub(at(t0)) as f64 * 8.0 / secs / 1e6,
+            loss_pct: if p.sent == 0 {
+                0.0
+            } else {
+                (1.0 - p.samples.len() as f64 / p.sent as f64) * 100.0
+            },
+            retransmits: 0,
+            timeouts: 0,
+            ce_marked: 0,
+        });
+    }
+    Ok((cfg, Run { summary, world: w }))
+}
+
+fn add(w: &mut World, fl: &FlowSection, i: usize, link_rtt: u64, end: u64) -> Result<(), String> {
+    let dir = match fl.direction.as_deref().unwrap_or("up") {
+        "up" => Dir::Up,
+        "down" => Dir::Down,
+        other => return Err(format!("direction `{other}`: expected up or down")),
+    };
+    let (start, stop) = (ns(fl.start), fl.stop.map_or(end, ns).min(end));
+    if start >= stop {
+        return Err(format!(
+            "start {} s is not before stop {} s",
+            fl.start,
+            stop as f64 / 1e9
+        ));
+    }
+    let extra = match &fl.rtt {
+        Some(r) => {
+            let r = time(r, "rtt")?;
+            if r < link_rtt {
+                return Err(format!(
+                    "host rtt {} ms is below the link's {} ms",
+                    r as f64 / 1e6,
+                    link_rtt as f64 / 1e6
+                ));
+            }
+            (r - link_rtt) / 2
+        }
+        None => 0,
+    };
+    let host = 20 + (i % 200) as u8;
+    match fl.kind.as_str() {
+        "tcp" => {
+            let cc: Algorithm = fl.cc.as_deref().unwrap_or("cubic").parse()?;
+            let k = w.add_flow(&fl.name, dir, cc, fl.dscp, fl.ecn, start, stop);
+            w.set_flow_host(k, host, extra);
+        }
+        "ping" | "udp-ping" | "voip" => {
+            let voip = fl.kind == "voip";
+            let interval = match &fl.interval {
+                Some(t) => time(t, "interval")?,
+                None if voip => 20_000_000,
+                None => 200_000_000,
+            };
+            let k = w.add_probe(&fl.name, fl.kind != "ping", fl.dscp, start, interval);
+            if voip {
+                w.set_probe_voip(k);
+            }
+            w.set_probe_host(k, host, extra);
+            w.set_probe_stop(k, stop);
+        }
+        "udp-flood" => {
+            let rate = parse_rate(
+                fl.rate
+                    .as_deref()
+                    .ok_or("a udp-flood needs `rate`, e.g. \"5Mbit\"")?,
+            )
+            .map_err(|e| format!("rate: {e}"))?;
+            let size = fl.size.unwrap_or(1514).clamp(64, 9000);
+            if rate == 0 {
+                return Err("rate must be above 0".into());
+            }
+            let interval = (u64::from(size) * 8 * 1_000_000_000 / rate).max(1);
+            let k = w.add_probe(&fl.name, true, fl.dscp, start, interval);
+            w.set_probe_flood(k, size, dir, stop);
+            w.set_probe_host(k, host, extra);
+        }
+        other => {
+            return Err(format!(
+                "kind `{other}`: expected tcp, ping, udp-ping, voip or udp-flood"
+            ))
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,130 @@
+//! Scenarios from TOML files: topology, mixed flows, and the errors a user sees.
+
+use debloat_sim::scenario_file::run;
+
+const FLOOD: &str = r#"
+length = 20
+[link]
+down = "20Mbit"
+up = "2Mbit"
+rtt = "20ms"
+[[flow]]
+name = "flood"
+kind = "udp-flood"
+rate = "3Mbit"
+size = 300
+start = 5
+stop = 15
+"#;
+
+#[test]
+fn a_udp_flood_is_capped_at_the_link_rate_and_loses_the_excess() {
+    let (_, r) = run(FLOOD, |_| {}).expect("runs");
+    let f = r
+        .summary
+        .flows
+        .iter()
+        .find(|f| f.name == "flood")
+        .expect("flood");
+    assert_eq!(f.kind, "udp");
+    // 10 s at 3 Mbit/s into 2 Mbit/s: about 2 Mbit/s gets through (plus the FIFO draining after
+    // the flood stops), about a third is lost.
+    assert!(
+        (1.9..=2.2).contains(&f.throughput_mbps),
+        "flood goodput {:.2} Mbit/s",
+        f.throughput_mbps
+    );
+    assert!(
+        (25.0..=36.0).contains(&f.loss_pct),
+        "flood loss {:.1} %",
+        f.loss_pct
+    );
+}
+
+#[test]
+fn cake_protects_a_call_from_an_upload_and_a_flood() {
+    let text = r#"
+length = 20
+seed = 3
+[link]
+down = "20Mbit"
+up = "2Mbit"
+rtt = "20ms"
+qdisc_up = "cake bandwidth 1900kbit diffserv3"
+qdisc_down = "cake bandwidth 19Mbit diffserv3"
+[[flow]]
+name = "backup"
+kind = "tcp"
+start = 1
+[[flow]]
+name = "flood"
+kind = "udp-flood"
+rate = "3Mbit"
+start = 5
+stop = 15
+[[flow]]
+name = "call"
+kind = "voip"
+dscp = 46
+[[flow]]
+name = "far ping"
+kind = "ping"
+rtt = "80ms"
+"#;
+    let (_, r) = run(text, |_| {}).expect("runs");
+    let call = r
+        .summary
+        .pings
+        .iter()
+        .find(|p| p.name == "call")
+        .expect("call");
+    let l = call.latency_ms.as_ref().expect("samples");
+    assert!(l.p99 < 20.0 + 15.0, "call p99 {:.1} ms", l.p99);
+    let far = r
+        .summary
+        .pings
+        .iter()
+        .find(|p| p.name == "far ping")
+        .expect("far ping");
+    assert!(
+        far.idle_latency_ms.is_none() || far.latency_ms.as_ref().expect("samples").p50 >= 80.0,
+        "the far host is 80 ms away"
+    );
+    assert!(r
+        .summary
+        .flows
+        .iter()
+        .any(|f| f.name == "backup" && f.throughput_mbps > 0.3));
+    let (_, again) = run(text, |_| {}).expect("runs");
+    assert_eq!(
+        serde_json::to_string(&r.summary).ok(),
+        serde_json::to_string(&again.summary).ok(),
+        "deterministic"
+    );
+}
+
+#[test]
+fn mistakes_are_named() {
+    let e = run(
+        "length = 5\n[link]\ndown=\"1Mbit\"\nup=\"1Mbit\"\nrtt=\"10ms\"\nqdsic=\"fq_codel\"\n",
+        |_| {},
+    )
+    .err()
+    .expect("unknown key");
+    assert!(
+        e.contains("qdsic") && e.contains("qdisc_up") && e.contains("line 6"),
+        "{e}"
+    );
+    let e = run("length = 5\n[link]\ndown=\"1Mbit\"\nup=\"1Mbit\"\nrtt=\"10ms\"\n[[flow]]\nname=\"x\"\nkind=\"quic\"\n", |_| {}).err().expect("bad kind");
+    assert!(
+        e.contains("flow 1") && e.contains("\"x\"") && e.contains("udp-flood"),
+        "{e}"
+    );
+    let e = run("length = 5\n[link]\ndown=\"1Mbit\"\nup=\"1Mbit\"\nrtt=\"10ms\"\nqdisc=\"cake bandwith 1Mbit\"\n", |_| {}).err().expect("bad spec");
+    assert!(
+        e.contains("bandwith") && e.contains("bandwidth RATE"),
+        "{e}"
+    );
+    let e = run("length = 5\n[link]\ndown=\"1Mbit\"\nup=\"1Mbit\"\nrtt=\"10ms\"\n[[flow]]\nname=\"late\"\nkind=\"tcp\"\nstart=4\nstop=2\n", |_| {}).err().expect("start after stop");
+    assert!(e.contains("late") && e.contains("start"), "{e}");
+}
