@@ -5,9 +5,11 @@
 //! (Reno, CUBIC; SACK recovery, RTO, delayed ACKs, ECN) and ping probes, running flent's tests
 //! under flent's names. Same configuration and seed, same output, byte for byte.
 //!
-//! Status (issue 3): the engine, links, TCP and the tests `ping`, `tcp_1up`, `tcp_nup`,
-//! `tcp_ndown`, `tcp_bidirectional` exist. Not yet: BBR, HyStart, PRR, TSO/GSO, a device ring with
-//! BQL, jitter and random loss, topologies beyond two hosts, the other flent tests.
+//! Status (issue 3): flent's ping, tcp_1up, tcp_nup, tcp_ndown, tcp_bidirectional, rrul,
+//! rrul_be, tcp_4up_squarewave, tcp_2up_square, rtt_fair_up, rtt_fair_var_up/down and voip; TOML
+//! scenarios with UDP floods; Reno, CUBIC (HyStart), Westwood+ and BBR v1; a TX-ring/BQL device;
+//! wire framing, loss and jitter; flent data files and pcap. Not modelled: PRR, RACK/TLP,
+//! TSO/GSO and TSQ, receive windows.
 
 #![warn(missing_docs)]
 

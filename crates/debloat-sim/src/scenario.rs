@@ -39,6 +39,10 @@ pub enum Test {
     RttFairVarDown,
     /// An isochronous VoIP-like flow alone (irtt, 172 B every 20 ms) for LENGTH.
     Voip,
+    /// The square wave: TCP cubic for LENGTH from 0, and a competitor on for DELAY, off for
+    /// DELAY, three times: cubic at DELAY, reno at 3·DELAY, westwood at 5·DELAY (no latency
+    /// probe in flent's definition; debloat pings for its own summary only).
+    Tcp2UpSquare,
     /// A scenario from a TOML file (not one of flent's tests: no flent data file).
     Custom,
 }
@@ -59,10 +63,11 @@ impl std::str::FromStr for Test {
             "rtt_fair_var_up" => Test::RttFairVarUp,
             "rtt_fair_var_down" => Test::RttFairVarDown,
             "voip" => Test::Voip,
-            "tcp_2up_square" | "tcp_1down" => {
-                return Err(format!("`{s}` is not implemented in the simulator yet; available: ping, tcp_1up, tcp_nup, tcp_ndown, tcp_bidirectional, rrul, rrul_be, tcp_4up_squarewave, rtt_fair_up, rtt_fair_var_up, rtt_fair_var_down, voip"))
+            "tcp_2up_square" => Test::Tcp2UpSquare,
+            "tcp_1down" => {
+                return Err(format!("`{s}` is not implemented in the simulator yet; available: ping, tcp_1up, tcp_nup, tcp_ndown, tcp_bidirectional, rrul, rrul_be, tcp_4up_squarewave, rtt_fair_up, rtt_fair_var_up, rtt_fair_var_down, voip, tcp_2up_square"))
             }
-            other => return Err(format!("unknown test `{other}`; available: ping, tcp_1up, tcp_nup, tcp_ndown, tcp_bidirectional, rrul, rrul_be, tcp_4up_squarewave, rtt_fair_up, rtt_fair_var_up, rtt_fair_var_down, voip")),
+            other => return Err(format!("unknown test `{other}`; available: ping, tcp_1up, tcp_nup, tcp_ndown, tcp_bidirectional, rrul, rrul_be, tcp_4up_squarewave, rtt_fair_up, rtt_fair_var_up, rtt_fair_var_down, voip, tcp_2up_square")),
         })
     }
 }
@@ -84,6 +89,7 @@ impl Test {
             Test::RttFairVarDown => "rtt_fair_var_down",
             Test::Voip => "voip",
             Test::Custom => "custom",
+            Test::Tcp2UpSquare => "tcp_2up_square",
         }
     }
 
@@ -92,13 +98,14 @@ impl Test {
         match self {
             Test::Ping | Test::Voip | Test::Custom => length,
             Test::Tcp4UpSquarewave => length + 6.0 * delay,
+            Test::Tcp2UpSquare => length.max(6.0 * delay),
             _ => length + 2.0 * delay,
         }
     }
 
     /// Whether flent's definition of this test has latency series.
     pub fn has_probes(self) -> bool {
-        self != Test::Tcp4UpSquarewave
+        !matches!(self, Test::Tcp4UpSquarewave | Test::Tcp2UpSquare)
     }
 }
 
@@ -390,6 +397,7 @@ pub fn simulate_with_tap(
         | Test::RttFairVarUp
         | Test::RttFairVarDown
         | Test::Voip
+        | Test::Tcp2UpSquare
         | Test::Custom => {}
     }
     for (h, &rtt) in hosts.iter().enumerate() {
@@ -423,6 +431,25 @@ pub fn simulate_with_tap(
             probe_interval,
         );
         w.set_probe_host(k, 11 + h as u8, extra);
+    }
+    if cfg.test == Test::Tcp2UpSquare {
+        let d = delay;
+        w.add_flow(
+            "TCP cubic",
+            Dir::Up,
+            Algorithm::Cubic,
+            0,
+            cfg.ecn,
+            0,
+            length,
+        );
+        for (name, cc, at) in [
+            ("TCP cubic 2", Algorithm::Cubic, d),
+            ("TCP reno", Algorithm::Reno, 3 * d),
+            ("TCP westwood", Algorithm::Westwood, 5 * d),
+        ] {
+            w.add_flow(name, Dir::Up, cc, 0, cfg.ecn, at, at + d);
+        }
     }
     if cfg.test == Test::Tcp4UpSquarewave {
         let d = delay;

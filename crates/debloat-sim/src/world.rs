@@ -506,7 +506,9 @@ impl World {
             }
             Event::Deliver(d, p) => self.arrive(d, p),
             Event::SenderTimer(i, at) => {
-                if self.flows[i].sender.poll_timeout() == Some(at) {
+                // A transfer that has ended (netperf stopped) neither retransmits nor times out.
+                if self.flows[i].sender.poll_timeout() == Some(at) && self.now < self.flows[i].stop
+                {
                     self.flows[i].sender.on_timeout(self.now);
                     self.pump(i);
                 }

@@ -661,3 +661,62 @@ fn wire_framing_loss_and_jitter() {
         "seeded: same jitter every run"
     );
 }
+
+/// tcp_2up_square: a long CUBIC flow and a competitor switched on for DELAY and off for DELAY,
+/// three times (CUBIC, Reno, Westwood+). Under fq_codel each competitor gets about half the link
+/// while it runs, and the long flow gets it back when it stops.
+#[test]
+fn tcp_2up_square_shares_and_recovers() {
+    let s = debloat_sim::simulate(
+        &cfg(
+            Test::Tcp2UpSquare,
+            20_000_000,
+            20_000_000,
+            48_000_000,
+            "fq_codel",
+            60.0,
+            0,
+            false,
+        ),
+        |_| {},
+    );
+    let names: Vec<&str> = s.summary.flows.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(
+        names,
+        vec!["TCP cubic", "TCP cubic 2", "TCP reno", "TCP westwood"]
+    );
+    for f in &s.summary.flows[1..] {
+        assert!(
+            (7.0..=11.0).contains(&f.throughput_mbps),
+            "{}: {:.2} Mbit/s while on",
+            f.name,
+            f.throughput_mbps
+        );
+    }
+    // A transfer that stops with data outstanding does not keep timing out afterwards.
+    assert_eq!(
+        s.summary.flows[3].timeouts, 0,
+        "westwood's timer after it stopped"
+    );
+    let sec = 1_000_000_000;
+    let alone = debloat_sim::scenario::throughput_between(&s.world, 0, 35 * sec, 55 * sec);
+    // Baseline: what one CUBIC flow alone gets through fq_codel on this path.
+    let solo = debloat_sim::run(
+        &cfg(
+            Test::Tcp1Up,
+            20_000_000,
+            20_000_000,
+            48_000_000,
+            "fq_codel",
+            60.0,
+            0,
+            false,
+        ),
+        |_| {},
+    );
+    let base = solo.flows[0].throughput_mbps;
+    assert!(
+        alone >= 0.97 * base,
+        "the long flow alone again: {alone:.2} Mbit/s vs {base:.2} for a lone flow"
+    );
+}

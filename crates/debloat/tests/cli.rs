@@ -666,7 +666,7 @@ fn sim_runs_a_toml_scenario() {
 
 #[test]
 fn sim_says_which_tests_exist() {
-    let o = debloat(&["sim", "tcp_2up_square"]);
+    let o = debloat(&["sim", "tcp_1down"]);
     assert!(!o.status.success());
     assert!(
         text(&o).contains("not implemented") && text(&o).contains("tcp_nup"),

@@ -20,6 +20,9 @@ pub enum Algorithm {
     Cubic,
     /// BBR v1 (see [`super::bbr`]); paced.
     Bbr,
+    /// TCP Westwood+ (Linux tcp_westwood.c): Reno growth; on loss, ssthresh from the estimated
+    /// bandwidth × minimum RTT instead of halving.
+    Westwood,
 }
 
 impl std::str::FromStr for Algorithm {
@@ -29,8 +32,9 @@ impl std::str::FromStr for Algorithm {
             "reno" | "newreno" => Ok(Algorithm::Reno),
             "cubic" => Ok(Algorithm::Cubic),
             "bbr" => Ok(Algorithm::Bbr),
+            "westwood" => Ok(Algorithm::Westwood),
             other => Err(format!(
-                "unknown congestion control `{other}`: expected cubic, reno or bbr"
+                "unknown congestion control `{other}`: expected cubic, reno, bbr or westwood"
             )),
         }
     }
@@ -53,6 +57,19 @@ pub struct Cc {
     k: f64,
     w_est: f64,
     hystart: Hystart,
+    ww: Westwood,
+}
+
+/// Westwood+'s bandwidth estimate: segments acknowledged per RTT window (at least 50 ms), through
+/// two 7/8 low-pass filters.
+#[derive(Clone, Debug, Default)]
+struct Westwood {
+    bk: f64,
+    win_start: Nanos,
+    bw_ns_est: f64,
+    bw_est: f64,
+    first: bool,
+    rtt_min: Nanos,
 }
 
 /// HyStart's delay-increase state.
@@ -93,7 +110,46 @@ impl Cc {
             k: 0.0,
             w_est: 0.0,
             hystart: Hystart::default(),
+            ww: Westwood {
+                first: true,
+                rtt_min: Nanos::MAX,
+                ..Westwood::default()
+            },
         }
+    }
+
+    /// Westwood+'s per-ACK bookkeeping: `acked` segments delivered, an RTT sample if any.
+    pub fn westwood_ack(&mut self, acked: f64, now: Nanos, rtt: Option<Nanos>, srtt: Nanos) {
+        if self.alg != Algorithm::Westwood {
+            return;
+        }
+        let w = &mut self.ww;
+        if let Some(r) = rtt {
+            w.rtt_min = w.rtt_min.min(r);
+        }
+        w.bk += acked;
+        let delta = now.saturating_sub(w.win_start);
+        if w.win_start == 0 {
+            w.win_start = now;
+        } else if delta > srtt.max(50_000_000) {
+            let sample = w.bk / (delta as f64 / 1e9);
+            if w.first {
+                w.bw_ns_est = sample;
+                w.bw_est = sample;
+                w.first = false;
+            } else {
+                w.bw_ns_est = (7.0 * w.bw_ns_est + sample) / 8.0;
+                w.bw_est = (7.0 * w.bw_est + w.bw_ns_est) / 8.0;
+            }
+            w.bk = 0.0;
+            w.win_start = now;
+        }
+    }
+
+    /// Westwood+'s ssthresh: estimated bandwidth × minimum RTT, in segments.
+    fn westwood_bw_rtt_min(&self) -> Option<f64> {
+        (self.ww.bw_est > 0.0 && self.ww.rtt_min != Nanos::MAX)
+            .then(|| self.ww.bw_est * self.ww.rtt_min as f64 / 1e9)
     }
 
     /// An RTT sample at an ACK that moved `snd_una`; `snd_nxt` marks the end of the next round.
@@ -140,7 +196,9 @@ impl Cc {
             }
         }
         match self.alg {
-            Algorithm::Reno | Algorithm::Bbr => self.cwnd += acked / self.cwnd,
+            Algorithm::Reno | Algorithm::Bbr | Algorithm::Westwood => {
+                self.cwnd += acked / self.cwnd
+            }
             Algorithm::Cubic => self.cubic_ack(acked, now, srtt),
         }
     }
@@ -174,6 +232,12 @@ impl Cc {
         match self.alg {
             Algorithm::Reno | Algorithm::Bbr => {
                 self.ssthresh = (self.cwnd / 2.0).max(2.0);
+            }
+            Algorithm::Westwood => {
+                self.ssthresh = self
+                    .westwood_bw_rtt_min()
+                    .unwrap_or(self.cwnd / 2.0)
+                    .max(2.0);
             }
             Algorithm::Cubic => {
                 self.epoch_start = None;

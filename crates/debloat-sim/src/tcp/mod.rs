@@ -292,6 +292,7 @@ impl Sender {
         }
         let new_loss = self.mark_lost();
         let srtt = self.srtt.unwrap_or(RTO_INIT);
+        self.cc.westwood_ack(newly as f64, now, rtt, srtt);
         if self.bbr.is_some() {
             if new_loss && self.recovery_point.is_none() {
                 self.loss_events += 1;
