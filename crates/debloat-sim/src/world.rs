@@ -223,7 +223,8 @@ enum Event {
     Irq(Dir),
     Wake(Dir),
     Arrive(Dir),
-    Deliver(Dir, SimPacket),
+    /// A packet held by its remote host's extra delay (boxed: events stay small in the heap).
+    Deliver(Dir, Box<SimPacket>),
     SenderTimer(usize, Nanos),
     Pace(usize, Nanos),
     ReceiverTimer(usize, Nanos),
@@ -498,13 +499,14 @@ impl World {
                             .map_or(0, |x| x.extra_ns),
                     };
                     if extra > 0 {
-                        self.events.push(self.now + extra, Event::Deliver(d, p));
+                        self.events
+                            .push(self.now + extra, Event::Deliver(d, Box::new(p)));
                     } else {
                         self.arrive(d, p);
                     }
                 }
             }
-            Event::Deliver(d, p) => self.arrive(d, p),
+            Event::Deliver(d, p) => self.arrive(d, *p),
             Event::SenderTimer(i, at) => {
                 // A transfer that has ended (netperf stopped) neither retransmits nor times out.
                 if self.flows[i].sender.poll_timeout() == Some(at) && self.now < self.flows[i].stop

@@ -7,8 +7,10 @@
 //! retransmits holes first; RTO per RFC 6298 with Linux's 200 ms minimum, exponential backoff;
 //! RTT from timestamp echoes; delayed ACKs (every second segment, 40 ms timer, immediate on
 //! out-of-order data); ECN per RFC 3168 (ECE until CWR, one window reduction per RTT).
-//! Not modelled (yet): PRR (the window drops to ssthresh at once), RACK/TLP, lost
-//! retransmissions other than by RTO, receive-window limits, TSO/GSO, pacing, HyStart, BBR.
+//! Lost retransmissions are detected as Linux's `tcp_mark_lost_retrans` does: once data sent
+//! after a retransmission is SACKed while the retransmission is not, it is marked lost again.
+//! Not modelled (yet): PRR (the window drops to ssthresh at once), RACK/TLP, receive-window
+//! limits, TSO/GSO and TSQ.
 
 pub mod bbr;
 pub mod cc;
@@ -30,6 +32,9 @@ struct Seg {
     sacked: bool,
     lost: bool,
     retransmitted: bool,
+    /// `snd_nxt` when this segment was last retransmitted: once anything sent after that is
+    /// SACKed while this is not, the retransmission was lost (Linux `tcp_mark_lost_retrans`).
+    retrans_bound: u64,
     /// Delivery-rate sampling state at the (last) transmission.
     sent_time: Nanos,
     delivered: u64,
@@ -98,6 +103,8 @@ pub struct Sender {
     /// RTO expiries.
     pub timeouts: u64,
     bbr: Option<bbr::Bbr>,
+    highest_sacked: u64,
+    retrans_q: VecDeque<(u64, u64)>,
     delivered: u64,
     delivered_time: Nanos,
     first_sent_time: Nanos,
@@ -139,6 +146,8 @@ impl Sender {
             ecn_events: 0,
             timeouts: 0,
             bbr: (alg == Algorithm::Bbr).then(bbr::Bbr::default),
+            highest_sacked: 0,
+            retrans_q: VecDeque::new(),
             delivered: 0,
             delivered_time: 0,
             first_sent_time: 0,
@@ -271,6 +280,7 @@ impl Sender {
             }
         }
         for &(start, end) in &a.sack[..usize::from(a.sack_len.min(3))] {
+            self.highest_sacked = self.highest_sacked.max(end.min(self.snd_nxt));
             for q in start.max(self.snd_una)..end.min(self.snd_nxt) {
                 if let Some(s) = self.seg(q) {
                     if !s.sacked {
@@ -334,9 +344,27 @@ impl Sender {
     }
 
     /// Mark holes with at least DUPTHRESH SACKed segments above them as lost; true if any new.
+    /// Also mark lost any retransmission that data sent after it has overtaken in the SACKs.
     fn mark_lost(&mut self) -> bool {
         let mut above = 0u32;
         let mut any = false;
+        // Retransmissions in the order they were sent; their bounds never decrease, so only the
+        // front can have been overtaken.
+        let hs = self.highest_sacked;
+        while let Some(&(seq, bound)) = self.retrans_q.front() {
+            if bound >= hs {
+                break;
+            }
+            self.retrans_q.pop_front();
+            if let Some(s) = self.seg(seq) {
+                if s.lost && s.retransmitted && !s.sacked && s.retrans_bound == bound {
+                    s.retransmitted = false;
+                    self.lost_pending += 1;
+                    any = true;
+                    self.retrans_hint = self.retrans_hint.min(seq);
+                }
+            }
+        }
         for s in self.board.iter_mut().rev() {
             if s.sacked {
                 above += 1;
@@ -402,17 +430,20 @@ impl Sender {
             self.first_sent_time,
         );
         if self.lost_pending > 0 {
+            let nxt = self.snd_nxt;
             let mut q = self.retrans_hint.max(self.snd_una);
             while q < self.snd_nxt {
                 if let Some(s) = self.seg(q) {
                     if s.pending() {
                         s.retransmitted = true;
+                        s.retrans_bound = nxt;
                         (
                             s.sent_time,
                             s.delivered,
                             s.delivered_time,
                             s.first_sent_time,
                         ) = stamp;
+                        self.retrans_q.push_back((q, nxt));
                         self.lost_pending -= 1;
                         self.retrans_hint = q + 1;
                         self.retransmits += 1;
@@ -625,6 +656,46 @@ mod tests {
         assert_eq!(s.cwnd(), 6.0);
         let r = s.poll_transmit(1_000_000).expect("retransmission");
         assert_eq!((r.seq, r.retransmit), (0, true));
+    }
+
+    #[test]
+    fn a_lost_retransmission_is_detected_from_later_sacks_without_rto() {
+        let mut s = Sender::new(Algorithm::Reno);
+        while s.poll_transmit(0).is_some() {}
+        let sack = |blocks: &[(u64, u64)]| {
+            let mut a = AckInfo {
+                ack: 0,
+                sack: [(0, 0); 3],
+                sack_len: blocks.len() as u8,
+                ece: false,
+                echo: 0,
+            };
+            a.sack[..blocks.len()].copy_from_slice(blocks);
+            a
+        };
+        for end in 2..=4 {
+            s.on_ack(&sack(&[(1, end)]), 1_000_000);
+        }
+        let r = s.poll_transmit(1_000_000).expect("fast retransmit");
+        assert_eq!((r.seq, r.retransmit), (0, true));
+        // Everything else arrives, and so does new data sent after the retransmission — but not
+        // the retransmission itself: it was lost too.
+        s.on_ack(&sack(&[(1, 10)]), 2_000_000);
+        let mut sent_after = vec![];
+        while let Some(seg) = s.poll_transmit(2_000_000) {
+            sent_after.push(seg);
+        }
+        assert!(
+            sent_after.iter().all(|x| !x.retransmit),
+            "nothing more to repair yet"
+        );
+        let new = sent_after.first().map(|x| x.seq).expect("new data");
+        s.on_ack(&sack(&[(1, new + 1)]), 3_000_000);
+        let again = s
+            .poll_transmit(3_000_000)
+            .expect("the lost retransmission goes again");
+        assert_eq!((again.seq, again.retransmit), (0, true));
+        assert_eq!(s.timeouts, 0);
     }
 
     #[test]
