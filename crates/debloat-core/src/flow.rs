@@ -51,6 +51,28 @@ impl FlowKey {
         }
     }
 
+    /// The same flow seen from the other end (addresses and ports swapped).
+    pub fn reversed(&self) -> FlowKey {
+        match *self {
+            FlowKey::Ip {
+                src,
+                dst,
+                sport,
+                dport,
+                proto,
+                flow_label,
+            } => FlowKey::Ip {
+                src: dst,
+                dst: src,
+                sport: dport,
+                dport: sport,
+                proto,
+                flow_label,
+            },
+            k => k,
+        }
+    }
+
     /// True for IPv4 and IPv6 packets.
     pub fn is_ip(&self) -> bool {
         matches!(self, FlowKey::Ip { .. })
@@ -216,17 +238,7 @@ mod tests {
     fn flow_hash_is_direction_symmetric() {
         let h = FlowHasher::new([1, 2]);
         let fwd = k(1, 2, 1000, 80);
-        let rev = match fwd {
-            FlowKey::Ip {
-                src,
-                dst,
-                sport,
-                dport,
-                proto,
-                ..
-            } => FlowKey::ip(dst, src, dport, sport, proto),
-            other => other,
-        };
+        let rev = fwd.reversed();
         assert_eq!(h.hash(&fwd, HashPart::Flow), h.hash(&rev, HashPart::Flow));
     }
 

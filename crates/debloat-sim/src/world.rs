@@ -783,24 +783,7 @@ impl World {
 
     fn send_ack(&mut self, i: usize, a: AckInfo) {
         let f = &self.flows[i];
-        let key = match f.key {
-            FlowKey::Ip {
-                src,
-                dst,
-                sport,
-                dport,
-                proto,
-                flow_label,
-            } => FlowKey::Ip {
-                src: dst,
-                dst: src,
-                sport: dport,
-                dport: sport,
-                proto,
-                flow_label,
-            },
-            k => k,
-        };
+        let key = f.key.reversed();
         let mut m = PacketMeta::new(ACK_FRAME, key);
         m.dscp = f.dscp;
         let mut tcp = debloat_core::packet::TcpInfo::pure_ack(a.ack as u32);

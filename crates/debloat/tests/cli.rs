@@ -351,6 +351,29 @@ fn demo_compares_three_disciplines() {
     assert!(t.contains("Mbit/s") && t.contains("ms"), "{t}");
 }
 
+/// flent's output for `flent -i FILE -f FORMAT`, or None — with a SKIP line saying what did not
+/// run — where flent is not installed (CI installs it).
+fn flent(file: &Path, format: &str, what: &str) -> Option<String> {
+    if !Command::new("flent")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        println!("SKIP: flent is not installed; {what} did not run (apt-get install flent)");
+        return None;
+    }
+    let out = Command::new("flent")
+        .args(["-i", file.to_str().unwrap_or(""), "-f", format])
+        .output()
+        .expect("flent runs");
+    assert!(
+        out.status.success(),
+        "flent -f {format}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 fn read_flent(p: &Path) -> serde_json::Value {
     let f = std::fs::File::open(p).expect("open");
     let mut s = String::new();
@@ -424,27 +447,12 @@ fn sim_writes_a_flent_file_and_a_summary() {
         .unwrap_or(0.0);
     assert!(tp > 5.0, "throughput {tp}");
 
-    // The real flent opens it (CI installs flent; elsewhere this part says it is skipped).
-    if Command::new("flent")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-    {
-        let out = Command::new("flent")
-            .args([
-                "-i",
-                dir.path().join(name).to_str().unwrap_or(""),
-                "-f",
-                "csv",
-            ])
-            .output()
-            .expect("flent runs");
-        assert!(
-            out.status.success(),
-            "flent: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let csv = String::from_utf8_lossy(&out.stdout);
+    // The real flent opens it.
+    if let Some(csv) = flent(
+        &dir.path().join(name),
+        "csv",
+        "the flent-loads-the-file check",
+    ) {
         let rows = csv
             .lines()
             .filter(|l| l.chars().next().is_some_and(|c| c.is_ascii_digit()))
@@ -456,20 +464,9 @@ fn sim_writes_a_flent_file_and_a_summary() {
                 && l.contains("Ping (ms) ICMP")),
             "{csv}"
         );
-        let sum = Command::new("flent")
-            .args([
-                "-i",
-                dir.path().join(name).to_str().unwrap_or(""),
-                "-f",
-                "summary",
-            ])
-            .output()
-            .expect("flent runs");
-        assert!(
-            sum.status.success() && String::from_utf8_lossy(&sum.stdout).contains("Ping (ms) ICMP")
-        );
-    } else {
-        println!("SKIP: flent is not installed; the flent-loads-the-file check did not run (apt-get install flent)");
+    }
+    if let Some(sum) = flent(&dir.path().join(name), "summary", "the flent summary check") {
+        assert!(sum.contains("Ping (ms) ICMP"), "{sum}");
     }
 }
 
@@ -509,27 +506,15 @@ fn sim_rrul_file_has_flents_series_names() {
     ] {
         assert!(v["results"][s].is_array(), "missing series {s}");
     }
-    if Command::new("flent")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-    {
-        let sum = Command::new("flent")
-            .args([
-                "-i",
-                dir.path().join(name).to_str().unwrap_or(""),
-                "-f",
-                "summary",
-            ])
-            .output()
-            .expect("flent runs");
-        let out = String::from_utf8_lossy(&sum.stdout);
+    if let Some(out) = flent(
+        &dir.path().join(name),
+        "summary",
+        "the flent-opens-rrul check",
+    ) {
         assert!(
-            sum.status.success() && out.contains("TCP totals") && out.contains("Ping (ms) UDP EF"),
+            out.contains("TCP totals") && out.contains("Ping (ms) UDP EF"),
             "{out}"
         );
-    } else {
-        println!("SKIP: flent is not installed; the flent-opens-rrul check did not run (apt-get install flent)");
     }
 }
 
@@ -604,30 +589,15 @@ fn sim_voip_writes_flents_voip_series() {
         (25.0..27.0).contains(&delay),
         "one-way delay ≈ half the RTT + serialisation: {delay}"
     );
-    if Command::new("flent")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-    {
-        let sum = Command::new("flent")
-            .args([
-                "-i",
-                dir.path()
-                    .join("voip-2026-01-01T000000.000000.flent.gz")
-                    .to_str()
-                    .unwrap_or(""),
-                "-f",
-                "summary",
-            ])
-            .output()
-            .expect("flent runs");
-        let out = String::from_utf8_lossy(&sum.stdout);
+    if let Some(out) = flent(
+        &dir.path().join("voip-2026-01-01T000000.000000.flent.gz"),
+        "summary",
+        "the flent-opens-voip check",
+    ) {
         assert!(
-            sum.status.success() && out.contains("VoIP::delay") && out.contains("VoIP::loss"),
+            out.contains("VoIP::delay") && out.contains("VoIP::loss"),
             "{out}"
         );
-    } else {
-        println!("SKIP: flent is not installed; the flent-opens-voip check did not run (apt-get install flent)");
     }
 }
 
