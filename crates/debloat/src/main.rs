@@ -26,7 +26,8 @@ enum Command {
     /// Run a packet trace (CSV or pcap) through one queue discipline and one bottleneck, and
     /// write what happened to every packet.
     Replay(replay::Args),
-    /// Run one of flent's tests in the simulator (virtual time, Linux-like TCP).
+    /// Run one of flent's tests, or a TOML scenario, in the simulator (virtual time, Linux-like
+    /// TCP).
     Sim(Box<sim::Args>),
     /// Parse a qdisc spec and show it as tc would, with the parameters it derives.
     Spec(SpecArgs),

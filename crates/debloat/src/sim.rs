@@ -16,7 +16,7 @@ use std::path::PathBuf;
 )]
 pub struct Args {
     /// flent test: ping, tcp_1up, tcp_nup, tcp_ndown, tcp_bidirectional, rrul, rrul_be,
-    /// tcp_4up_squarewave, rtt_fair_up, rtt_fair_var_up, rtt_fair_var_down, voip.
+    /// tcp_4up_squarewave, tcp_2up_square, rtt_fair_up, rtt_fair_var_up, rtt_fair_var_down, voip.
     #[arg(required_unless_present = "scenario")]
     test: Option<String>,
     /// Run a scenario from a TOML file instead (topology and any mix of flows; see README).
@@ -49,7 +49,8 @@ pub struct Args {
     /// Streams for tcp_nup / tcp_ndown.
     #[arg(long, default_value_t = 4)]
     streams: u32,
-    /// Congestion control: cubic or reno.
+    /// Congestion control of the flows: cubic, reno, bbr or westwood (the square-wave tests set
+    /// their own).
     #[arg(long, default_value = "cubic")]
     cc: String,
     /// Make the TCP flows ECN-capable.
