@@ -247,14 +247,16 @@ fn one_cubic_flow_fills_an_uncongested_100_mbit_path_within_2_s() {
 
 #[test]
 fn a_flow_through_a_fifo_saws_and_fills_the_queue() {
+    // A 1000-packet FIFO (the Linux default) at 20 Mbit/s, 48 ms, as FIFO-DEPTH: CUBIC fills it,
+    // loses, backs off by 30 %, and climbs again, over and over.
     let r = debloat_sim::simulate(
         &cfg(
             Test::Tcp1Up,
-            10_000_000,
-            10_000_000,
-            40_000_000,
-            "pfifo limit 100",
-            60.0,
+            20_000_000,
+            20_000_000,
+            48_000_000,
+            "pfifo limit 1000",
+            120.0,
             1,
             false,
         ),
@@ -266,11 +268,14 @@ fn a_flow_through_a_fifo_saws_and_fills_the_queue() {
         "{} window reductions",
         f.sender.loss_events
     );
-    // Sawtooth: the window repeatedly climbs and falls back by CUBIC's 30 %.
+    // Sawtooth: the window repeatedly falls back by CUBIC's 30 % (samples every 0.2 s).
     let w: Vec<f64> = f.cwnd_series[30..].to_vec();
     let falls = w.windows(2).filter(|x| x[1] < x[0] * 0.8).count();
+    let peak = w.iter().cloned().fold(0.0, f64::max);
     assert!(falls >= 5, "{falls} drops in the cwnd series");
-    assert_eq!(r.summary.queues[0].max_backlog_pkts, 100, "the FIFO fills");
+    // The window reaches the BDP (≈80 packets) plus most of the FIFO before each fall.
+    assert!(peak > 80.0 + 800.0, "peak cwnd {peak}");
+    assert_eq!(r.summary.queues[0].max_backlog_pkts, 1000, "the FIFO fills");
 }
 
 #[test]
