@@ -17,6 +17,7 @@ pub mod engine;
 pub mod flent;
 pub mod frame;
 pub mod packet;
+pub mod reproduce;
 pub mod scenario;
 pub mod scenario_file;
 pub mod tcp;

@@ -2,6 +2,9 @@
 //! any mix of flows — TCP transfers (cubic, reno, bbr), ICMP or UDP pings, VoIP-like streams and
 //! constant-rate UDP floods — with their own start and stop times, DSCP, ECN and host RTT.
 //!
+//! A TCP flow may name its `client` host: flows with the same name share one client address
+//! (198.18.1.100 and up), so host isolation (cake's `dual-srchost`) can tell hosts apart.
+//!
 //! ```toml
 //! name = "cable upload, voice and a flood"
 //! length = 30            # seconds simulated
@@ -97,6 +100,8 @@ pub struct FlowSection {
     rate: Option<String>,
     size: Option<u32>,
     interval: Option<String>,
+    /// Client host (a name or number); flows with the same client share its address.
+    client: Option<String>,
 }
 
 fn ns(s: f64) -> u64 {
@@ -185,8 +190,9 @@ pub fn run(text: &str, progress: impl FnMut(f64)) -> Result<(Config, Run), Strin
         end,
         ns(step).max(1),
     );
+    let mut clients = Vec::new();
     for (i, fl) in f.flows.iter().enumerate() {
-        add(&mut w, fl, i, rtt, end)
+        add(&mut w, fl, i, rtt, end, &mut clients)
             .map_err(|e| format!("flow {} (\"{}\"): {e}", i + 1, fl.name))?;
     }
     w.run(progress);
@@ -223,7 +229,14 @@ pub fn run(text: &str, progress: impl FnMut(f64)) -> Result<(Config, Run), Strin
     Ok((cfg, Run { summary, world: w }))
 }
 
-fn add(w: &mut World, fl: &FlowSection, i: usize, link_rtt: u64, end: u64) -> Result<(), String> {
+fn add(
+    w: &mut World,
+    fl: &FlowSection,
+    i: usize,
+    link_rtt: u64,
+    end: u64,
+    clients: &mut Vec<String>,
+) -> Result<(), String> {
     let dir = match fl.direction.as_deref().unwrap_or("up") {
         "up" => Dir::Up,
         "down" => Dir::Down,
@@ -257,6 +270,16 @@ fn add(w: &mut World, fl: &FlowSection, i: usize, link_rtt: u64, end: u64) -> Re
             let cc: Algorithm = fl.cc.as_deref().unwrap_or("cubic").parse()?;
             let k = w.add_flow(&fl.name, dir, cc, fl.dscp, fl.ecn, start, stop);
             w.set_flow_host(k, host, extra);
+            if let Some(c) = &fl.client {
+                let n = clients.iter().position(|x| x == c).unwrap_or_else(|| {
+                    clients.push(c.clone());
+                    clients.len() - 1
+                });
+                if n >= 200 {
+                    return Err("at most 200 distinct `client` hosts".into());
+                }
+                w.set_flow_client(k, 100 + n as u8);
+            }
         }
         "ping" | "udp-ping" | "voip" => {
             let voip = fl.kind == "voip";

@@ -176,6 +176,19 @@ pub struct Flow {
     pace_armed: Option<Nanos>,
     /// Extra one-way delay between the bottleneck and this flow's remote host, ns.
     pub extra_ns: Nanos,
+    /// The local (client-side) host's last address byte (198.18.1.x).
+    pub client: u8,
+    /// The remote (server-side) host's last address byte (198.18.2.x).
+    pub server: u8,
+}
+
+/// The 5-tuple of bulk flow `i` between client 198.18.1.`client` and server 198.18.2.`server`.
+fn flow_key(i: usize, dir: Dir, client: u8, server: u8) -> FlowKey {
+    let port = 40000 + i as u16;
+    match dir {
+        Dir::Up => FlowKey::ip(addr(1, client), addr(2, server), port, 12865, 6),
+        Dir::Down => FlowKey::ip(addr(2, server), addr(1, client), 12865, port, 6),
+    }
 }
 
 /// A latency probe: a request every `interval` from the client, answered by the server.
@@ -301,11 +314,7 @@ impl World {
         stop: Nanos,
     ) -> usize {
         let i = self.flows.len();
-        let port = 40000 + i as u16;
-        let key = match dir {
-            Dir::Up => FlowKey::ip(addr(1, 2), addr(2, 2), port, 12865, 6),
-            Dir::Down => FlowKey::ip(addr(2, 2), addr(1, 2), 12865, port, 6),
-        };
+        let key = flow_key(i, dir, 2, 2);
         self.flows.push(Flow {
             name: name.to_string(),
             dir,
@@ -322,6 +331,8 @@ impl World {
             drops: 0,
             pace_armed: None,
             extra_ns: 0,
+            client: 2,
+            server: 2,
         });
         self.events.push(start, Event::FlowStart(i));
         i
@@ -364,12 +375,17 @@ impl World {
     /// Place flow `i` at remote host 198.18.2.`host`, `extra_ns` one way beyond the bottleneck.
     pub fn set_flow_host(&mut self, i: usize, host: u8, extra_ns: Nanos) {
         let f = &mut self.flows[i];
-        let port = 40000 + i as u16;
-        f.key = match f.dir {
-            Dir::Up => FlowKey::ip(addr(1, 2), addr(2, host), port, 12865, 6),
-            Dir::Down => FlowKey::ip(addr(2, host), addr(1, 2), 12865, port, 6),
-        };
+        f.server = host;
+        f.key = flow_key(i, f.dir, f.client, host);
         f.extra_ns = extra_ns;
+    }
+
+    /// Place flow `i` on client host 198.18.1.`host` (several client hosts share the link; host
+    /// isolation such as cake's `dual-srchost` tells them apart).
+    pub fn set_flow_client(&mut self, i: usize, host: u8) {
+        let f = &mut self.flows[i];
+        f.client = host;
+        f.key = flow_key(i, f.dir, host, f.server);
     }
 
     /// Make probe `k` a one-way UDP flood of `len`-byte frames in direction `dir`, sent every

@@ -3,6 +3,7 @@
 mod bench;
 mod demo;
 mod replay;
+mod reproduce;
 mod sim;
 mod summary;
 
@@ -29,6 +30,9 @@ enum Command {
     /// Run one of flent's tests, or a TOML scenario, in the simulator (virtual time, Linux-like
     /// TCP).
     Sim(Box<sim::Args>),
+    /// Rerun the published experiments (PI-55, FIFO-DEPTH, SQW-20M, CAKE-HOSTS, RRUL-110-10,
+    /// ACK-FILTER, BQL, HASH) and compare with the published values and bands.
+    Reproduce(reproduce::Args),
     /// Parse a qdisc spec and show it as tc would, with the parameters it derives.
     Spec(SpecArgs),
     /// Measure how fast the simulator runs (`debloat bench sim`).
@@ -51,6 +55,7 @@ fn main() {
         Command::Demo(a) => demo::run(&a),
         Command::Replay(a) => replay::run(&a),
         Command::Sim(a) => sim::run(&a),
+        Command::Reproduce(a) => reproduce::run(&a),
         Command::Spec(a) => spec(&a),
         Command::Bench(a) => bench::run(&a),
     };

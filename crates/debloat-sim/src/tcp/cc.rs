@@ -25,6 +25,18 @@ pub enum Algorithm {
     Westwood,
 }
 
+impl Algorithm {
+    /// Linux's name (`net.ipv4.tcp_congestion_control`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::Reno => "reno",
+            Algorithm::Cubic => "cubic",
+            Algorithm::Bbr => "bbr",
+            Algorithm::Westwood => "westwood",
+        }
+    }
+}
+
 impl std::str::FromStr for Algorithm {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
