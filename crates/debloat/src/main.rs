@@ -3,6 +3,7 @@
 mod bench;
 mod demo;
 mod replay;
+mod report;
 mod reproduce;
 mod sim;
 mod summary;
@@ -30,6 +31,9 @@ enum Command {
     /// Run one of flent's tests, or a TOML scenario, in the simulator (virtual time, Linux-like
     /// TCP).
     Sim(Box<sim::Args>),
+    /// Compare runs from flent data files (debloat's or flent's): a table and an HTML report
+    /// with plots.
+    Report(report::Args),
     /// Rerun the published experiments (PI-55, FIFO-DEPTH, SQW-20M, CAKE-HOSTS, RRUL-110-10,
     /// ACK-FILTER, BQL, HASH) and compare with the published values and bands.
     Reproduce(reproduce::Args),
@@ -56,6 +60,7 @@ fn main() {
         Command::Replay(a) => replay::run(&a),
         Command::Sim(a) => sim::run(&a),
         Command::Reproduce(a) => reproduce::run(&a),
+        Command::Report(a) => report::run(&a),
         Command::Spec(a) => spec(&a),
         Command::Bench(a) => bench::run(&a),
     };

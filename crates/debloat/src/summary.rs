@@ -29,6 +29,11 @@ pub fn mbps(bytes: u64, ns: u64) -> f64 {
     bytes as f64 * 8.0 * 1e3 / ns as f64
 }
 
+/// Overwrite the terminal's current line with `what` and a percentage (stderr).
+pub fn progress_line(what: &str, fraction: f64) {
+    eprint!("\r\x1b[2K  {what}: {:3.0}%", fraction * 100.0);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

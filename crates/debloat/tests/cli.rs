@@ -1,5 +1,5 @@
 //! The `debloat` command line, run as a user would: replay on CSV and pcap traces, its errors,
-//! `spec`, and `demo`.
+//! `spec` and `sim`. The demo and reports are in `tests/report.rs`.
 
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
 use pcap_file::{DataLink, Endianness, TsResolution};
@@ -338,17 +338,6 @@ fn spec_prints_derived_parameters_as_tc_would() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
     assert_eq!(v["kind"], "fq_codel");
     assert_eq!(v["xstats"]["new_flows_len"], 0);
-}
-
-#[test]
-fn demo_compares_three_disciplines() {
-    let o = debloat(&["demo", "--seconds", "6"]);
-    assert!(o.status.success(), "{}", text(&o));
-    let t = text(&o);
-    for q in ["pfifo", "fq_codel", "cake"] {
-        assert!(t.contains(q), "{t}");
-    }
-    assert!(t.contains("Mbit/s") && t.contains("ms"), "{t}");
 }
 
 /// flent's output for `flent -i FILE -f FORMAT`, or None — with a SKIP line saying what did not

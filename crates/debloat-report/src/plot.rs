@@ -1,0 +1,440 @@
+//! The plots people compare runs with (measurement.md §2.9): throughput and latency over time
+//! per run on shared axes (flent's `all_scaled`, one row per run), the latency CDF of every run
+//! (`ping_cdf`), and each flow's mean throughput per run (`totals`).
+//!
+//! Each plot is drawn once by a function generic over plotters' backend and rendered twice: to
+//! SVG (embedded in the HTML) and to PNG (for pasting elsewhere). Text is drawn with DejaVu Sans
+//! compiled in, so rendering needs no system fonts.
+//!
+//! Latency axes are logarithmic: a deep FIFO's seconds and an AQM's milliseconds differ by three
+//! orders of magnitude, and on a shared linear axis the good runs would be a flat line at zero.
+
+use crate::flent::{Dataset, Direction, Kind};
+use crate::summary::load_latencies;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use std::path::Path;
+use std::sync::Once;
+
+/// A rendered plot.
+pub struct Plot {
+    /// File stem, e.g. "timeseries".
+    pub name: &'static str,
+    /// Alt text / caption.
+    pub caption: String,
+    /// The SVG document.
+    pub svg: String,
+}
+
+type Res = Result<(), String>;
+
+fn err<E: std::fmt::Debug>(e: E) -> String {
+    format!("plot: {e:?}")
+}
+
+static FONT: Once = Once::new();
+
+fn register_font() {
+    FONT.call_once(|| {
+        // The font is compiled in; a failure here would be a broken build, and text would then
+        // only be missing from the PNGs (the SVGs name the family and the browser draws it).
+        let _ = plotters::style::register_font(
+            "sans-serif",
+            FontStyle::Normal,
+            dejavu::sans::regular(),
+        );
+    });
+}
+
+/// Run colours, distinguishable and colour-blind friendly (Okabe–Ito).
+const RUN_COLOURS: [RGBColor; 10] = [
+    RGBColor(0, 114, 178),
+    RGBColor(213, 94, 0),
+    RGBColor(0, 158, 115),
+    RGBColor(204, 121, 167),
+    RGBColor(86, 180, 233),
+    RGBColor(230, 159, 0),
+    RGBColor(0, 0, 0),
+    RGBColor(120, 94, 240),
+    RGBColor(153, 153, 153),
+    RGBColor(140, 86, 75),
+];
+
+fn colour(i: usize) -> RGBColor {
+    RUN_COLOURS[i % RUN_COLOURS.len()]
+}
+
+const DOWN: RGBColor = RGBColor(0, 114, 178);
+const UP: RGBColor = RGBColor(213, 94, 0);
+
+/// Render every plot for these runs; PNGs go to `dir`, SVGs are returned (and written too).
+pub fn render_all(runs: &[Dataset], dir: &Path) -> Result<Vec<Plot>, String> {
+    register_font();
+    let plots: [(&'static str, String, (u32, u32), Chart); 3] = [
+        (
+            "timeseries",
+            "Throughput (left) and latency (right, log scale) over time, one row per run, shared axes"
+                .into(),
+            (1100, 70 + 240 * runs.len().max(1) as u32),
+            Chart::Timeseries,
+        ),
+        (
+            "latency_cdf",
+            "Latency under load: cumulative distribution per run (log scale)".into(),
+            (900, 480),
+            Chart::Cdf,
+        ),
+        (
+            "totals",
+            "Mean throughput of each flow under load, per run".into(),
+            (900, totals_height(runs)),
+            Chart::Totals,
+        ),
+    ];
+    let mut out = Vec::new();
+    for (name, caption, size, chart) in plots {
+        let mut svg = String::new();
+        {
+            let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
+            draw(chart, &root, runs)?;
+            root.present().map_err(err)?;
+        }
+        let png = dir.join(format!("{name}.png"));
+        {
+            let root = BitMapBackend::new(&png, size).into_drawing_area();
+            draw(chart, &root, runs)?;
+            root.present().map_err(err)?;
+        }
+        std::fs::write(dir.join(format!("{name}.svg")), &svg).map_err(err)?;
+        out.push(Plot { name, caption, svg });
+    }
+    Ok(out)
+}
+
+/// The plots, drawn by one generic body per backend (SVG and PNG differ in type).
+#[derive(Clone, Copy)]
+enum Chart {
+    Timeseries,
+    Cdf,
+    Totals,
+}
+
+fn draw<DB: DrawingBackend>(c: Chart, root: &DrawingArea<DB, Shift>, runs: &[Dataset]) -> Res {
+    match c {
+        Chart::Timeseries => draw_timeseries(root, runs),
+        Chart::Cdf => draw_cdf(root, runs),
+        Chart::Totals => draw_totals(root, runs),
+    }
+}
+
+fn draw_timeseries<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, runs: &[Dataset]) -> Res {
+    root.fill(&WHITE).map_err(err)?;
+    let x_max = runs
+        .iter()
+        .map(|d| d.total_length.max(d.x.last().copied().unwrap_or(0.0)))
+        .fold(1.0, f64::max);
+    let y_max = throughput_scale(runs);
+    let (lat_lo, lat_hi) = latency_range(runs);
+    let rows = root.split_evenly((runs.len().max(1), 2));
+    for (i, d) in runs.iter().enumerate() {
+        let (left, right) = (&rows[2 * i], &rows[2 * i + 1]);
+        let mut c = ChartBuilder::on(left)
+            .caption(format!("{} — throughput", d.label), ("sans-serif", 16))
+            .margin(8)
+            .x_label_area_size(34)
+            .y_label_area_size(58)
+            .build_cartesian_2d(0.0..x_max, 0.0..y_max)
+            .map_err(err)?;
+        c.configure_mesh()
+            .x_desc("time (s)")
+            .y_desc("throughput (Mbit/s)")
+            .x_label_formatter(&|v| format!("{v:.0}"))
+            .y_label_formatter(&|v| format!("{v:.0}"))
+            .light_line_style(TRANSPARENT)
+            .draw()
+            .map_err(err)?;
+        for s in d.of_kind(|k| matches!(k, Kind::Throughput(_))) {
+            let col = match s.kind {
+                Kind::Throughput(Direction::Down) => DOWN,
+                Kind::Throughput(Direction::Up) => UP,
+                _ => colour(2),
+            };
+            let v = clamp_all(&s.values, y_max);
+            c.draw_series(LineSeries::new(points(&d.x, &v), col.mix(0.45)))
+                .map_err(err)?;
+        }
+        for (dir, col, label) in [
+            (Direction::Down, DOWN, "download sum"),
+            (Direction::Up, UP, "upload sum"),
+        ] {
+            let sum = clamp_all(&direction_sum(d, dir), y_max);
+            if sum.iter().any(Option::is_some) {
+                c.draw_series(LineSeries::new(points(&d.x, &sum), col.stroke_width(3)))
+                    .map_err(err)?
+                    .label(label)
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 16, y)], col.stroke_width(3))
+                    });
+            }
+        }
+        c.configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK.mix(0.3))
+            .label_font(("sans-serif", 12))
+            .draw()
+            .map_err(err)?;
+        let mut c = ChartBuilder::on(right)
+            .caption(format!("{} — latency", d.label), ("sans-serif", 16))
+            .margin(8)
+            .x_label_area_size(34)
+            .y_label_area_size(58)
+            .build_cartesian_2d(0.0..x_max, (lat_lo..lat_hi).log_scale())
+            .map_err(err)?;
+        c.configure_mesh()
+            .x_desc("time (s)")
+            .y_desc("latency (ms, log scale)")
+            .x_label_formatter(&|v| format!("{v:.0}"))
+            .y_label_formatter(&|v| ms_label(*v))
+            .light_line_style(TRANSPARENT)
+            .draw()
+            .map_err(err)?;
+        for (k, s) in d.of_kind(|k| k == Kind::Latency).enumerate() {
+            let col = colour(k + 1);
+            let clamped: Vec<Option<f64>> = s
+                .values
+                .iter()
+                .map(|v| v.map(|v| v.clamp(lat_lo, lat_hi)))
+                .collect();
+            c.draw_series(LineSeries::new(points(&d.x, &clamped), col.stroke_width(1)))
+                .map_err(err)?
+                .label(s.name.clone())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], col));
+        }
+        c.configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK.mix(0.3))
+            .label_font(("sans-serif", 11))
+            .draw()
+            .map_err(err)?;
+    }
+    Ok(())
+}
+
+fn draw_cdf<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, runs: &[Dataset]) -> Res {
+    root.fill(&WHITE).map_err(err)?;
+    let (lo, hi) = latency_range(runs);
+    let mut c = ChartBuilder::on(root)
+        .caption("Latency under load (CDF)", ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d((lo..hi).log_scale(), 0.0..1.0)
+        .map_err(err)?;
+    c.configure_mesh()
+        .x_desc("latency (ms, log scale)")
+        .y_desc("cumulative probability")
+        .x_label_formatter(&|v| ms_label(*v))
+        .light_line_style(TRANSPARENT)
+        .draw()
+        .map_err(err)?;
+    for (i, d) in runs.iter().enumerate() {
+        let v = load_latencies(d);
+        if v.is_empty() {
+            continue;
+        }
+        let n = v.len() as f64;
+        let pts: Vec<(f64, f64)> = v
+            .iter()
+            .enumerate()
+            .map(|(k, &x)| (x.clamp(lo, hi), (k + 1) as f64 / n))
+            .collect();
+        let col = colour(i);
+        c.draw_series(LineSeries::new(pts, col.stroke_width(2)))
+            .map_err(err)?
+            .label(d.label.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], col.stroke_width(2)));
+    }
+    c.configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK.mix(0.3))
+        .label_font(("sans-serif", 13))
+        .draw()
+        .map_err(err)?;
+    Ok(())
+}
+
+/// Flow names in first-seen order across runs.
+fn flow_names(runs: &[Dataset]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for d in runs {
+        for s in d.of_kind(|k| matches!(k, Kind::Throughput(_))) {
+            if !names.contains(&s.name) {
+                names.push(s.name.clone());
+            }
+        }
+    }
+    names
+}
+
+fn totals_height(runs: &[Dataset]) -> u32 {
+    let rows = flow_names(runs).len().max(1) as u32;
+    (120 + rows * (14 * runs.len().max(1) as u32 + 12)).clamp(240, 2400)
+}
+
+fn draw_totals<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, runs: &[Dataset]) -> Res {
+    root.fill(&WHITE).map_err(err)?;
+    let names = flow_names(runs);
+    let sums: Vec<crate::summary::RunSummary> =
+        runs.iter().map(crate::summary::RunSummary::of).collect();
+    let x_max = sums
+        .iter()
+        .flat_map(|s| s.flows.iter().map(|f| f.1))
+        .fold(1.0, f64::max)
+        * 1.15;
+    let n = names.len().max(1);
+    let mut c = ChartBuilder::on(root)
+        .caption("Mean throughput per flow under load", ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(170)
+        .build_cartesian_2d(0.0..x_max, 0.0..n as f64)
+        .map_err(err)?;
+    let labels = names.clone();
+    c.configure_mesh()
+        .x_desc("throughput (Mbit/s)")
+        .light_line_style(TRANSPARENT)
+        .y_labels(n * 2 + 1)
+        .y_label_formatter(&move |v| {
+            // Label each band's middle with its flow name.
+            let k = v.floor() as usize;
+            if (v - v.floor() - 0.5).abs() < 1e-6 {
+                labels
+                    .get(n.saturating_sub(1 + k))
+                    .cloned()
+                    .unwrap_or_default()
+            } else {
+                String::new()
+            }
+        })
+        .disable_y_mesh()
+        .draw()
+        .map_err(err)?;
+    let r = runs.len().max(1) as f64;
+    for (ri, s) in sums.iter().enumerate() {
+        let col = colour(ri);
+        let bars: Vec<Rectangle<(f64, f64)>> = s
+            .flows
+            .iter()
+            .filter_map(|(name, v)| {
+                let k = names.iter().position(|x| x == name)?;
+                let band = (n - 1 - k) as f64;
+                let top = band + 0.9 - ri as f64 * 0.8 / r;
+                Some(Rectangle::new(
+                    [(0.0, top - 0.8 / r + 0.02), (*v, top)],
+                    col.filled(),
+                ))
+            })
+            .collect();
+        c.draw_series(bars)
+            .map_err(err)?
+            .label(s.label.clone())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], col.filled()));
+    }
+    c.configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK.mix(0.3))
+        .label_font(("sans-serif", 13))
+        .draw()
+        .map_err(err)?;
+    Ok(())
+}
+
+/// (x, y) points, breaking nothing: nulls are skipped (flent's plots do the same).
+fn points(x: &[f64], v: &[Option<f64>]) -> Vec<(f64, f64)> {
+    x.iter()
+        .zip(v)
+        .filter_map(|(&x, v)| v.map(|v| (x, v)))
+        .collect()
+}
+
+/// Per grid point, the sum of the flows going one way (None where none has a value).
+fn direction_sum(d: &Dataset, dir: Direction) -> Vec<Option<f64>> {
+    let mut out = vec![None; d.x.len()];
+    for s in d.of_kind(|k| k == Kind::Throughput(dir)) {
+        for (o, v) in out.iter_mut().zip(&s.values) {
+            if let Some(v) = v {
+                *o = Some(o.unwrap_or(0.0) + v);
+            }
+        }
+    }
+    out
+}
+
+/// The shared throughput axis: 1.2 × the 99th percentile of every run's per-direction sums
+/// (flent's "scaled" plots cut at a percentile too), so a burst of goodput released when a hole
+/// is repaired does not flatten everything else. Points above are drawn at the top edge.
+fn throughput_scale(runs: &[Dataset]) -> f64 {
+    let mut v: Vec<f64> = runs
+        .iter()
+        .flat_map(|d| {
+            [Direction::Down, Direction::Up, Direction::Unknown]
+                .into_iter()
+                .flat_map(|dir| direction_sum(d, dir))
+                .flatten()
+        })
+        .collect();
+    match crate::summary::percentiles(&mut v) {
+        Some(p) if p.p99 > 0.0 => p.p99 * 1.2,
+        _ => 1.0,
+    }
+}
+
+fn clamp_all(v: &[Option<f64>], hi: f64) -> Vec<Option<f64>> {
+    v.iter().map(|x| x.map(|x| x.min(hi))).collect()
+}
+
+/// A shared log-scale latency range over all runs, ms.
+fn latency_range(runs: &[Dataset]) -> (f64, f64) {
+    let all = runs
+        .iter()
+        .flat_map(|d| d.of_kind(|k| k == Kind::Latency))
+        .flat_map(|s| s.values.iter().flatten().copied())
+        .filter(|v| *v > 0.0 && v.is_finite());
+    let (lo, hi) = all.fold((f64::MAX, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    if hi <= 0.0 {
+        return (1.0, 1000.0);
+    }
+    // Whole decades look tidy and keep runs comparable.
+    let lo = 10f64.powf(lo.log10().floor()).max(0.01);
+    let hi = 10f64.powf(hi.log10().ceil()).max(lo * 10.0);
+    (lo, hi)
+}
+
+fn ms_label(v: f64) -> String {
+    if v >= 1000.0 {
+        format!("{} s", v / 1000.0)
+    } else if v >= 1.0 {
+        format!("{v:.0} ms")
+    } else {
+        format!("{v} ms")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latency_range_spans_whole_decades() {
+        let v = serde_json::json!({
+            "version": 4, "metadata": {"NAME": "ping", "STEP_SIZE": 1.0},
+            "x_values": [0.0, 1.0], "results": {"Ping (ms) ICMP": [3.2, 480.0]}, "raw_values": {}
+        });
+        let d = Dataset::from_json(&v, "p").expect("valid");
+        assert_eq!(latency_range(&[d]), (1.0, 1000.0));
+        assert_eq!(ms_label(2000.0), "2 s");
+        assert_eq!(ms_label(20.0), "20 ms");
+    }
+}

@@ -1,0 +1,167 @@
+//! The numbers a report shows for each run: mean throughput per flow and per direction over the
+//! load window, latency percentiles under load, idle latency and the delay the load induced.
+//!
+//! Everything is computed from the step grid, as flent's plots are (its `-f summary` uses raw
+//! samples where present; on a regular 0.2 s grid the two agree closely).
+
+use crate::flent::{Dataset, Direction, Kind};
+
+/// Latency percentiles, ms.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Percentiles {
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+}
+
+/// What one run amounted to.
+#[derive(Clone, Debug)]
+pub struct RunSummary {
+    /// The run's label.
+    pub label: String,
+    /// Mean throughput of each TCP flow over the load window, Mbit/s, in file order.
+    pub flows: Vec<(String, f64)>,
+    /// Sum of the download flows' means, Mbit/s (None without download flows).
+    pub download_mbps: Option<f64>,
+    /// Sum of the upload flows' means (and flows of unknown direction), Mbit/s.
+    pub upload_mbps: Option<f64>,
+    /// Latency under load over every latency series, ms.
+    pub latency: Option<Percentiles>,
+    /// Median latency before the load starts, ms.
+    pub idle_ms: Option<f64>,
+}
+
+impl RunSummary {
+    /// Summarise a dataset.
+    pub fn of(d: &Dataset) -> RunSummary {
+        let (a, b) = d.load_window();
+        let in_window = |i: usize| d.x.get(i).is_some_and(|&x| x >= a && x <= b);
+        let mean = |vals: &[Option<f64>]| {
+            let v: Vec<f64> = vals
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| in_window(*i))
+                .filter_map(|(_, v)| *v)
+                .collect();
+            if v.is_empty() {
+                0.0
+            } else {
+                v.iter().sum::<f64>() / v.len() as f64
+            }
+        };
+        let mut flows = Vec::new();
+        let (mut down, mut up) = (None::<f64>, None::<f64>);
+        for s in d.of_kind(|k| matches!(k, Kind::Throughput(_))) {
+            let m = mean(&s.values);
+            flows.push((s.name.clone(), m));
+            let slot = if s.kind == Kind::Throughput(Direction::Down) {
+                &mut down
+            } else {
+                &mut up
+            };
+            *slot = Some(slot.unwrap_or(0.0) + m);
+        }
+        let mut load = Vec::new();
+        let mut idle = Vec::new();
+        for s in d.of_kind(|k| k == Kind::Latency) {
+            for (i, v) in s.values.iter().enumerate() {
+                let Some(v) = *v else { continue };
+                if in_window(i) {
+                    load.push(v);
+                } else if d.x[i] < a {
+                    idle.push(v);
+                }
+            }
+        }
+        RunSummary {
+            label: d.label.clone(),
+            flows,
+            download_mbps: down,
+            upload_mbps: up,
+            latency: percentiles(&mut load),
+            idle_ms: percentiles(&mut idle).map(|p| p.p50),
+        }
+    }
+
+    /// Median latency under load minus idle median, ms.
+    pub fn induced_ms(&self) -> Option<f64> {
+        Some(self.latency?.p50 - self.idle_ms?)
+    }
+}
+
+/// Nearest-rank percentiles; None for no samples.
+pub fn percentiles(v: &mut [f64]) -> Option<Percentiles> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let q = |p: f64| {
+        let rank = ((p / 100.0) * v.len() as f64).ceil().max(1.0) as usize;
+        v[rank.min(v.len()) - 1]
+    };
+    Some(Percentiles {
+        p50: q(50.0),
+        p90: q(90.0),
+        p99: q(99.0),
+    })
+}
+
+/// Latency samples under load of a dataset, sorted (for CDFs).
+pub fn load_latencies(d: &Dataset) -> Vec<f64> {
+    let (a, b) = d.load_window();
+    let mut v: Vec<f64> = d
+        .of_kind(|k| k == Kind::Latency)
+        .flat_map(|s| {
+            s.values
+                .iter()
+                .zip(&d.x)
+                .filter(move |(_, &x)| x >= a && x <= b)
+                .filter_map(|(v, _)| *v)
+        })
+        .collect();
+    v.sort_by(f64::total_cmp);
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dataset() -> Dataset {
+        let v = serde_json::json!({
+            "version": 4,
+            "metadata": {"NAME": "tcp_bidirectional", "TITLE": "t", "LENGTH": 2, "TOTAL_LENGTH": 12,
+                         "STEP_SIZE": 1.0},
+            "x_values": [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0],
+            "results": {
+                "TCP download": [null, null, null, null, null, 8.0, 10.0, 12.0, 10.0, null, null, null, null],
+                "TCP upload":   [null, null, null, null, null, 1.0, 1.0, 1.0, 1.0, null, null, null, null],
+                "Ping (ms) ICMP": [20.0, 20.0, 20.0, 20.0, 20.0, 100.0, 200.0, 300.0, 400.0, 20.0, 20.0, 20.0, 20.0]
+            },
+            "raw_values": {}
+        });
+        Dataset::from_json(&v, "t").expect("valid")
+    }
+
+    #[test]
+    fn throughput_is_the_mean_over_the_load_window_per_direction() {
+        let s = RunSummary::of(&dataset());
+        assert_eq!(s.download_mbps, Some(10.0));
+        assert_eq!(s.upload_mbps, Some(1.0));
+        assert_eq!(s.flows.len(), 2);
+    }
+
+    #[test]
+    fn latency_under_load_and_idle_are_separated() {
+        let s = RunSummary::of(&dataset());
+        // Window [5, 7]: 100, 200, 300 ms under load; idle (x < 5) is 20 ms.
+        let l = s.latency.expect("samples");
+        assert_eq!((l.p50, l.p99), (200.0, 300.0));
+        assert_eq!(s.idle_ms, Some(20.0));
+        assert_eq!(s.induced_ms(), Some(180.0));
+        assert_eq!(load_latencies(&dataset()), [100.0, 200.0, 300.0]);
+    }
+}
