@@ -7,6 +7,7 @@ mod report;
 mod reproduce;
 mod sim;
 mod summary;
+mod sweep;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};

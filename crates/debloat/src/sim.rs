@@ -10,36 +10,36 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 
 /// Arguments of `debloat sim`.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Debug, Clone)]
 #[command(
-    after_help = "Examples:\n  debloat sim tcp_nup --link 20Mbit/20Mbit --rtt 48ms --qdisc \"pfifo limit 1000\" --streams 2\n  debloat sim tcp_nup --link 500kbit/5500kbit --rtt 300us --qdisc \"fq_codel\" --ecn --output results/\n  debloat sim tcp_1up --qdisc-up \"cake bandwidth 19Mbit\" --qdisc-down \"fq_codel\""
+    after_help = "Examples:\n  debloat sim tcp_nup --link 20Mbit/20Mbit --rtt 48ms --qdisc \"pfifo limit 1000\" --streams 2\n  debloat sim tcp_nup --link 500kbit/5500kbit --rtt 300us --qdisc \"fq_codel\" --ecn --output results/\n  debloat sim tcp_1up --qdisc-up \"cake bandwidth 19Mbit\" --qdisc-down \"fq_codel\"\n  debloat sim rrul --link 110Mbit/10Mbit --sweep \"qdisc=pfifo limit 1000;codel;fq_codel\" --sweep \"rtt=12ms;48ms\""
 )]
 pub struct Args {
     /// flent test: ping, tcp_1up, tcp_nup, tcp_ndown, tcp_bidirectional, rrul, rrul_be,
     /// tcp_4up_squarewave, tcp_2up_square, rtt_fair_up, rtt_fair_var_up, rtt_fair_var_down, voip.
     #[arg(required_unless_present = "scenario")]
-    test: Option<String>,
+    pub(crate) test: Option<String>,
     /// Run a scenario from a TOML file instead (topology and any mix of flows; see README).
     #[arg(long, conflicts_with = "test")]
     scenario: Option<PathBuf>,
     /// Bottleneck rates DOWN/UP, e.g. 20Mbit/2Mbit (one value: both directions).
     #[arg(long, default_value = "20Mbit/20Mbit")]
-    link: String,
+    pub(crate) link: String,
     /// Base round-trip time, split evenly between the directions.
     #[arg(long, default_value = "48ms")]
-    rtt: String,
+    pub(crate) rtt: String,
     /// Discipline in front of the bottleneck in both directions (tc syntax).
     #[arg(long, default_value = "pfifo limit 1000")]
-    qdisc: String,
+    pub(crate) qdisc: String,
     /// Discipline for the up direction only (overrides --qdisc there).
     #[arg(long)]
-    qdisc_up: Option<String>,
+    pub(crate) qdisc_up: Option<String>,
     /// Discipline for the down direction only (overrides --qdisc there).
     #[arg(long)]
-    qdisc_down: Option<String>,
+    pub(crate) qdisc_down: Option<String>,
     /// Load duration, s (flent's -l).
     #[arg(long, default_value_t = 60.0)]
-    length: f64,
+    pub(crate) length: f64,
     /// Idle time before and after the load, s (flent's -d).
     #[arg(long, default_value_t = 5.0)]
     delay: f64,
@@ -48,23 +48,23 @@ pub struct Args {
     step: f64,
     /// Streams for tcp_nup / tcp_ndown.
     #[arg(long, default_value_t = 4)]
-    streams: u32,
+    pub(crate) streams: u32,
     /// Congestion control of the flows: cubic, reno, bbr or westwood (the square-wave tests set
     /// their own).
     #[arg(long, default_value = "cubic")]
-    cc: String,
+    pub(crate) cc: String,
     /// Make the TCP flows ECN-capable.
     #[arg(long)]
-    ecn: bool,
+    pub(crate) ecn: bool,
     /// Seed (same seed, same output).
     #[arg(long, default_value_t = 1)]
-    seed: u64,
+    pub(crate) seed: u64,
     /// Directory for the flent data file and summary.json.
     #[arg(long)]
-    output: Option<PathBuf>,
+    pub(crate) output: Option<PathBuf>,
     /// Title recorded in the flent file and its name.
     #[arg(long, default_value = "")]
-    title: String,
+    pub(crate) title: String,
     /// Base RTT of each remote host for rtt_fair_var_up/down (and rtt_fair_up's four), e.g.
     /// 10ms,50ms,100ms; default: one host (four for rtt_fair_up) at --rtt.
     #[arg(long, value_delimiter = ',')]
@@ -92,6 +92,11 @@ pub struct Args {
     /// (headers only: the first 128 bytes of each frame, with its full length recorded).
     #[arg(long)]
     pcap: Option<PathBuf>,
+    /// Run the test once per value: KEY=V1;V2;… with KEY one of qdisc, qdisc-up, qdisc-down,
+    /// link, rtt, cc, streams, ecn (repeat for several keys: every combination runs). Prints one
+    /// row per run and writes a report comparing them (to --output, default debloat-sweep/).
+    #[arg(long, value_name = "KEY=V1;V2;…")]
+    pub sweep: Vec<String>,
 }
 
 type PcapOut = pcap_file::pcap::PcapWriter<std::io::BufWriter<std::fs::File>>;
@@ -224,6 +229,9 @@ fn run_scenario(a: &Args, path: &std::path::Path) -> Result<()> {
 pub fn run(a: &Args) -> Result<()> {
     if let Some(path) = &a.scenario {
         return run_scenario(a, path);
+    }
+    if !a.sweep.is_empty() {
+        return crate::sweep::run(a);
     }
     let cfg = config(a)?;
     let tty = std::io::stderr().is_terminal();

@@ -315,3 +315,41 @@ fn png_stats(p: &Path) -> (u32, u32, usize) {
     let colours: std::collections::HashSet<&[u8]> = buf[..info.buffer_size()].chunks(px).collect();
     (info.width, info.height, colours.len())
 }
+
+#[test]
+fn sim_sweep_runs_every_value_and_compares_them_in_one_report() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("sweep");
+    let o = debloat(&[
+        "sim",
+        "tcp_nup",
+        "--streams",
+        "2",
+        "--length",
+        "20",
+        "--link",
+        "20Mbit",
+        "--rtt",
+        "48ms",
+        "--sweep",
+        "qdisc=pfifo limit 1000;fq_codel",
+        "--output",
+        path(&out),
+    ]);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    let fifo = row(&t, "qdisc pfifo limit 1000");
+    let fq = row(&t, "qdisc fq_codel");
+    // Columns: download, upload (Mbit/s), latency p50 … induced (ms); tcp_nup has no download.
+    assert!(
+        fifo[1] > 17.0 && fq[1] > 17.0,
+        "both fill the link: {fifo:?} {fq:?}"
+    );
+    assert!(fifo[6] > 200.0, "the FIFO induces hundreds of ms: {fifo:?}");
+    assert!(fq[6] < 10.0, "fq_codel induces a few ms: {fq:?}");
+    let html = std::fs::read_to_string(out.join("index.html")).expect("report");
+    assert!(html.contains("qdisc fq_codel") && html.contains("qdisc pfifo limit 1000"));
+    let o = debloat(&["sim", "tcp_nup", "--sweep", "colour=red"]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("expected one of qdisc"), "{}", text(&o));
+}
