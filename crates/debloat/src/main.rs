@@ -2,12 +2,14 @@
 
 mod bench;
 mod demo;
+mod gateway;
 mod replay;
 mod report;
 mod reproduce;
 mod sim;
 mod summary;
 mod sweep;
+mod testbed;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -40,6 +42,11 @@ enum Command {
     Reproduce(reproduce::Args),
     /// Parse a qdisc spec and show it as tc would, with the parameters it derives.
     Spec(SpecArgs),
+    /// Forward between two interfaces through queue disciplines, in userspace, with an
+    /// optional emulated link (rate, delay, loss); `debloat gateway stats` reads a running one.
+    Gateway(gateway::Args),
+    /// Network namespaces (client, gateway, server) with the gateway between them.
+    Testbed(testbed::Args),
     /// Measure how fast the simulator runs (`debloat bench sim`).
     Bench(bench::Args),
 }
@@ -64,6 +71,8 @@ fn main() {
         Command::Report(a) => report::run(&a),
         Command::Spec(a) => spec(&a),
         Command::Bench(a) => bench::run(&a),
+        Command::Gateway(a) => gateway::run(&a),
+        Command::Testbed(a) => testbed::run(&a),
     };
     if let Err(e) = res {
         eprintln!("error: {e:#}");

@@ -1,0 +1,251 @@
+//! The forwarding loop: two AF_PACKET sockets, two [`Path`]s, a monotonic clock, and a control
+//! socket. Frames from the LAN go through the egress path to the WAN; frames from the WAN go
+//! through the ingress path to the LAN. The loop sleeps in `ppoll` until a socket is readable or
+//! the next frame is due (nanosecond deadlines), so shaping is as precise as the kernel's timer.
+//!
+//! The gateway forwards at layer 2, like a bridge: ARP, IPv6 neighbour discovery and every
+//! other frame pass through the disciplines as their own flows, so the hosts on either side
+//! address each other directly.
+
+use crate::emulate::Emulation;
+use crate::path::{Counters, Path};
+use crate::sys::{wait, PacketSocket};
+use debloat_core::{FlowHasher, QdiscSpec};
+use serde::Serialize;
+use std::io::{self, BufRead, BufReader, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixListener;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+/// How to run.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// LAN-side interface (client side).
+    pub lan: String,
+    /// WAN-side interface (server side).
+    pub wan: String,
+    /// Discipline for LAN → WAN.
+    pub egress: QdiscSpec,
+    /// Discipline for WAN → LAN.
+    pub ingress: QdiscSpec,
+    /// Emulated link LAN → WAN.
+    pub emulate_egress: Emulation,
+    /// Emulated link WAN → LAN.
+    pub emulate_ingress: Emulation,
+    /// Seed of the flow hash and of the emulation's randomness.
+    pub seed: u64,
+    /// Unix socket for `debloat gateway stats` (created 0600).
+    pub control: Option<PathBuf>,
+}
+
+/// Largest frame accepted: a 9000-byte jumbo frame plus headers. Bigger ones (GSO/GRO
+/// super-frames) are counted as oversized and dropped: turn offloads off on the interfaces.
+pub const MAX_FRAME: usize = 9022;
+
+/// The running gateway's numbers.
+#[derive(Debug, Serialize)]
+pub struct Snapshot {
+    /// Seconds since start.
+    pub uptime_s: f64,
+    /// LAN → WAN.
+    pub egress: DirectionStats,
+    /// WAN → LAN.
+    pub ingress: DirectionStats,
+}
+
+/// One direction's numbers.
+#[derive(Debug, Serialize)]
+pub struct DirectionStats {
+    /// "lan0 → wan0".
+    pub path: String,
+    /// The discipline's spec.
+    pub qdisc: String,
+    /// The emulated link.
+    pub link: String,
+    /// The discipline's statistics, as tc reports them.
+    pub stats: debloat_core::QdiscStats,
+    /// Frame counters.
+    pub frames: Counters,
+    /// Frames too big to forward (offloads on?).
+    pub oversized: u64,
+    /// Frames the kernel refused to send.
+    pub tx_errors: u64,
+    /// Frames on the emulated wire.
+    pub on_wire: usize,
+}
+
+struct Side {
+    path: Path,
+    spec: QdiscSpec,
+    oversized: u64,
+    tx_errors: u64,
+}
+
+/// The gateway.
+pub struct Gateway {
+    cfg: Config,
+    lan: PacketSocket,
+    wan: PacketSocket,
+    egress: Side,
+    ingress: Side,
+    start: Instant,
+    control: Option<UnixListener>,
+}
+
+impl Gateway {
+    /// Open the interfaces and the control socket.
+    pub fn open(cfg: Config) -> io::Result<Gateway> {
+        let lan = PacketSocket::open(&cfg.lan)?;
+        let wan = PacketSocket::open(&cfg.wan)?;
+        let hasher = FlowHasher::new([cfg.seed, cfg.seed.rotate_left(17) ^ 0x6a09_e667]);
+        let side = |spec: &QdiscSpec, emu, salt| Side {
+            path: Path::new(spec, emu, hasher, cfg.seed.wrapping_add(salt)),
+            spec: spec.clone(),
+            oversized: 0,
+            tx_errors: 0,
+        };
+        let control = match &cfg.control {
+            Some(p) => {
+                if let Some(dir) = p.parent() {
+                    std::fs::create_dir_all(dir)?;
+                }
+                let _ = std::fs::remove_file(p);
+                let l = UnixListener::bind(p)?;
+                std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o600))?;
+                l.set_nonblocking(true)?;
+                Some(l)
+            }
+            None => None,
+        };
+        Ok(Gateway {
+            egress: side(&cfg.egress, cfg.emulate_egress, 1),
+            ingress: side(&cfg.ingress, cfg.emulate_ingress, 2),
+            lan,
+            wan,
+            start: Instant::now(),
+            control,
+            cfg,
+        })
+    }
+
+    fn now(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+
+    /// Forward until `stop` is set; returns the final numbers.
+    pub fn run(&mut self, stop: &AtomicBool) -> io::Result<Snapshot> {
+        let mut buf = vec![0u8; 65536];
+        while !stop.load(Ordering::Relaxed) {
+            let now = self.now();
+            send_due(&mut self.egress, &self.wan, now);
+            send_due(&mut self.ingress, &self.lan, now);
+            let next = [
+                self.egress.path.next_wakeup(),
+                self.ingress.path.next_wakeup(),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
+            // Wake at least every 100 ms to notice `stop`.
+            let timeout = next
+                .map_or(100_000_000, |t| t.saturating_sub(now))
+                .min(100_000_000);
+            let ctl = self.control.as_ref().map_or(-1, |c| c.as_raw_fd());
+            let ready = wait(
+                [self.lan.as_raw_fd(), self.wan.as_raw_fd(), ctl],
+                Some(timeout),
+            )?;
+            if ready[0] {
+                receive(&self.lan, &mut self.egress, &mut buf, self.start)?;
+            }
+            if ready[1] {
+                receive(&self.wan, &mut self.ingress, &mut buf, self.start)?;
+            }
+            if ready[2] {
+                self.serve_control();
+            }
+        }
+        Ok(self.snapshot())
+    }
+
+    /// The numbers now.
+    pub fn snapshot(&self) -> Snapshot {
+        let d = |s: &Side, from: &str, to: &str| DirectionStats {
+            path: format!("{from} → {to}"),
+            qdisc: s.spec.to_string(),
+            link: s.path.emulation().to_string(),
+            stats: s.path.qdisc().stats(),
+            frames: s.path.counters,
+            oversized: s.oversized,
+            tx_errors: s.tx_errors,
+            on_wire: s.path.on_wire(),
+        };
+        Snapshot {
+            uptime_s: self.start.elapsed().as_secs_f64(),
+            egress: d(&self.egress, &self.cfg.lan, &self.cfg.wan),
+            ingress: d(&self.ingress, &self.cfg.wan, &self.cfg.lan),
+        }
+    }
+
+    fn serve_control(&mut self) {
+        let Some(l) = &self.control else { return };
+        while let Ok((stream, _)) = l.accept() {
+            let _ = stream.set_read_timeout(Some(std::time::Duration::from_millis(200)));
+            let mut line = String::new();
+            let _ = BufReader::new(&stream).read_line(&mut line);
+            let snap = self.snapshot();
+            let reply = match line.trim() {
+                "json" => serde_json::to_string_pretty(&snap).unwrap_or_default() + "\n",
+                _ => snap.to_text(),
+            };
+            let _ = (&stream).write_all(reply.as_bytes());
+        }
+    }
+}
+
+fn send_due(side: &mut Side, out: &PacketSocket, now: u64) {
+    let mut errors = 0;
+    side.path.poll(now, &mut |f| {
+        if out.send(f).is_err() {
+            errors += 1;
+        }
+    });
+    side.tx_errors += errors;
+}
+
+/// Read what is waiting (at most a batch, so the other direction is not starved).
+fn receive(sock: &PacketSocket, side: &mut Side, buf: &mut [u8], start: Instant) -> io::Result<()> {
+    for _ in 0..256 {
+        let Some(n) = sock.recv(buf)? else { break };
+        let now = start.elapsed().as_nanos() as u64;
+        if n > MAX_FRAME || n > buf.len() {
+            side.oversized += 1;
+            continue;
+        }
+        side.path.on_frame(buf[..n].to_vec(), now);
+    }
+    Ok(())
+}
+
+impl Snapshot {
+    /// As `tc -s qdisc show` prints it, one block per direction, plus the gateway's counters.
+    pub fn to_text(&self) -> String {
+        let mut s = String::new();
+        for (name, d) in [("egress", &self.egress), ("ingress", &self.ingress)] {
+            s.push_str(&format!(
+                "{name} {}: qdisc {}, link {}\n",
+                d.path, d.qdisc, d.link
+            ));
+            s.push_str(&d.stats.to_tc_string());
+            let f = d.frames;
+            s.push_str(&format!(
+                " frames: received {} malformed {} oversized {} dropped {} lost {} sent {} tx_errors {} on_wire {}\n\n",
+                f.received, f.malformed, d.oversized, f.qdisc_dropped, f.lost, f.sent, d.tx_errors, d.on_wire
+            ));
+        }
+        s
+    }
+}

@@ -1,0 +1,21 @@
+//! debloat's gateway: smart queue management in userspace for hosts whose kernel lacks it.
+//!
+//! ```text
+//! lan ─AF_PACKET─► Path (egress):  classify ─► qdisc ─► emulated link ─AF_PACKET─► wan
+//! lan ◄─AF_PACKET─ Path (ingress): emulated link ◄─ qdisc ◄─ classify ◄─AF_PACKET─ wan
+//! ```
+//!
+//! [`path::Path`] is sans-IO (frames and `now` in, frames out, "wake me at T"), so it is tested
+//! without sockets; [`forward::Gateway`] drives two of them from real interfaces with a
+//! monotonic clock; [`testbed`] builds three network namespaces joined by veth pairs with the
+//! gateway between them. All `unsafe` is in [`sys`].
+
+pub mod emulate;
+pub mod forward;
+pub mod frame;
+pub mod path;
+pub mod sys;
+pub mod testbed;
+
+pub use emulate::Emulation;
+pub use forward::{Config, Gateway, Snapshot};

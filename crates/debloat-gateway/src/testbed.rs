@@ -1,0 +1,270 @@
+//! `debloat testbed`: three network namespaces — client, gateway, server — joined by two veth
+//! pairs, with `debloat gateway` forwarding between them and emulating the bottleneck link.
+//!
+//! ```text
+//! {p}-client            {p}-gw                          {p}-server
+//!   eth0 ──veth── lan0 [debloat gateway: egress qdisc → link → ] wan0 ──veth── eth0
+//! 198.18.1.2/24      [ ← link ← ingress qdisc ]               198.18.2.2/24
+//! 2001:2:0:1::2/64                                            2001:2:0:2::2/64
+//! ```
+//!
+//! The gateway bridges at layer 2, so each end reaches the other's subnet on-link (ARP and
+//! neighbour discovery pass through the gateway). Offloads (TSO, GSO, GRO, checksum) are turned
+//! off on every veth: the gateway forwards real, checksummed, MTU-sized frames, as a router's
+//! NIC would see them. Everything is done with `ip` and `ethtool` (iproute2, ethtool).
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The client's IPv4 address.
+pub const CLIENT_V4: &str = "198.18.1.2";
+/// The server's IPv4 address.
+pub const SERVER_V4: &str = "198.18.2.2";
+/// The client's IPv6 address.
+pub const CLIENT_V6: &str = "2001:2:0:1::2";
+/// The server's IPv6 address.
+pub const SERVER_V6: &str = "2001:2:0:2::2";
+
+/// A testbed that failed to come up or down: what ran, and what it said.
+#[derive(Debug, thiserror::Error)]
+#[error("testbed: {0}")]
+pub struct TestbedError(pub String);
+
+/// How to build it.
+#[derive(Clone, Debug)]
+pub struct Setup {
+    /// Name prefix: namespaces `{prefix}-client`, `{prefix}-gw`, `{prefix}-server`.
+    pub prefix: String,
+    /// The `debloat` binary to run as the gateway.
+    pub exe: PathBuf,
+    /// Gateway arguments after `gateway --lan lan0 --wan wan0` (disciplines, emulation).
+    pub gateway_args: Vec<String>,
+}
+
+/// The namespace names of a prefix.
+pub fn namespaces(prefix: &str) -> [String; 3] {
+    ["client", "gw", "server"].map(|r| format!("{prefix}-{r}"))
+}
+
+/// Where the gateway's control socket, pid file and log live.
+pub fn run_dir() -> PathBuf {
+    PathBuf::from("/run/debloat")
+}
+
+/// The control socket of a testbed's gateway.
+pub fn control_socket(prefix: &str) -> PathBuf {
+    run_dir().join(format!("{prefix}.sock"))
+}
+
+fn pid_file(prefix: &str) -> PathBuf {
+    run_dir().join(format!("{prefix}.pid"))
+}
+
+/// The gateway's log (its stdout and stderr).
+pub fn log_file(prefix: &str) -> PathBuf {
+    run_dir().join(format!("{prefix}-gateway.log"))
+}
+
+/// Run a command; its stderr becomes the error.
+pub fn sh(args: &[&str]) -> Result<String, TestbedError> {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| {
+            TestbedError(format!(
+                "`{}` did not run: {e} (install iproute2 and ethtool)",
+                args[0]
+            ))
+        })?;
+    if !out.status.success() {
+        return Err(TestbedError(format!(
+            "`{}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Build the testbed (replacing one with the same prefix) and start the gateway in it.
+pub fn up(s: &Setup) -> Result<(), TestbedError> {
+    down(&s.prefix)?;
+    let [c, g, v] = namespaces(&s.prefix);
+    let res = build(&c, &g, &v).and_then(|()| start_gateway(s, &g));
+    if res.is_err() {
+        let _ = down(&s.prefix);
+    }
+    res
+}
+
+fn build(c: &str, g: &str, v: &str) -> Result<(), TestbedError> {
+    for ns in [c, g, v] {
+        sh(&["ip", "netns", "add", ns])?;
+        sh(&["ip", "-n", ns, "link", "set", "lo", "up"])?;
+    }
+    sh(&[
+        "ip", "link", "add", "eth0", "netns", c, "type", "veth", "peer", "name", "lan0", "netns", g,
+    ])?;
+    sh(&[
+        "ip", "link", "add", "eth0", "netns", v, "type", "veth", "peer", "name", "wan0", "netns", g,
+    ])?;
+    for (ns, v4, v6, peer4, peer6) in [
+        (
+            c,
+            "198.18.1.2/24",
+            "2001:2:0:1::2/64",
+            "198.18.2.0/24",
+            "2001:2:0:2::/64",
+        ),
+        (
+            v,
+            "198.18.2.2/24",
+            "2001:2:0:2::2/64",
+            "198.18.1.0/24",
+            "2001:2:0:1::/64",
+        ),
+    ] {
+        sh(&["ip", "-n", ns, "addr", "add", v4, "dev", "eth0"])?;
+        sh(&[
+            "ip", "-n", ns, "-6", "addr", "add", v6, "dev", "eth0", "nodad",
+        ])?;
+        offloads_off(ns, "eth0")?;
+        sh(&["ip", "-n", ns, "link", "set", "eth0", "up"])?;
+        sh(&["ip", "-n", ns, "route", "add", peer4, "dev", "eth0"])?;
+        sh(&["ip", "-n", ns, "-6", "route", "add", peer6, "dev", "eth0"])?;
+    }
+    for dev in ["lan0", "wan0"] {
+        offloads_off(g, dev)?;
+        // No addresses and no forwarding: the gateway namespace's kernel leaves frames alone.
+        sh(&["ip", "-n", g, "link", "set", dev, "up"])?;
+    }
+    Ok(())
+}
+
+fn offloads_off(ns: &str, dev: &str) -> Result<(), TestbedError> {
+    sh(&[
+        "ip", "netns", "exec", ns, "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off",
+        "tx", "off", "rx", "off",
+    ])
+    .map(|_| ())
+}
+
+fn start_gateway(s: &Setup, g: &str) -> Result<(), TestbedError> {
+    let io = |e: std::io::Error| TestbedError(format!("{}: {e}", run_dir().display()));
+    std::fs::create_dir_all(run_dir()).map_err(io)?;
+    let sock = control_socket(&s.prefix);
+    let _ = std::fs::remove_file(&sock);
+    let log = std::fs::File::create(log_file(&s.prefix)).map_err(io)?;
+    let log2 = log.try_clone().map_err(io)?;
+    let exe = s.exe.to_string_lossy().into_owned();
+    let sock_s = sock.to_string_lossy().into_owned();
+    let mut args = vec![
+        "netns",
+        "exec",
+        g,
+        exe.as_str(),
+        "gateway",
+        "--lan",
+        "lan0",
+        "--wan",
+        "wan0",
+        "--control",
+        sock_s.as_str(),
+    ];
+    args.extend(s.gateway_args.iter().map(String::as_str));
+    use std::os::unix::process::CommandExt;
+    let child = Command::new("ip")
+        .args(&args)
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log2)
+        .process_group(0)
+        .spawn()
+        .map_err(|e| TestbedError(format!("starting the gateway: {e}")))?;
+    std::fs::write(pid_file(&s.prefix), child.id().to_string()).map_err(io)?;
+    let t = Instant::now();
+    while !sock.exists() {
+        if t.elapsed() > Duration::from_secs(5) || !alive(child.id()) {
+            let log = std::fs::read_to_string(log_file(&s.prefix)).unwrap_or_default();
+            return Err(TestbedError(format!(
+                "the gateway did not start: {}",
+                log.trim()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+fn alive(pid: u32) -> bool {
+    // A zombie (exited, not yet reaped) counts as gone.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|s| s.split_whitespace().nth(2).is_none_or(|st| st != "Z"))
+}
+
+/// Stop the gateway (SIGTERM; it prints its final statistics to its log) and remove the
+/// namespaces. Removing what is not there is not an error.
+pub fn down(prefix: &str) -> Result<(), TestbedError> {
+    if let Ok(pid) = std::fs::read_to_string(pid_file(prefix)) {
+        let pid = pid.trim();
+        if let Ok(n) = pid.parse::<u32>() {
+            if alive(n) {
+                let _ = sh(&["kill", "-TERM", pid]);
+                let t = Instant::now();
+                while alive(n) && t.elapsed() < Duration::from_secs(3) {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                if alive(n) {
+                    let _ = sh(&["kill", "-KILL", pid]);
+                }
+            }
+        }
+        let _ = std::fs::remove_file(pid_file(prefix));
+    }
+    let existing = sh(&["ip", "netns", "list"]).unwrap_or_default();
+    for ns in namespaces(prefix) {
+        if existing
+            .lines()
+            .any(|l| l.split_whitespace().next() == Some(ns.as_str()))
+        {
+            sh(&["ip", "netns", "del", &ns])?;
+        }
+    }
+    let _ = std::fs::remove_file(control_socket(prefix));
+    Ok(())
+}
+
+/// Whether this process can build a testbed here (root, and `ip netns` works).
+pub fn available() -> Result<(), String> {
+    let uid = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(1).map(str::to_string))
+        })
+        .unwrap_or_default();
+    if uid != "0" {
+        return Err("not root (network namespaces need CAP_NET_ADMIN)".into());
+    }
+    for tool in ["ip", "ethtool"] {
+        if Command::new(tool).arg("-V").output().is_err() {
+            return Err(format!("`{tool}` is not installed"));
+        }
+    }
+    Ok(())
+}
+
+/// Run `args` inside namespace `ns`.
+pub fn in_ns(ns: &str, args: &[&str]) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns]).args(args);
+    c
+}
+
+/// The log of a prefix's gateway, for error messages.
+pub fn read_log(prefix: &str) -> String {
+    std::fs::read_to_string(log_file(prefix)).unwrap_or_default()
+}

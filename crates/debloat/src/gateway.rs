@@ -1,0 +1,129 @@
+//! `debloat gateway` (forward between two interfaces through core disciplines, with an
+//! emulated link) and `debloat gateway stats` (ask a running gateway for its numbers).
+
+use anyhow::{bail, Context, Result};
+use debloat_core::QdiscSpec;
+use debloat_gateway::{Config, Emulation, Gateway};
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+/// Arguments of `debloat gateway`.
+#[derive(clap::Args, Debug)]
+#[command(
+    args_conflicts_with_subcommands = true,
+    after_help = "Examples:\n  debloat gateway --lan eth1 --wan eth0 --egress \"cake bandwidth 19Mbit\" --ingress \"cake bandwidth 95Mbit ingress\"\n  debloat gateway --lan lan0 --wan wan0 --egress fq_codel --emulate-egress \"rate 10Mbit delay 10ms\" --control /run/debloat/gw.sock\n  debloat gateway stats --control /run/debloat/gw.sock --json\n\nThe interfaces should have offloads off (ethtool -K IF tso off gso off gro off): super-frames\nlarger than 9022 bytes are counted as oversized and dropped."
+)]
+pub struct Args {
+    #[command(subcommand)]
+    sub: Option<Sub>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum Sub {
+    /// Print a running gateway's statistics, as `tc -s qdisc show` would.
+    Stats(StatsArgs),
+}
+
+/// Arguments of `debloat gateway stats`.
+#[derive(clap::Args, Debug)]
+pub struct StatsArgs {
+    /// The gateway's control socket.
+    #[arg(long, default_value = "/run/debloat/dbl.sock")]
+    control: PathBuf,
+    /// JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Arguments of the forwarder.
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// LAN-side interface (the clients).
+    #[arg(long)]
+    lan: Option<String>,
+    /// WAN-side interface (the uplink).
+    #[arg(long)]
+    wan: Option<String>,
+    /// Discipline for LAN → WAN traffic (tc syntax).
+    #[arg(long, default_value = "fq_codel")]
+    egress: String,
+    /// Discipline for WAN → LAN traffic (tc syntax).
+    #[arg(long, default_value = "fq_codel")]
+    ingress: String,
+    /// Emulated link LAN → WAN, in netem's words: "rate 10Mbit delay 10ms 1ms loss 0.1%".
+    #[arg(long, default_value = "")]
+    emulate_egress: String,
+    /// Emulated link WAN → LAN, in netem's words.
+    #[arg(long, default_value = "")]
+    emulate_ingress: String,
+    /// Unix socket for `debloat gateway stats` (created with mode 0600).
+    #[arg(long)]
+    control: Option<PathBuf>,
+    /// Seed of the flow hash and the emulation's randomness.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+/// Run the command.
+pub fn run(a: &Args) -> Result<()> {
+    match &a.sub {
+        Some(Sub::Stats(s)) => stats(s),
+        None => forward(&a.run),
+    }
+}
+
+fn forward(a: &RunArgs) -> Result<()> {
+    let (Some(lan), Some(wan)) = (&a.lan, &a.wan) else {
+        bail!("give both --lan IF and --wan IF (see `debloat gateway --help`)");
+    };
+    let spec = |s: &str, what: &str| -> Result<QdiscSpec> {
+        s.parse().with_context(|| format!("{what} \"{s}\""))
+    };
+    let emu = |s: &str, what: &str| -> Result<Emulation> {
+        s.parse().with_context(|| format!("{what} \"{s}\""))
+    };
+    let cfg = Config {
+        lan: lan.clone(),
+        wan: wan.clone(),
+        egress: spec(&a.egress, "--egress")?,
+        ingress: spec(&a.ingress, "--ingress")?,
+        emulate_egress: emu(&a.emulate_egress, "--emulate-egress")?,
+        emulate_ingress: emu(&a.emulate_ingress, "--emulate-ingress")?,
+        seed: a.seed,
+        control: a.control.clone(),
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))?;
+    }
+    let mut gw = Gateway::open(cfg.clone()).with_context(|| {
+        format!("opening {lan} and {wan} (needs root or CAP_NET_RAW, and both interfaces up)")
+    })?;
+    println!(
+        "forwarding {lan} ⇄ {wan}: egress qdisc {} over link {}; ingress qdisc {} over link {}",
+        cfg.egress, cfg.emulate_egress, cfg.ingress, cfg.emulate_ingress
+    );
+    let snap = gw.run(&stop)?;
+    println!("stopped after {:.1} s; final statistics:\n", snap.uptime_s);
+    print!("{}", snap.to_text());
+    Ok(())
+}
+
+fn stats(a: &StatsArgs) -> Result<()> {
+    let mut s = std::os::unix::net::UnixStream::connect(&a.control).with_context(|| {
+        format!(
+            "connecting to {} (is a gateway running with --control {}?)",
+            a.control.display(),
+            a.control.display()
+        )
+    })?;
+    s.write_all(if a.json { b"json\n" } else { b"text\n" })?;
+    let mut out = String::new();
+    s.read_to_string(&mut out)?;
+    print!("{out}");
+    Ok(())
+}

@@ -1,0 +1,241 @@
+//! `debloat testbed up|down`: client, gateway and server network namespaces with the gateway
+//! emulating the bottleneck; and two small traffic tools to run inside them (`tcp-sink`,
+//! `tcp-send`: bulk TCP with a chosen congestion control, counting what was received).
+
+use anyhow::{bail, Context, Result};
+use debloat_core::units::{fmt_rate, fmt_time, parse_rate, parse_time};
+use debloat_gateway::testbed::{self, Setup};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+/// Arguments of `debloat testbed`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum Cmd {
+    /// Build the namespaces and start the gateway (replacing a testbed with the same prefix).
+    #[command(
+        after_help = "Examples:\n  debloat testbed up --rate 10Mbit --rtt 20ms --egress \"cake bandwidth 10Mbit\"\n  debloat testbed up --rate 20Mbit/2Mbit --rtt 48ms --egress \"pfifo limit 1000\" --ingress fq_codel\n  ip netns exec dbl-client ping 198.18.2.2\n  debloat gateway stats --control /run/debloat/dbl.sock"
+    )]
+    Up(UpArgs),
+    /// Stop the gateway and remove the namespaces.
+    Down(DownArgs),
+    /// Accept TCP connections and count the bytes received (run it in the server namespace).
+    TcpSink(SinkArgs),
+    /// Bulk TCP uploads to a sink for a while; prints goodput as the sink counted it.
+    TcpSend(SendArgs),
+}
+
+/// Arguments of `testbed up`.
+#[derive(clap::Args, Debug)]
+pub struct UpArgs {
+    /// Emulated bottleneck rate, both directions or DOWN/UP.
+    #[arg(long, default_value = "10Mbit")]
+    rate: String,
+    /// Emulated base round-trip time (half each way).
+    #[arg(long, default_value = "20ms")]
+    rtt: String,
+    /// Discipline for client → server traffic, in front of the link.
+    #[arg(long, default_value = "fq_codel")]
+    egress: String,
+    /// Discipline for server → client traffic.
+    #[arg(long, default_value = "fq_codel")]
+    ingress: String,
+    /// Namespace name prefix: PREFIX-client, PREFIX-gw, PREFIX-server.
+    #[arg(long, default_value = "dbl")]
+    prefix: String,
+}
+
+/// Arguments of `testbed down`.
+#[derive(clap::Args, Debug)]
+pub struct DownArgs {
+    /// Namespace name prefix.
+    #[arg(long, default_value = "dbl")]
+    prefix: String,
+}
+
+/// Arguments of `testbed tcp-sink`.
+#[derive(clap::Args, Debug)]
+pub struct SinkArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "0.0.0.0:5201")]
+    listen: SocketAddr,
+    /// Stop after this many seconds.
+    #[arg(long, default_value_t = 60.0)]
+    seconds: f64,
+}
+
+/// Arguments of `testbed tcp-send`.
+#[derive(clap::Args, Debug)]
+pub struct SendArgs {
+    /// The sink.
+    #[arg(long)]
+    to: SocketAddr,
+    /// Parallel connections.
+    #[arg(long, default_value_t = 1)]
+    streams: u32,
+    /// Seconds to send.
+    #[arg(long, default_value_t = 10.0)]
+    seconds: f64,
+    /// Congestion control (TCP_CONGESTION), e.g. cubic or bbr.
+    #[arg(long, default_value = "cubic")]
+    cc: String,
+}
+
+/// Run the command.
+pub fn run(a: &Args) -> Result<()> {
+    match &a.cmd {
+        Cmd::Up(u) => up(u),
+        Cmd::Down(d) => {
+            testbed::down(&d.prefix)?;
+            println!("testbed {} removed", d.prefix);
+            Ok(())
+        }
+        Cmd::TcpSink(s) => sink(s),
+        Cmd::TcpSend(s) => send(s),
+    }
+}
+
+fn up(u: &UpArgs) -> Result<()> {
+    if let Err(why) = testbed::available() {
+        bail!("cannot build a testbed here: {why}");
+    }
+    let (down, upr) = match u.rate.split_once('/') {
+        Some((d, up)) => (d, up),
+        None => (u.rate.as_str(), u.rate.as_str()),
+    };
+    let rate = |s: &str| parse_rate(s).with_context(|| format!("--rate {}", u.rate));
+    let (down_bps, up_bps) = (rate(down)?, rate(upr)?);
+    let rtt = parse_time(&u.rtt).with_context(|| format!("--rtt {}", u.rtt))?;
+    for (s, what) in [(&u.egress, "--egress"), (&u.ingress, "--ingress")] {
+        s.parse::<debloat_core::QdiscSpec>()
+            .with_context(|| format!("{what} \"{s}\""))?;
+    }
+    let link = |bps: u64| format!("rate {} delay {}", fmt_rate(bps), fmt_time(rtt / 2));
+    let setup = Setup {
+        prefix: u.prefix.clone(),
+        exe: std::env::current_exe()?,
+        gateway_args: vec![
+            "--egress".into(),
+            u.egress.clone(),
+            "--ingress".into(),
+            u.ingress.clone(),
+            "--emulate-egress".into(),
+            link(up_bps),
+            "--emulate-ingress".into(),
+            link(down_bps),
+        ],
+    };
+    testbed::up(&setup)?;
+    let [c, g, s] = testbed::namespaces(&u.prefix);
+    println!(
+        "testbed {p} up: {c} ({}, {}) ⇄ {g} ⇄ {s} ({}, {})\n  client → server: {} then {}\n  server → client: {} then {}\n  stats: debloat gateway stats --control {}\n  log:   {}\n  e.g.   ip netns exec {c} ping {}",
+        testbed::CLIENT_V4,
+        testbed::CLIENT_V6,
+        testbed::SERVER_V4,
+        testbed::SERVER_V6,
+        u.egress,
+        link(up_bps),
+        u.ingress,
+        link(down_bps),
+        testbed::control_socket(&u.prefix).display(),
+        testbed::log_file(&u.prefix).display(),
+        testbed::SERVER_V4,
+        p = u.prefix
+    );
+    Ok(())
+}
+
+fn sink(a: &SinkArgs) -> Result<()> {
+    let l = TcpListener::bind(a.listen).with_context(|| format!("listening on {}", a.listen))?;
+    l.set_nonblocking(true)?;
+    let end = Instant::now() + Duration::from_secs_f64(a.seconds);
+    let mut conns: Vec<(TcpStream, u64, Option<Instant>, Option<Instant>)> = Vec::new();
+    let mut buf = vec![0u8; 1 << 16];
+    while Instant::now() < end {
+        if let Ok((s, _)) = l.accept() {
+            s.set_nonblocking(true)?;
+            conns.push((s, 0, None, None));
+        }
+        let mut idle = true;
+        for c in conns.iter_mut() {
+            loop {
+                match c.0.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        idle = false;
+                        let now = Instant::now();
+                        c.2.get_or_insert(now);
+                        c.3 = Some(now);
+                        c.1 += n as u64;
+                    }
+                    Err(_) => break,
+                }
+            }
+        }
+        if idle {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    for (i, (_, bytes, first, last)) in conns.iter().enumerate() {
+        let secs = match (first, last) {
+            (Some(f), Some(l)) => (*l - *f).as_secs_f64().max(1e-3),
+            _ => 1.0,
+        };
+        println!(
+            "connection {} received {bytes} bytes in {secs:.3} s: {:.3} Mbit/s",
+            i + 1,
+            *bytes as f64 * 8.0 / secs / 1e6
+        );
+    }
+    Ok(())
+}
+
+fn send(a: &SendArgs) -> Result<()> {
+    let mut threads = Vec::new();
+    for _ in 0..a.streams.max(1) {
+        let sock = socket2::Socket::new(
+            socket2::Domain::for_address(a.to),
+            socket2::Type::STREAM,
+            Some(socket2::Protocol::TCP),
+        )?;
+        sock.set_tcp_congestion(a.cc.as_bytes())
+            .with_context(|| format!("--cc {}: not available in this kernel (see /proc/sys/net/ipv4/tcp_available_congestion_control)", a.cc))?;
+        sock.connect(&a.to.into())
+            .with_context(|| format!("connecting to {}", a.to))?;
+        let mut s: TcpStream = sock.into();
+        let secs = a.seconds;
+        threads.push(std::thread::spawn(move || -> std::io::Result<u64> {
+            let buf = vec![0x5au8; 1 << 16];
+            let end = Instant::now() + Duration::from_secs_f64(secs);
+            let mut sent = 0u64;
+            s.set_write_timeout(Some(Duration::from_millis(200)))?;
+            while Instant::now() < end {
+                match s.write(&buf) {
+                    Ok(n) => sent += n as u64,
+                    Err(e)
+                        if e.kind() == std::io::ErrorKind::WouldBlock
+                            || e.kind() == std::io::ErrorKind::TimedOut => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(sent)
+        }));
+    }
+    let mut total = 0;
+    for t in threads {
+        total += t
+            .join()
+            .map_err(|_| anyhow::anyhow!("a sender thread panicked"))??;
+    }
+    println!(
+        "sent {total} bytes on {} connection(s) with {} in {} s",
+        a.streams, a.cc, a.seconds
+    );
+    Ok(())
+}
