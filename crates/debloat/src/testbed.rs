@@ -29,6 +29,24 @@ enum Cmd {
     TcpSink(SinkArgs),
     /// Bulk TCP uploads to a sink for a while; prints goodput as the sink counted it.
     TcpSend(SendArgs),
+    /// Send malformed frames out of an interface (for testing the gateway's input checks).
+    #[command(hide = true)]
+    SendFrames(FramesArgs),
+}
+
+/// Arguments of `testbed send-frames`.
+#[derive(clap::Args, Debug)]
+pub struct FramesArgs {
+    /// Interface to send from.
+    #[arg(long)]
+    iface: String,
+    /// garbage (an IPv4 ethertype with no IPv4 header), truncated (an IPv4 header claiming
+    /// more bytes than the frame has) or oversized (9100 bytes; the MTU must allow it).
+    #[arg(long)]
+    kind: String,
+    /// How many.
+    #[arg(long, default_value_t = 100)]
+    count: u32,
 }
 
 /// Arguments of `testbed up`.
@@ -98,6 +116,7 @@ pub fn run(a: &Args) -> Result<()> {
         }
         Cmd::TcpSink(s) => sink(s),
         Cmd::TcpSend(s) => send(s),
+        Cmd::SendFrames(f) => send_frames(f),
     }
 }
 
@@ -237,5 +256,32 @@ fn send(a: &SendArgs) -> Result<()> {
         "sent {total} bytes on {} connection(s) with {} in {} s",
         a.streams, a.cc, a.seconds
     );
+    Ok(())
+}
+
+fn send_frames(a: &FramesArgs) -> Result<()> {
+    let mut f = vec![0xff; 6];
+    f.extend_from_slice(&[0x02, 0, 0, 0, 0, 0x99, 0x08, 0x00]);
+    match a.kind.as_str() {
+        "garbage" => f.extend_from_slice(&[0xff; 46]),
+        "truncated" => {
+            // IPv4, IHL 5, total length 1500, UDP, 198.18.1.2 → 198.18.2.2; 100 bytes present.
+            let mut ip = [0u8; 100];
+            ip[..20].copy_from_slice(&[
+                0x45, 0, 0x05, 0xdc, 0, 0, 0x40, 0, 64, 17, 0, 0, 198, 18, 1, 2, 198, 18, 2, 2,
+            ]);
+            f.extend_from_slice(&ip);
+        }
+        "oversized" => f.resize(9100, 0),
+        k => bail!("--kind {k}: expected garbage, truncated or oversized"),
+    }
+    let s = debloat_gateway::sys::PacketSocket::open(&a.iface)?;
+    let mut sent = 0;
+    for _ in 0..a.count {
+        if s.send(&f).is_ok() {
+            sent += 1;
+        }
+    }
+    println!("sent {sent} {} frames of {} bytes", a.kind, f.len());
     Ok(())
 }
