@@ -20,7 +20,10 @@ impl Frame {
     /// short for Ethernet, an IP header that does not parse, or an IP packet longer than the
     /// frame that carries it (truncated).
     pub fn parse(data: Vec<u8>) -> Result<Frame, ClassifyError> {
-        let meta = classify(&data, data.len() as u32, LinkType::Ethernet)?;
+        let mut meta = classify(&data, data.len() as u32, LinkType::Ethernet)?;
+        // What this frame really costs: its buffer plus the Frame around it (memory limits
+        // count this, as Linux counts skb->truesize).
+        meta.truesize = (data.capacity() + std::mem::size_of::<Frame>()) as u32;
         if meta.flow.is_ip() {
             check_ip_length(&data, usize::from(meta.network_offset))?;
         }
