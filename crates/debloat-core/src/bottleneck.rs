@@ -50,6 +50,17 @@ pub fn tx_time(len: u32, rate_bps: u64) -> Nanos {
 }
 
 impl<Q> Bottleneck<Q> {
+    /// Change the link's rate (bit/s; `None`: never limits) from the next packet on; the packet
+    /// being sent finishes at the old rate.
+    pub fn set_rate(&mut self, rate_bps: Option<u64>) {
+        self.rate_bps = rate_bps;
+    }
+
+    /// The link's rate, bit/s (`None`: never limits).
+    pub fn rate(&self) -> Option<u64> {
+        self.rate_bps
+    }
+
     /// A bottleneck; `rate_bps` of `None` means the link never limits.
     pub fn new(qdisc: Q, rate_bps: Option<u64>) -> Self {
         Bottleneck {

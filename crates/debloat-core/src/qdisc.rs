@@ -104,6 +104,12 @@ pub trait Qdisc<P: Packet> {
     fn backlog(&self) -> u64;
     /// Statistics in `tc -s qdisc show` terms.
     fn stats(&self) -> QdiscStats;
+    /// Change the shaper's rate at run time without touching the queued packets (`tc qdisc
+    /// change … bandwidth R`); bit/s, `None` = unlimited. Returns false for disciplines that
+    /// have no shaper (the default).
+    fn set_bandwidth(&mut self, _rate_bps: Option<u64>) -> bool {
+        false
+    }
 }
 
 impl<P: Packet, Q: Qdisc<P> + ?Sized> Qdisc<P> for Box<Q> {
@@ -124,6 +130,9 @@ impl<P: Packet, Q: Qdisc<P> + ?Sized> Qdisc<P> for Box<Q> {
     }
     fn stats(&self) -> QdiscStats {
         (**self).stats()
+    }
+    fn set_bandwidth(&mut self, rate_bps: Option<u64>) -> bool {
+        (**self).set_bandwidth(rate_bps)
     }
 }
 

@@ -191,17 +191,61 @@ impl Gateway {
     }
 
     fn serve_control(&mut self) {
-        let Some(l) = &self.control else { return };
-        while let Ok((stream, _)) = l.accept() {
+        let mut streams = Vec::new();
+        if let Some(l) = &self.control {
+            while let Ok((stream, _)) = l.accept() {
+                streams.push(stream);
+            }
+        }
+        for stream in streams {
             let _ = stream.set_read_timeout(Some(std::time::Duration::from_millis(200)));
             let mut line = String::new();
             let _ = BufReader::new(&stream).read_line(&mut line);
-            let snap = self.snapshot();
-            let reply = match line.trim() {
-                "json" => serde_json::to_string_pretty(&snap).unwrap_or_default() + "\n",
-                _ => snap.to_text(),
+            let line = line.trim();
+            let reply = if let Some(cmd) = line.strip_prefix("set ") {
+                match self.set(cmd) {
+                    Ok(()) => format!("ok: {cmd}\n"),
+                    Err(e) => format!("error: {e}\n"),
+                }
+            } else if line == "json" {
+                serde_json::to_string_pretty(&self.snapshot()).unwrap_or_default() + "\n"
+            } else {
+                self.snapshot().to_text()
             };
             let _ = (&stream).write_all(reply.as_bytes());
+        }
+    }
+}
+
+impl Gateway {
+    /// A control command: `egress|ingress WORDS` changes a discipline (`bandwidth 8Mbit`),
+    /// `emulate-egress|emulate-ingress WORDS` replaces an emulated link (netem's words).
+    pub fn set(&mut self, cmd: &str) -> Result<(), String> {
+        let (what, words) = cmd.split_once(' ').unwrap_or((cmd, ""));
+        match what {
+            "egress" | "ingress" => {
+                let side = if what == "egress" { &mut self.egress } else { &mut self.ingress };
+                side.path.change_qdisc(words)?;
+                if let QdiscSpec::Cake(c) = &mut side.spec {
+                    c.bandwidth = match words.split_whitespace().nth(1) {
+                        Some(r) => debloat_core::units::parse_rate(r)
+                            .ok()
+                            .map(|b| b / 8)
+                            .filter(|&b| b > 0),
+                        None => None,
+                    };
+                }
+                Ok(())
+            }
+            "emulate-egress" | "emulate-ingress" => {
+                let emu: Emulation = words.parse().map_err(|e: crate::emulate::EmulateError| e.0)?;
+                let side = if what == "emulate-egress" { &mut self.egress } else { &mut self.ingress };
+                side.path.change_emulation(emu);
+                Ok(())
+            }
+            other => Err(format!(
+                "unknown setting `{other}`: expected egress, ingress, emulate-egress or emulate-ingress"
+            )),
         }
     }
 }

@@ -76,6 +76,35 @@ impl Path {
         self.emu
     }
 
+    /// Change the discipline at run time, keeping every queued frame: only a shaper's rate can
+    /// change yet (`bandwidth R` or `unlimited`, as `tc qdisc change … cake bandwidth R`).
+    pub fn change_qdisc(&mut self, words: &str) -> Result<(), String> {
+        let rate = match words.split_whitespace().collect::<Vec<_>>().as_slice() {
+            ["bandwidth", r] => Some(
+                debloat_core::units::parse_rate(r).map_err(|e| format!("bandwidth {r}: {e}"))?,
+            )
+            .filter(|&b| b > 0),
+            ["unlimited"] => None,
+            _ => {
+                return Err(format!(
+                    "`{words}`: only `bandwidth RATE` or `unlimited` can change at run time yet"
+                ))
+            }
+        };
+        if self.link.qdisc_mut().set_bandwidth(rate) {
+            Ok(())
+        } else {
+            Err("this discipline has no shaper (only cake's bandwidth can change)".into())
+        }
+    }
+
+    /// Change the emulated link at run time (netem's words); queued frames are kept, and a
+    /// frame already on the wire keeps its timing.
+    pub fn change_emulation(&mut self, emu: Emulation) {
+        self.link.set_rate(emu.rate_bps);
+        self.emu = emu;
+    }
+
     /// Frames waiting on the emulated wire.
     pub fn on_wire(&self) -> usize {
         self.wire.len()
@@ -214,6 +243,30 @@ mod tests {
         assert!(p.accounted());
         assert_eq!(n as u64, p.counters.sent);
         assert_eq!(p.counters.sent + p.counters.lost, 11);
+    }
+
+    #[test]
+    fn a_rate_change_keeps_every_queued_frame_and_takes_effect() {
+        let mut p = path("cake bandwidth 8Mbit", "");
+        for i in 0..100 {
+            p.on_frame(frame(i, 1000), 0);
+        }
+        let queued = p.qdisc().qlen();
+        assert!(queued >= 99, "{queued}");
+        p.change_qdisc("bandwidth 80Mbit").expect("cake can");
+        assert_eq!(p.qdisc().qlen(), queued, "nothing dropped by the change");
+        // 100 frames of 1000 B at 80 Mbit/s: about 10 ms, not the 100 ms of 8 Mbit/s.
+        let mut last = 0;
+        while let Some(t) = p.next_wakeup() {
+            p.poll(t, &mut |_| last = t);
+        }
+        assert_eq!(p.counters.sent, 100);
+        assert!(last < 15_000_000, "last frame left at {last} ns");
+        let e = path("fq_codel", "")
+            .change_qdisc("bandwidth 1Mbit")
+            .expect_err("no shaper");
+        assert!(e.contains("no shaper"), "{e}");
+        assert!(p.change_qdisc("target 3ms").is_err());
     }
 
     /// A flood of 100,000 distinct flows: the discipline's memory limit bounds what the gateway

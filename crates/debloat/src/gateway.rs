@@ -26,6 +26,29 @@ pub struct Args {
 enum Sub {
     /// Print a running gateway's statistics, as `tc -s qdisc show` would.
     Stats(StatsArgs),
+    /// Change a running gateway without dropping what is queued: a shaper's rate
+    /// (`--egress "bandwidth 8Mbit"`) or an emulated link (`--emulate-egress "rate 8Mbit"`).
+    Set(SetArgs),
+}
+
+/// Arguments of `debloat gateway set`.
+#[derive(clap::Args, Debug)]
+pub struct SetArgs {
+    /// The gateway's control socket.
+    #[arg(long, default_value = "/run/debloat/dbl.sock")]
+    control: PathBuf,
+    /// New shaper rate for LAN → WAN: "bandwidth 8Mbit" or "unlimited".
+    #[arg(long)]
+    egress: Option<String>,
+    /// New shaper rate for WAN → LAN.
+    #[arg(long)]
+    ingress: Option<String>,
+    /// New emulated link LAN → WAN (netem's words).
+    #[arg(long)]
+    emulate_egress: Option<String>,
+    /// New emulated link WAN → LAN.
+    #[arg(long)]
+    emulate_ingress: Option<String>,
 }
 
 /// Arguments of `debloat gateway stats`.
@@ -72,6 +95,7 @@ pub struct RunArgs {
 pub fn run(a: &Args) -> Result<()> {
     match &a.sub {
         Some(Sub::Stats(s)) => stats(s),
+        Some(Sub::Set(s)) => set(s),
         None => forward(&a.run),
     }
 }
@@ -113,17 +137,44 @@ fn forward(a: &RunArgs) -> Result<()> {
     Ok(())
 }
 
-fn stats(a: &StatsArgs) -> Result<()> {
-    let mut s = std::os::unix::net::UnixStream::connect(&a.control).with_context(|| {
+/// One request on the control socket; the reply.
+fn ask(control: &std::path::Path, line: &str) -> Result<String> {
+    let mut s = std::os::unix::net::UnixStream::connect(control).with_context(|| {
         format!(
             "connecting to {} (is a gateway running with --control {}?)",
-            a.control.display(),
-            a.control.display()
+            control.display(),
+            control.display()
         )
     })?;
-    s.write_all(if a.json { b"json\n" } else { b"text\n" })?;
+    s.write_all(format!("{line}\n").as_bytes())?;
     let mut out = String::new();
     s.read_to_string(&mut out)?;
-    print!("{out}");
+    Ok(out)
+}
+
+fn stats(a: &StatsArgs) -> Result<()> {
+    print!("{}", ask(&a.control, if a.json { "json" } else { "text" })?);
+    Ok(())
+}
+
+fn set(a: &SetArgs) -> Result<()> {
+    let mut any = false;
+    for (what, v) in [
+        ("egress", &a.egress),
+        ("ingress", &a.ingress),
+        ("emulate-egress", &a.emulate_egress),
+        ("emulate-ingress", &a.emulate_ingress),
+    ] {
+        let Some(v) = v else { continue };
+        any = true;
+        let reply = ask(&a.control, &format!("set {what} {v}"))?;
+        print!("{reply}");
+        if let Some(e) = reply.strip_prefix("error: ") {
+            bail!("--{what} \"{v}\": {}", e.trim());
+        }
+    }
+    if !any {
+        bail!("nothing to change: give --egress, --ingress, --emulate-egress or --emulate-ingress");
+    }
     Ok(())
 }

@@ -222,6 +222,25 @@ fn cake_keeps_real_cubic_and_bbr_near_idle_latency_at_full_rate() {
             l.goodput_mbps
         );
     }
+    // A rate change at run time, through the control socket.
+    let set = |args: &[&str]| {
+        Command::new(EXE)
+            .args(["gateway", "set", "--control"])
+            .arg(testbed::control_socket(&bed.prefix))
+            .args(args)
+            .output()
+            .expect("runs")
+    };
+    let o = set(&["--egress", "bandwidth 5Mbit"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = Command::new(EXE)
+        .args(["gateway", "stats", "--control"])
+        .arg(testbed::control_socket(&bed.prefix))
+        .output()
+        .expect("stats");
+    assert!(text(&o).contains("bandwidth 5Mbit"), "{}", text(&o));
+    let o = set(&["--ingress", "bandwidth 5Mbit"]);
+    assert!(!o.status.success(), "fq_codel has no shaper: {}", text(&o));
 }
 
 #[test]

@@ -665,6 +665,12 @@ impl<P: Packet> Cake<P> {
 }
 
 impl<P: Packet> Qdisc<P> for Cake<P> {
+    fn set_bandwidth(&mut self, rate_bps: Option<u64>) -> bool {
+        // The spec keeps bytes/s, as the kernel's TCA_CAKE_BASE_RATE64 does.
+        Cake::set_bandwidth(self, rate_bps.map(|b| b / 8).filter(|&b| b > 0));
+        true
+    }
+
     fn enqueue(&mut self, mut packet: P, now: Nanos) -> Verdict {
         let (tin, idx) = self.classify(&mut packet);
         self.freshen_shaper(tin, now);
