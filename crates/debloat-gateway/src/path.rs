@@ -44,6 +44,8 @@ pub struct Path {
     wire: VecDeque<(u64, Frame)>,
     last_release: u64,
     rng: SplitMix64,
+    /// Scratch space for the link's events, reused so a frame costs no extra allocation.
+    events: Vec<Event<Frame>>,
     /// Counters.
     pub counters: Counters,
 }
@@ -57,6 +59,7 @@ impl Path {
             wire: VecDeque::new(),
             last_release: 0,
             rng: SplitMix64::new(seed ^ 0x5eed),
+            events: Vec::new(),
             counters: Counters::default(),
         }
     }
@@ -124,13 +127,14 @@ impl Path {
                 return;
             }
         };
-        let mut events = Vec::new();
+        let mut events = std::mem::take(&mut self.events);
         self.link.arrive(frame, now, &mut |e| events.push(e));
-        self.handle(events);
+        self.handle(&mut events);
+        self.events = events;
     }
 
-    fn handle(&mut self, events: Vec<Event<Frame>>) {
-        for e in events {
+    fn handle(&mut self, events: &mut Vec<Event<Frame>>) {
+        for e in events.drain(..) {
             match e {
                 Event::Sent { packet, end, .. } => self.onto_wire(packet, end),
                 Event::Dropped { .. } => self.counters.qdisc_dropped += 1,
@@ -161,9 +165,10 @@ impl Path {
 
     /// Hand out every frame due by `now`.
     pub fn poll(&mut self, now: u64, out: &mut impl FnMut(&[u8])) {
-        let mut events = Vec::new();
+        let mut events = std::mem::take(&mut self.events);
         self.link.advance_to(now, &mut |e| events.push(e));
-        self.handle(events);
+        self.handle(&mut events);
+        self.events = events;
         while self.wire.front().is_some_and(|(t, _)| *t <= now) {
             if let Some((_, f)) = self.wire.pop_front() {
                 self.counters.sent += 1;

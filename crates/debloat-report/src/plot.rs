@@ -11,7 +11,7 @@
 
 use crate::flent::{Dataset, Direction, Kind};
 use crate::summary::load_latencies;
-use plotters::coord::Shift;
+use plotters::coord::{CoordTranslate, Shift};
 use plotters::prelude::*;
 use std::path::Path;
 use std::sync::Once;
@@ -177,12 +177,7 @@ fn draw_timeseries<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, runs: &[Da
                     });
             }
         }
-        c.configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK.mix(0.3))
-            .label_font(("sans-serif", 12))
-            .draw()
-            .map_err(err)?;
+        legend(&mut c, SeriesLabelPosition::MiddleRight, 12)?;
         let mut c = ChartBuilder::on(right)
             .caption(format!("{} — latency", d.label), ("sans-serif", 16))
             .margin(8)
@@ -210,12 +205,7 @@ fn draw_timeseries<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, runs: &[Da
                 .label(s.name.clone())
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], col));
         }
-        c.configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK.mix(0.3))
-            .label_font(("sans-serif", 11))
-            .draw()
-            .map_err(err)?;
+        legend(&mut c, SeriesLabelPosition::MiddleRight, 11)?;
     }
     Ok(())
 }
@@ -254,14 +244,23 @@ fn draw_cdf<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, runs: &[Dataset])
             .label(d.label.clone())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], col.stroke_width(2)));
     }
+    legend(&mut c, SeriesLabelPosition::LowerRight, 13)?;
+    Ok(())
+}
+
+/// The series legend, the same on every plot but for where it sits and its text size.
+fn legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    c: &mut ChartContext<'a, DB, CT>,
+    pos: SeriesLabelPosition,
+    size: u32,
+) -> Res {
     c.configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
+        .position(pos)
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK.mix(0.3))
-        .label_font(("sans-serif", 13))
+        .label_font(("sans-serif", size))
         .draw()
-        .map_err(err)?;
-    Ok(())
+        .map_err(err)
 }
 
 /// Flow names in first-seen order across runs.
@@ -341,13 +340,7 @@ fn draw_totals<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, runs: &[Datase
             .label(s.label.clone())
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], col.filled()));
     }
-    c.configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK.mix(0.3))
-        .label_font(("sans-serif", 13))
-        .draw()
-        .map_err(err)?;
+    legend(&mut c, SeriesLabelPosition::LowerRight, 13)?;
     Ok(())
 }
 

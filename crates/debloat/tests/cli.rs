@@ -1,26 +1,14 @@
 //! The `debloat` command line, run as a user would: replay on CSV and pcap traces, its errors,
 //! `spec` and `sim`. The demo and reports are in `tests/report.rs`.
 
+mod common;
+use common::{debloat, text};
+
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
 use pcap_file::{DataLink, Endianness, TsResolution};
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::Duration;
-
-fn debloat(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_debloat"))
-        .args(args)
-        .output()
-        .expect("runs")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 fn read_fates(p: &Path) -> Vec<Vec<String>> {
     let mut r = csv::Reader::from_path(p).expect("fates csv");

@@ -2,23 +2,11 @@
 //! reports from flent's own files (versions 3 and 4) and debloat's, and the page rendered in
 //! headless Chromium (Debian's chromium package; CI installs it) with its plots checked.
 
+mod common;
+use common::{debloat, text};
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-fn debloat(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_debloat"))
-        .args(args)
-        .output()
-        .expect("runs")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 fn path(p: &Path) -> &str {
     p.to_str().expect("utf-8 temp path")

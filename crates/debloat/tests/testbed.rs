@@ -8,8 +8,11 @@
 //! `pfifo limit 1000` puts the ping median above 500 ms; `cake bandwidth 10Mbit` keeps the ping's
 //! p99 within 15 ms of the idle RTT with goodput ≥ 90 % of the link, with CUBIC and with BBR.
 
+mod common;
+use common::text;
+
 use debloat_gateway::testbed;
-use std::process::{Command, Output};
+use std::process::Command;
 
 const EXE: &str = env!("CARGO_BIN_EXE_debloat");
 
@@ -28,8 +31,10 @@ impl Drop for Bed {
 /// would measure each other.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+/// Hold the testbed for one test; None (after a SKIP line) where testbeds cannot run here.
+fn guard() -> Option<std::sync::MutexGuard<'static, ()>> {
+    let one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    prerequisites().then_some(one)
 }
 
 fn prerequisites() -> bool {
@@ -69,14 +74,6 @@ fn up_with(tag: &str, rate: &str, rtt: &str, egress: &str, ingress: &str) -> Bed
         .expect("debloat runs");
     assert!(o.status.success(), "testbed up: {}", text(&o));
     bed
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 fn ns(bed: &Bed, role: &str) -> String {
@@ -190,10 +187,7 @@ fn report(what: &str, l: &Load) {
 
 #[test]
 fn real_cubic_through_a_1000_packet_fifo_waits_over_half_a_second() {
-    let _one = serial();
-    if !prerequisites() {
-        return;
-    }
+    let Some(_one) = guard() else { return };
     let bed = up("f", "pfifo limit 1000");
     let l = load(&bed, "cubic");
     report("pfifo 1000, 2 × CUBIC", &l);
@@ -202,10 +196,7 @@ fn real_cubic_through_a_1000_packet_fifo_waits_over_half_a_second() {
 
 #[test]
 fn cake_keeps_real_cubic_and_bbr_near_idle_latency_at_full_rate() {
-    let _one = serial();
-    if !prerequisites() {
-        return;
-    }
+    let Some(_one) = guard() else { return };
     let bed = up("c", "cake bandwidth 10Mbit");
     for cc in ["cubic", "bbr"] {
         let l = load(&bed, cc);
@@ -245,10 +236,7 @@ fn cake_keeps_real_cubic_and_bbr_near_idle_latency_at_full_rate() {
 
 #[test]
 fn stock_ping_and_irtt_measure_the_emulated_rtt_and_bad_frames_are_dropped() {
-    let _one = serial();
-    if !prerequisites() {
-        return;
-    }
+    let Some(_one) = guard() else { return };
     let bed = up("s", "fq_codel");
     // IPv4 and IPv6 both cross the gateway (ARP and neighbour discovery pass through it).
     for to in [testbed::SERVER_V4, testbed::SERVER_V6] {
@@ -378,10 +366,7 @@ fn egress_drops_and_marks(bed: &Bed) -> (f64, f64) {
 /// time), pings from 2 s into the load; no band widened.
 #[test]
 fn part_a_fifo_depth_on_real_tcp() {
-    let _one = serial();
-    if !prerequisites() {
-        return;
-    }
+    let Some(_one) = guard() else { return };
     let fifo = up_with(
         "d",
         "20Mbit",
@@ -433,10 +418,7 @@ fn part_a_fifo_depth_on_real_tcp() {
 /// published idle figure did not include.
 #[test]
 fn part_a_pi_55_on_real_tcp() {
-    let _one = serial();
-    if !prerequisites() {
-        return;
-    }
+    let Some(_one) = guard() else { return };
     let fifo = pi_55_bed("p", "pfifo limit 1000");
     let l = load_n(&fifo, "cubic", 4);
     report("PI-55 pfifo 1000, 4 × CUBIC", &l);
@@ -484,10 +466,7 @@ fn part_a_pi_55_on_real_tcp() {
 #[test]
 #[ignore = "Linux 6.18 drops ≈7.4 % here (band 10–35 %, from a 2016 kernel); see the doc comment"]
 fn part_a_pi_55_drop_band_on_real_tcp() {
-    let _one = serial();
-    if !prerequisites() {
-        return;
-    }
+    let Some(_one) = guard() else { return };
     let fq = pi_55_bed("t", "fq_codel limit 1001 noecn");
     let _ = load_n(&fq, "cubic", 4);
     let (drops, _) = egress_drops_and_marks(&fq);
