@@ -93,6 +93,9 @@ pub struct Dataset {
     pub length: f64,
     /// Whole run (`TOTAL_LENGTH`, else the last grid point), s.
     pub total_length: f64,
+    /// Idle time before and after the load (`DELAY` where the file records it, as debloat's
+    /// probe does; flent's default of 5 s otherwise).
+    pub delay: f64,
     /// Measured series, in the file's order.
     pub series: Vec<Series>,
 }
@@ -227,6 +230,7 @@ impl Dataset {
             step,
             length: num("LENGTH").unwrap_or(last),
             total_length: num("TOTAL_LENGTH").unwrap_or(last),
+            delay: num("DELAY").unwrap_or(DELAY_S),
             x,
             series,
         })
@@ -240,8 +244,8 @@ impl Dataset {
     /// The load window flent's plots cut to: [DELAY, total − DELAY] when the run is long
     /// enough, else everything.
     pub fn load_window(&self) -> (f64, f64) {
-        if self.total_length > 2.0 * DELAY_S + self.step {
-            (DELAY_S, self.total_length - DELAY_S)
+        if self.delay > 0.0 && self.total_length > 2.0 * self.delay + self.step {
+            (self.delay, self.total_length - self.delay)
         } else {
             (
                 0.0,

@@ -10,6 +10,7 @@
 //! file on a machine without one.
 
 pub mod flent;
+pub mod flent_write;
 pub mod html;
 pub mod plot;
 pub mod summary;

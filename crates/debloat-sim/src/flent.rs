@@ -7,51 +7,13 @@
 
 use crate::scenario::{Config, Test};
 use crate::world::World;
-use flate2::write::GzEncoder;
-use flate2::Compression;
+use debloat_report::flent_write::{grid, iso, tables, x_values, OutSeries, RawSample};
 use serde_json::{json, Map, Value};
-use std::io::Write;
 
 /// Unix time of the default T0, 2026-01-01T00:00:00Z.
 pub const DEFAULT_EPOCH: u64 = 1_767_225_600;
 
-/// The series a run produced: (name, unit, raw samples as (t since start s, value), meta).
-struct Series {
-    name: String,
-    units: &'static str,
-    raw: Vec<(f64, f64, Option<u64>)>,
-    meta: Map<String, Value>,
-}
-
-fn iso(unix: f64) -> String {
-    let secs = unix.floor() as i64;
-    let micros = ((unix - unix.floor()) * 1e6).round() as i64;
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{micros:06}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
-/// Howard Hinnant's days-to-civil algorithm.
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (if m <= 2 { y + 1 } else { y }, m, d)
-}
-
-fn collect(w: &World, cfg: &Config) -> Vec<Series> {
+fn collect(w: &World, cfg: &Config) -> Vec<OutSeries> {
     let mut out = Vec::new();
     let step = cfg.step_s;
     for f in &w.flows {
@@ -75,7 +37,7 @@ fn collect(w: &World, cfg: &Config) -> Vec<Series> {
         meta.insert("DATA_TOS".into(), json!(u32::from(f.dscp) << 2));
         meta.insert("TCP_MSS".into(), json!(crate::packet::MSS));
         meta.insert("TCP_RETRANSMIT".into(), json!(f.sender.retransmits));
-        out.push(Series {
+        out.push(OutSeries {
             name: f.name.clone(),
             units: "Mbits/s",
             raw,
@@ -83,7 +45,7 @@ fn collect(w: &World, cfg: &Config) -> Vec<Series> {
         });
     }
     for p in w.probes.iter().filter(|p| cfg.test.has_probes() && !p.voip) {
-        let raw: Vec<(f64, f64, Option<u64>)> = p
+        let raw: Vec<RawSample> = p
             .samples
             .iter()
             .enumerate()
@@ -103,7 +65,7 @@ fn collect(w: &World, cfg: &Config) -> Vec<Series> {
             meta.insert("PACKETS_SENT".into(), json!(p.sent));
             meta.insert("PACKETS_RECEIVED".into(), json!(p.samples.len()));
         }
-        out.push(Series {
+        out.push(OutSeries {
             name: p.name.clone(),
             units: "ms",
             raw,
@@ -111,27 +73,6 @@ fn collect(w: &World, cfg: &Config) -> Vec<Series> {
         });
     }
     out
-}
-
-/// Linear interpolation on the grid; null farther than 5 steps from a sample or before the first
-/// by more than half a step (flent's alignment rule).
-fn grid(raw: &[(f64, f64, Option<u64>)], xs: &[f64], step: f64) -> Vec<Value> {
-    xs.iter()
-        .map(|&x| {
-            let i = raw.partition_point(|r| r.0 < x);
-            let prev = i.checked_sub(1).map(|j| raw[j]);
-            let next = raw.get(i).copied();
-            match (prev, next) {
-                (_, Some(n)) if (n.0 - x).abs() < 1e-9 => json!(n.1),
-                (Some(p), Some(n)) if x - p.0 <= 5.0 * step && n.0 - x <= 5.0 * step => {
-                    json!(p.1 + (n.1 - p.1) * (x - p.0) / (n.0 - p.0))
-                }
-                (Some(p), None) if x - p.0 <= 0.5 * step => json!(p.1),
-                (None, Some(n)) if n.0 - x <= 0.5 * step => json!(n.1),
-                _ => Value::Null,
-            }
-        })
-        .collect()
 }
 
 /// (grid series by name, raw records, series metadata).
@@ -143,11 +84,9 @@ fn voip(p: &crate::world::Probe, xs: &[f64], step: f64, epoch: u64) -> VoipSerie
     let n = p.samples.len();
     let t = |i: usize| p.samples[i].0 as f64 / 1e9;
     let ms = |ns: u64| ns as f64 / 1e6;
-    let rtt: Vec<(f64, f64, Option<u64>)> =
-        (0..n).map(|i| (t(i), ms(p.samples[i].1), None)).collect();
-    let delay: Vec<(f64, f64, Option<u64>)> =
-        (0..n).map(|i| (t(i), ms(p.owd_up[i]), None)).collect();
-    let jitter: Vec<(f64, f64, Option<u64>)> = (1..n)
+    let rtt: Vec<RawSample> = (0..n).map(|i| (t(i), ms(p.samples[i].1), None)).collect();
+    let delay: Vec<RawSample> = (0..n).map(|i| (t(i), ms(p.owd_up[i]), None)).collect();
+    let jitter: Vec<RawSample> = (1..n)
         .map(|i| (t(i), (ms(p.owd_up[i]) - ms(p.owd_up[i - 1])).abs(), None))
         .collect();
     // Loss per step: requests sent in (x - step, x] that were never answered.
@@ -178,7 +117,7 @@ fn voip(p: &crate::world::Probe, xs: &[f64], step: f64, epoch: u64) -> VoipSerie
             raw.push(json!({"t": epoch as f64 + (s - 1) as f64 * interval, "seq": s, "lost": true, "lost_dir": Value::Null}));
         }
     }
-    let mean = |v: &[(f64, f64, Option<u64>)]| {
+    let mean = |v: &[RawSample]| {
         if v.is_empty() {
             0.0
         } else {
@@ -207,29 +146,9 @@ pub fn data_file(w: &World, cfg: &Config, epoch: u64, title: &str) -> Value {
         cfg.delay_s
     };
     let total = cfg.length_s + 2.0 * delay_s;
-    let n = (total / step).round() as usize + 1;
-    let xs: Vec<f64> = (0..n)
-        .map(|k| (k as f64 * step * 1e6).round() / 1e6)
-        .collect();
+    let xs = x_values(total, step);
     let series = collect(w, cfg);
-    let mut results = Map::new();
-    let mut raw_values = Map::new();
-    let mut series_meta = Map::new();
-    for s in &series {
-        results.insert(s.name.clone(), Value::Array(grid(&s.raw, &xs, step)));
-        let raws: Vec<Value> = s
-            .raw
-            .iter()
-            .map(|&(t, v, seq)| match seq {
-                Some(q) => json!({"t": epoch as f64 + t, "val": v, "seq": q}),
-                None => json!({"t": epoch as f64 + t, "val": v, "dur": step}),
-            })
-            .collect();
-        raw_values.insert(s.name.clone(), Value::Array(raws));
-        let mut m = s.meta.clone();
-        m.insert("UNITS".into(), json!(s.units));
-        series_meta.insert(s.name.clone(), Value::Object(m));
-    }
+    let (mut results, mut raw_values, mut series_meta) = tables(&series, &xs, step, epoch as f64);
     for p in w.probes.iter().filter(|p| p.voip) {
         let (series, raw, meta) = voip(p, &xs, step, epoch);
         for (name, values) in series {
@@ -280,59 +199,7 @@ pub fn data_file(w: &World, cfg: &Config, epoch: u64, title: &str) -> Value {
 
 /// flent's file name for a run: `<NAME>-<TIME without ':'>[.<title>].flent.gz`.
 pub fn file_name(test: Test, epoch: u64, title: &str) -> String {
-    let t = iso(epoch as f64)
-        .replace(':', "")
-        .trim_end_matches('Z')
-        .to_string();
-    let clean: String = title
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if clean.is_empty() {
-        format!("{}-{t}.flent.gz", test.name())
-    } else {
-        format!("{}-{t}.{clean}.flent.gz", test.name())
-    }
+    debloat_report::flent_write::file_name(test.name(), epoch as f64, title)
 }
 
-/// Gzip-compress the JSON, deterministically (no name or time in the gzip header).
-pub fn gzip(v: &Value) -> std::io::Result<Vec<u8>> {
-    let mut e = GzEncoder::new(Vec::new(), Compression::default());
-    e.write_all(serde_json::to_string_pretty(v)?.as_bytes())?;
-    e.finish()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn iso_times() {
-        assert_eq!(iso(DEFAULT_EPOCH as f64), "2026-01-01T00:00:00.000000Z");
-        assert_eq!(iso(1_767_268_800.25), "2026-01-01T12:00:00.250000Z");
-    }
-
-    #[test]
-    fn grid_interpolates_and_leaves_gaps() {
-        let raw = vec![(1.0, 10.0, None), (1.4, 20.0, None)];
-        let xs = [0.0, 1.0, 1.2, 1.4, 1.6, 3.0];
-        let g = grid(&raw, &xs, 0.2);
-        assert_eq!(
-            g,
-            vec![
-                Value::Null,
-                json!(10.0),
-                json!(15.0),
-                json!(20.0),
-                Value::Null,
-                Value::Null
-            ]
-        );
-    }
-}
+pub use debloat_report::flent_write::gzip;

@@ -3,6 +3,7 @@
 mod bench;
 mod demo;
 mod gateway;
+mod probe;
 mod replay;
 mod report;
 mod reproduce;
@@ -47,6 +48,12 @@ enum Command {
     Gateway(gateway::Args),
     /// Network namespaces (client, gateway, server) with the gateway between them.
     Testbed(testbed::Args),
+    /// Serve `debloat test` (TCP flows, responsiveness probes) and irtt clients (UDP), on port
+    /// 2112 by default.
+    Server(probe::ServerArgs),
+    /// Run one of flent's tests (rrul, tcp_nup, voip …) on a real network against a debloat
+    /// server: flent data file, JSON, table, HTML report, bufferbloat grade and RPM.
+    Test(Box<probe::TestArgs>),
     /// Measure how fast the simulator runs (`debloat bench sim`).
     Bench(bench::Args),
 }
@@ -73,6 +80,8 @@ fn main() {
         Command::Bench(a) => bench::run(&a),
         Command::Gateway(a) => gateway::run(&a),
         Command::Testbed(a) => testbed::run(&a),
+        Command::Server(a) => probe::server(&a),
+        Command::Test(a) => probe::test(&a),
     };
     if let Err(e) = res {
         eprintln!("error: {e:#}");

@@ -1,0 +1,431 @@
+//! From what a run measured to the result set the simulator also writes: flent's data file
+//! (series named as flent names them, raw samples, SERIES_META), a JSON summary, and the grade
+//! and RPM.
+
+use crate::grade::{self, Grade, GradeStat};
+use crate::irtt::client::{Probe, Stats};
+use crate::rpm::{self, Rpm};
+use crate::run::{FlowResult, Outcome};
+use debloat_report::flent_write::{iso, tables, x_values, OutSeries, RawSample};
+use serde_json::{json, Map, Value};
+
+/// Throughput samples (t, Mbit/s) from a flow's (t, bytes received) samples.
+pub fn throughput(f: &FlowResult) -> Vec<RawSample> {
+    f.samples
+        .windows(2)
+        .filter(|w| w[1].0 > w[0].0 + 1e-6)
+        .map(|w| {
+            let mbps = (w[1].1.saturating_sub(w[0].1)) as f64 * 8.0 / (w[1].0 - w[0].0) / 1e6;
+            (w[1].0, mbps, None)
+        })
+        .collect()
+}
+
+/// Bytes the receiver counted over the whole flow.
+pub fn received_bytes(f: &FlowResult) -> u64 {
+    f.samples.last().map_or(0, |s| s.1)
+}
+
+/// RTT samples (send time s since start, ms, seq) of a probe's received packets; `t` is the
+/// probe's own start offset in the test.
+fn probe_rtts(p: &Probe, offset_s: f64, test_t0_unix: f64) -> Vec<RawSample> {
+    let shift = probe_offset(p, offset_s, test_t0_unix);
+    p.trips
+        .iter()
+        .filter_map(|t| {
+            let rtt = t.rtt_ns()?;
+            Some((
+                shift + t.send_mono as f64 / 1e9,
+                rtt as f64 / 1e6,
+                Some(u64::from(t.seq)),
+            ))
+        })
+        .collect()
+}
+
+/// Where a probe's monotonic zero sits on the test's timeline, s: from the wall clocks when
+/// they agree, else the planned start.
+fn probe_offset(p: &Probe, planned_s: f64, test_t0_unix: f64) -> f64 {
+    let shift = p.wall_at_start as f64 / 1e9 - test_t0_unix;
+    if shift.is_finite() && shift >= 0.0 && shift < planned_s + 10.0 {
+        shift
+    } else {
+        planned_s
+    }
+}
+
+/// Every latency sample of the run (t, ms): UDP and ICMP round trips.
+pub fn latency_samples(o: &Outcome) -> Vec<(f64, f64)> {
+    let mut v: Vec<(f64, f64)> = Vec::new();
+    for (spec, r) in &o.udp {
+        if let Ok(p) = r {
+            v.extend(
+                probe_rtts(p, spec.start_s, o.t0_unix)
+                    .iter()
+                    .map(|s| (s.0, s.1)),
+            );
+        }
+    }
+    for (_, r) in &o.icmp {
+        if let Ok(e) = r {
+            v.extend(e.iter().filter_map(|x| Some((x.t, x.rtt_ms?))));
+        }
+    }
+    v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    v
+}
+
+/// The test's grade, if it has both a load and latency probes running before it.
+pub fn grade_of(o: &Outcome, stat: GradeStat) -> Option<Grade> {
+    if o.flows.is_empty() {
+        return None;
+    }
+    let up = o
+        .flows
+        .iter()
+        .any(|f| f.spec.dir == crate::flow::Direction::Up);
+    let down = o
+        .flows
+        .iter()
+        .any(|f| f.spec.dir == crate::flow::Direction::Down);
+    let dir = match (up, down) {
+        (true, true) => "bidirectional",
+        (true, false) => "upload",
+        _ => "download",
+    };
+    grade::grade(&latency_samples(o), o.plan.load_window(), stat, dir)
+}
+
+/// The run's RPM, if it had load and foreign probes answered.
+pub fn rpm_of(o: &Outcome) -> Option<Rpm> {
+    let (a, b) = o.plan.load_window();
+    let b = b.min(o.elapsed_s);
+    let tcp_f: Vec<rpm::Timed> = o.foreign.iter().map(|s| (s.t, s.tcp_ms)).collect();
+    let http_f: Vec<rpm::Timed> = o.foreign.iter().map(|s| (s.t, s.req_ms)).collect();
+    let mut http_l: Vec<rpm::Timed> = o
+        .foreign
+        .iter()
+        .flat_map(|s| s.loaded_ms.iter().map(move |&x| (s.t, x)))
+        .collect();
+    for f in &o.flows {
+        http_l.extend(f.rtts.iter().map(|&(t, us)| (t, f64::from(us) / 1e3)));
+    }
+    // Goodput of all flows per step, for the stability check.
+    let mut goodput: Vec<rpm::Timed> = Vec::new();
+    for f in &o.flows {
+        goodput.extend(throughput(f).iter().map(|s| (s.0, s.1)));
+    }
+    rpm::compute(a, b, &tcp_f, &http_f, &http_l, &goodput)
+}
+
+/// A one-line error list: every part that failed and why.
+pub fn errors(o: &Outcome) -> Vec<String> {
+    let mut e: Vec<String> = o
+        .flows
+        .iter()
+        .filter_map(|f| f.error.as_ref().map(|x| format!("{}: {x}", f.spec.name)))
+        .collect();
+    for (s, r) in o.udp.iter().chain(o.voip.iter()) {
+        if let Err(x) = r {
+            e.push(format!("{}: {x}", s.name));
+        }
+    }
+    for (s, r) in &o.icmp {
+        if let Err(x) = r {
+            e.push(format!("{}: {x}", s.name));
+        }
+    }
+    e
+}
+
+fn mean(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        0.0
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64
+    }
+}
+
+/// The flent data file (version 4) for a run.
+pub fn flent_file(o: &Outcome, title: &str) -> Value {
+    let p = &o.plan;
+    let step = p.step_s;
+    let t0 = o.t0_unix;
+    let mut series: Vec<OutSeries> = Vec::new();
+    for f in &o.flows {
+        let mut meta = Map::new();
+        meta.insert("RUNNER".into(), json!("debloat-tcp"));
+        meta.insert(
+            "CONG_CONTROL".into(),
+            json!(f.spec.cc.clone().unwrap_or_else(|| "default".into())),
+        );
+        meta.insert("DATA_TOS".into(), json!(f.spec.tos));
+        meta.insert("BYTES_RECEIVED".into(), json!(received_bytes(f)));
+        if f.spec.dir == crate::flow::Direction::Up {
+            meta.insert("TCP_RETRANSMIT".into(), json!(f.retransmits));
+        }
+        let raw = throughput(f);
+        let vals: Vec<f64> = raw.iter().map(|r| r.1).collect();
+        meta.insert("MEAN_VALUE".into(), json!(mean(&vals)));
+        series.push(OutSeries {
+            name: f.spec.name.clone(),
+            units: "Mbits/s",
+            raw,
+            meta,
+        });
+    }
+    let mut irtt_raw: Vec<(String, Vec<Value>)> = Vec::new();
+    for (spec, r) in &o.udp {
+        let Ok(pr) = r else { continue };
+        let st = pr.stats();
+        let raw = probe_rtts(pr, spec.start_s, t0);
+        let meta = irtt_meta(&st, "debloat-irtt");
+        irtt_raw.push((spec.name.clone(), irtt_records(pr, spec.start_s, t0)));
+        series.push(OutSeries {
+            name: spec.name.clone(),
+            units: "ms",
+            raw,
+            meta,
+        });
+    }
+    for (spec, r) in &o.icmp {
+        let Ok(e) = r else { continue };
+        let raw: Vec<RawSample> = e
+            .iter()
+            .filter_map(|x| Some((x.t, x.rtt_ms?, Some(u64::from(x.seq)))))
+            .collect();
+        let mut meta = Map::new();
+        meta.insert("RUNNER".into(), json!("debloat-icmp"));
+        meta.insert("PACKETS_SENT".into(), json!(e.len()));
+        meta.insert("PACKETS_RECEIVED".into(), json!(raw.len()));
+        let vals: Vec<f64> = raw.iter().map(|r| r.1).collect();
+        meta.insert("MEAN_VALUE".into(), json!(mean(&vals)));
+        series.push(OutSeries {
+            name: spec.name.clone(),
+            units: "ms",
+            raw,
+            meta,
+        });
+    }
+    let xs = x_values(p.total_s, step);
+    let (mut results, mut raw_values, mut series_meta) = tables(&series, &xs, step, t0);
+    for (name, recs) in irtt_raw {
+        raw_values.insert(name, Value::Array(recs));
+    }
+    if let Some((spec, Ok(pr))) = &o.voip {
+        voip(
+            pr,
+            spec.start_s,
+            t0,
+            &xs,
+            step,
+            &mut results,
+            &mut raw_values,
+            &mut series_meta,
+        );
+    }
+    let params: Map<String, Value> = p
+        .parameters
+        .iter()
+        .map(|(k, v)| (k.clone(), json!(v)))
+        .collect();
+    let hosts: Vec<String> = {
+        let mut h: Vec<String> = p.flows.iter().map(|f| f.server.ip().to_string()).collect();
+        h.extend(p.icmp.iter().map(|c| c.target.ip().to_string()));
+        h.extend(p.udp.iter().map(|u| u.server.ip().to_string()));
+        h.dedup();
+        h
+    };
+    let local = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into());
+    json!({
+        "version": 4,
+        "metadata": {
+            "NAME": p.name,
+            "TITLE": title,
+            "NOTE": format!("debloat test {} (real network){}", p.name, if o.interrupted { ", stopped early by the user" } else { "" }),
+            "TIME": iso(t0),
+            "T0": iso(t0),
+            "HOST": hosts.first().cloned().unwrap_or_default(),
+            "HOSTS": hosts,
+            "LOCAL_HOST": local,
+            "LENGTH": p.length_s,
+            "TOTAL_LENGTH": p.total_s,
+            "STEP_SIZE": step,
+            "DELAY": p.delay_s,
+            "IP_VERSION": if p.flows.first().map(|f| f.server.is_ipv6()).unwrap_or(false) { 6 } else { 4 },
+            "TEST_PARAMETERS": params,
+            "FLENT_VERSION": concat!("debloat ", env!("CARGO_PKG_VERSION")),
+            "SERIES_META": series_meta,
+        },
+        "x_values": xs,
+        "results": results,
+        "raw_values": raw_values,
+    })
+}
+
+fn irtt_meta(st: &Stats, runner: &str) -> Map<String, Value> {
+    let ms = |ns: f64| ns / 1e6;
+    let mut m = Map::new();
+    m.insert("RUNNER".into(), json!(runner));
+    m.insert("RTT_MEAN".into(), json!(ms(st.rtt.mean)));
+    m.insert("RTT_MEDIAN".into(), json!(ms(st.rtt.median)));
+    m.insert("MEAN_VALUE".into(), json!(ms(st.rtt.mean)));
+    m.insert("OWD_UP_MEAN".into(), json!(ms(st.send_delay.mean)));
+    m.insert("OWD_DOWN_MEAN".into(), json!(ms(st.receive_delay.mean)));
+    m.insert("IPDV_MEAN".into(), json!(ms(st.ipdv_rtt.mean)));
+    m.insert("PACKETS_SENT".into(), json!(st.sent));
+    m.insert("PACKETS_RECEIVED".into(), json!(st.received));
+    m.insert(
+        "PACKET_LOSS_RATE".into(),
+        json!(st.packet_loss_percent / 100.0),
+    );
+    m.insert("TIMER_ERROR_MEAN_MS".into(), json!(ms(st.timer_error.mean)));
+    m
+}
+
+/// flent's irtt raw records: t, val (rtt ms), seq, owd_up, owd_down, ipdv; lost ones marked.
+fn irtt_records(pr: &Probe, offset_s: f64, t0: f64) -> Vec<Value> {
+    let shift = probe_offset(pr, offset_s, t0);
+    let mut prev: Option<f64> = None;
+    pr.trips
+        .iter()
+        .map(|t| {
+            let ts = t0 + shift + t.send_mono as f64 / 1e9;
+            match t.rtt_ns() {
+                Some(rtt) => {
+                    let rtt = rtt as f64 / 1e6;
+                    let mut r = json!({"t": ts, "val": rtt, "seq": t.seq});
+                    if let Some(up) = t.send_delay_ns() {
+                        r["owd_up"] = json!(up as f64 / 1e6);
+                    }
+                    if let Some(down) = t.receive_delay_ns() {
+                        r["owd_down"] = json!(down as f64 / 1e6);
+                    }
+                    if let Some(p) = prev {
+                        r["ipdv"] = json!(rtt - p);
+                    }
+                    prev = Some(rtt);
+                    r
+                }
+                None => {
+                    prev = None;
+                    json!({"t": ts, "seq": t.seq, "lost": true, "lost_dir": pr.lost_direction(t.seq)})
+                }
+            }
+        })
+        .collect()
+}
+
+/// flent's VoIP series (measurement.md §2.5): rtt, delay (one-way up), jitter (|send IPDV|),
+/// loss per step, induced delay (delay − its minimum).
+#[allow(clippy::too_many_arguments)]
+fn voip(
+    pr: &Probe,
+    offset_s: f64,
+    t0: f64,
+    xs: &[f64],
+    step: f64,
+    results: &mut Map<String, Value>,
+    raw_values: &mut Map<String, Value>,
+    series_meta: &mut Map<String, Value>,
+) {
+    let shift = probe_offset(pr, offset_s, t0);
+    let got: Vec<_> = pr.trips.iter().filter(|t| t.rtt_ns().is_some()).collect();
+    let ts = |t: &crate::irtt::client::RoundTrip| shift + t.send_mono as f64 / 1e9;
+    let rtt: Vec<RawSample> = got
+        .iter()
+        .filter_map(|t| Some((ts(t), t.rtt_ns()? as f64 / 1e6, None)))
+        .collect();
+    let delay: Vec<RawSample> = got
+        .iter()
+        .filter_map(|t| Some((ts(t), t.send_delay_ns()? as f64 / 1e6, None)))
+        .collect();
+    let jitter: Vec<RawSample> = delay
+        .windows(2)
+        .map(|w| (w[1].0, (w[1].1 - w[0].1).abs(), None))
+        .collect();
+    let min_delay = delay.iter().map(|d| d.1).fold(f64::INFINITY, f64::min);
+    let induced: Vec<RawSample> = delay.iter().map(|d| (d.0, d.1 - min_delay, None)).collect();
+    let loss: Vec<Value> = xs
+        .iter()
+        .map(|&x| {
+            if x == 0.0 {
+                return Value::Null;
+            }
+            let n = pr
+                .trips
+                .iter()
+                .filter(|t| {
+                    let s = ts(t);
+                    s > x - step && s <= x && t.recv_mono.is_none()
+                })
+                .count();
+            json!(n)
+        })
+        .collect();
+    let g = |v: &[RawSample]| Value::Array(debloat_report::flent_write::grid(v, xs, step));
+    results.insert("VoIP::rtt".into(), g(&rtt));
+    results.insert("VoIP::delay".into(), g(&delay));
+    results.insert("VoIP::jitter".into(), g(&jitter));
+    results.insert("VoIP::induced_delay".into(), g(&induced));
+    results.insert("VoIP::loss".into(), Value::Array(loss));
+    raw_values.insert("VoIP".into(), Value::Array(irtt_records(pr, offset_s, t0)));
+    let mut meta = irtt_meta(&pr.stats(), "debloat-irtt-voip");
+    meta.insert("UNITS".into(), json!("ms"));
+    series_meta.insert("VoIP".into(), Value::Object(meta));
+}
+
+/// The JSON summary written beside the flent file.
+pub fn summary(o: &Outcome, stat: GradeStat) -> Value {
+    let flows: Vec<Value> = o
+        .flows
+        .iter()
+        .map(|f| {
+            let tp = throughput(f);
+            let vals: Vec<f64> = tp.iter().map(|r| r.1).collect();
+            json!({
+                "name": f.spec.name, "direction": f.spec.dir, "cc": f.spec.cc, "tos": f.spec.tos,
+                "mean_mbit_s": mean(&vals), "bytes_received": received_bytes(f),
+                "retransmits": f.retransmits, "error": f.error,
+            })
+        })
+        .collect();
+    let udp: Vec<Value> = o
+        .udp
+        .iter()
+        .chain(o.voip.iter())
+        .map(|(s, r)| match r {
+            Ok(p) => json!({"name": s.name, "tos": s.tos, "stats_ns": p.stats()}),
+            Err(e) => json!({"name": s.name, "error": e}),
+        })
+        .collect();
+    let icmp: Vec<Value> = o
+        .icmp
+        .iter()
+        .map(|(s, r)| match r {
+            Ok(e) => {
+                let v: Vec<f64> = e.iter().filter_map(|x| x.rtt_ms).collect();
+                json!({"name": s.name, "sent": e.len(), "received": v.len(), "mean_ms": mean(&v)})
+            }
+            Err(e) => json!({"name": s.name, "error": e}),
+        })
+        .collect();
+    json!({
+        "test": o.plan.name,
+        "t0": iso(o.t0_unix),
+        "length_s": o.plan.length_s,
+        "step_s": o.plan.step_s,
+        "delay_s": o.plan.delay_s,
+        "elapsed_s": o.elapsed_s,
+        "interrupted": o.interrupted,
+        "flows": flows,
+        "udp_probes": udp,
+        "icmp": icmp,
+        "grade": grade_of(o, stat),
+        "rpm": rpm_of(o),
+        "errors": errors(o),
+        "one_way_delay_caveat": "send/receive delays subtract two hosts' clocks: right only as far as those clocks agree",
+    })
+}

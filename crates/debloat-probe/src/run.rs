@@ -1,0 +1,246 @@
+//! Running a [`Plan`](crate::catalog::Plan): one thread per flow, per UDP probe, per ICMP
+//! series and one for the responsiveness probes; the calling thread keeps time, prints the
+//! progress line (when asked) and watches the stop flag, so Ctrl-C ends every part early and
+//! whatever was measured is still returned.
+
+use crate::catalog::{IcmpSpec, Plan, UdpSpec};
+use crate::flow::{self, FlowLive, FlowSpec};
+use crate::icmp;
+use crate::irtt::client as irtt;
+use crate::rpm::ForeignSample;
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How to run.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Shared key for `debloat server` (TCP MAC) and irtt (HMAC).
+    pub hmac_key: Option<Vec<u8>>,
+    /// Print a progress line to stderr every step.
+    pub progress: bool,
+}
+
+/// A flow's outcome.
+#[derive(Debug, Clone)]
+pub struct FlowResult {
+    /// What was asked.
+    pub spec: FlowSpec,
+    /// (s since start, bytes the receiver had counted).
+    pub samples: Vec<(f64, u64)>,
+    /// (s, smoothed RTT µs at the sender) for uploads.
+    pub rtts: Vec<(f64, u32)>,
+    /// Retransmitted segments (uploads).
+    pub retransmits: u64,
+    /// Why it failed, if it did.
+    pub error: Option<String>,
+}
+
+/// Everything a run measured.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// The plan run.
+    pub plan: Plan,
+    /// Wall-clock start (Unix seconds): flent's T0.
+    pub t0_unix: f64,
+    /// How long it ran, s (shorter than planned when stopped).
+    pub elapsed_s: f64,
+    /// Stopped early by the user.
+    pub interrupted: bool,
+    /// TCP flows.
+    pub flows: Vec<FlowResult>,
+    /// UDP probes.
+    pub udp: Vec<(UdpSpec, Result<irtt::Probe, String>)>,
+    /// The VoIP flow.
+    pub voip: Option<(UdpSpec, Result<irtt::Probe, String>)>,
+    /// ICMP series.
+    pub icmp: Vec<(IcmpSpec, Result<Vec<icmp::Echo>, String>)>,
+    /// Responsiveness probes (fresh connections during the load).
+    pub foreign: Vec<ForeignSample>,
+}
+
+fn irtt_config(u: &UdpSpec, key: Option<&[u8]>) -> irtt::Config {
+    let mut c = irtt::Config::new(u.server, u.interval, Duration::from_secs_f64(u.length_s));
+    c.length = u.length;
+    c.tos = u.tos;
+    c.hmac_key = key.map(<[u8]>::to_vec);
+    c.open_timeouts = [1, 2].map(Duration::from_secs).to_vec();
+    c
+}
+
+fn run_udp(
+    u: &UdpSpec,
+    key: Option<&[u8]>,
+    t0: Instant,
+    stop: &AtomicBool,
+    live: &AtomicU64,
+) -> Result<irtt::Probe, String> {
+    let at = t0 + Duration::from_secs_f64(u.start_s);
+    while Instant::now() < at && !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let l = irtt::Live::default();
+    let r = std::thread::scope(|s| {
+        let h = s.spawn(|| irtt::run(&irtt_config(u, key), stop, &l));
+        while !h.is_finished() {
+            live.store(l.last_rtt_us.load(Ordering::Relaxed), Ordering::Relaxed);
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        h.join()
+    });
+    match r {
+        Ok(r) => r.map_err(|e| e.to_string()),
+        Err(_) => Err(format!("{}: the probe thread panicked", u.name)),
+    }
+}
+
+/// Run the plan against its servers. Returns when every part has finished or, after `stop`
+/// was set, as soon as every part has noticed.
+pub fn run(plan: &Plan, o: &RunOptions, stop: &AtomicBool) -> Outcome {
+    let t0 = Instant::now();
+    let t0_unix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0);
+    let step = Duration::from_secs_f64(plan.step_s);
+    let key = o.hmac_key.as_deref();
+    let flows_live: Vec<Arc<FlowLive>> = plan.flows.iter().map(|_| Arc::default()).collect();
+    let lat_live: Vec<AtomicU64> = (0..plan.udp.len() + plan.icmp.len() + 1)
+        .map(|_| AtomicU64::new(0))
+        .collect();
+    let done = AtomicBool::new(false);
+    let any_stop = || stop.load(Ordering::Relaxed);
+    let (load_a, load_b) = plan.load_window();
+    let mut out = std::thread::scope(|s| {
+        let mut flow_h = Vec::new();
+        for (f, live) in plan.flows.iter().zip(&flows_live) {
+            flow_h.push(s.spawn(move || flow::run(f, step, key, t0, stop, live)));
+        }
+        let mut udp_h = Vec::new();
+        for (i, u) in plan.udp.iter().enumerate() {
+            let live = &lat_live[i];
+            udp_h.push(s.spawn(move || run_udp(u, key, t0, stop, live)));
+        }
+        let voip_h = plan.voip.as_ref().map(|v| {
+            let live = &lat_live[plan.udp.len() + plan.icmp.len()];
+            s.spawn(move || run_udp(v, key, t0, stop, live))
+        });
+        let mut icmp_h = Vec::new();
+        for (i, c) in plan.icmp.iter().enumerate() {
+            let live = &lat_live[plan.udp.len() + i];
+            icmp_h.push(s.spawn(move || {
+                icmp::run(c.target.ip(), step, c.start_s, c.length_s, t0, stop, live)
+                    .map(|r| r.0)
+                    .map_err(|e| format!("{}: {e}", c.name))
+            }));
+        }
+        let foreign_h = plan.flows.first().map(|f| {
+            let server = f.server;
+            let done = &done;
+            s.spawn(move || crate::rpm::foreign_probes(server, key, t0, load_a, load_b, stop, done))
+        });
+        // Timekeeping and progress.
+        let mut last: Vec<(f64, u64)> = vec![(0.0, 0); plan.flows.len()];
+        let mut k = 1u32;
+        loop {
+            let at = t0 + step * k;
+            let now = Instant::now();
+            if at > now {
+                std::thread::sleep(at - now);
+            }
+            k += 1;
+            let t = t0.elapsed().as_secs_f64();
+            if o.progress {
+                let (mut up, mut down) = (0.0, 0.0);
+                for (i, (f, live)) in plan.flows.iter().zip(&flows_live).enumerate() {
+                    let b = live.bytes.load(Ordering::Relaxed);
+                    let mbps = (b.saturating_sub(last[i].1)) as f64 * 8.0 / (t - last[i].0) / 1e6;
+                    last[i] = (t, b);
+                    match f.dir {
+                        flow::Direction::Up => up += mbps,
+                        flow::Direction::Down => down += mbps,
+                    }
+                }
+                let lat: Vec<u64> = lat_live
+                    .iter()
+                    .map(|a| a.load(Ordering::Relaxed))
+                    .filter(|&x| x > 0)
+                    .collect();
+                let lat = if lat.is_empty() {
+                    "  -   ".to_string()
+                } else {
+                    format!(
+                        "{:6.1}",
+                        lat.iter().sum::<u64>() as f64 / lat.len() as f64 / 1e3
+                    )
+                };
+                let mut e = std::io::stderr().lock();
+                let _ = write!(
+                    e,
+                    "\r  {t:5.1} / {:.0} s   down {down:7.2} Mbit/s   up {up:7.2} Mbit/s   latency {lat} ms ",
+                    plan.total_s
+                );
+                let _ = e.flush();
+            }
+            if any_stop() || t >= plan.total_s {
+                break;
+            }
+        }
+        // Parts end on their own lengths; wait for them (they also watch `stop`).
+        let flows: Vec<()> = flow_h.into_iter().map(|h| h.join().unwrap_or(())).collect();
+        let _ = flows;
+        done.store(true, Ordering::Relaxed);
+        let udp = plan
+            .udp
+            .iter()
+            .cloned()
+            .zip(udp_h.into_iter().map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("probe thread panicked".into()))
+            }))
+            .collect();
+        let voip = plan.voip.clone().zip(voip_h.map(|h| {
+            h.join()
+                .unwrap_or_else(|_| Err("probe thread panicked".into()))
+        }));
+        let icmp = plan
+            .icmp
+            .iter()
+            .cloned()
+            .zip(icmp_h.into_iter().map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("icmp thread panicked".into()))
+            }))
+            .collect();
+        let foreign = foreign_h.and_then(|h| h.join().ok()).unwrap_or_default();
+        Outcome {
+            plan: plan.clone(),
+            t0_unix,
+            elapsed_s: 0.0,
+            interrupted: any_stop(),
+            flows: Vec::new(),
+            udp,
+            voip,
+            icmp,
+            foreign,
+        }
+    });
+    if o.progress {
+        eprintln!();
+    }
+    out.elapsed_s = t0.elapsed().as_secs_f64().min(plan.total_s);
+    out.flows = plan
+        .flows
+        .iter()
+        .zip(&flows_live)
+        .map(|(spec, live)| FlowResult {
+            spec: spec.clone(),
+            samples: live.samples.lock().map(|v| v.clone()).unwrap_or_default(),
+            rtts: live.rtts.lock().map(|v| v.clone()).unwrap_or_default(),
+            retransmits: live.retransmits.load(Ordering::Relaxed),
+            error: live.error.lock().map(|e| e.clone()).unwrap_or(None),
+        })
+        .collect();
+    out
+}

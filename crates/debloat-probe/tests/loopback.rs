@@ -1,0 +1,326 @@
+//! rrul against `debloat server` on loopback, end to end through real sockets: every series
+//! flent's rrul has, throughput equal (within 5 %) to what the receiving end counted, latency
+//! samples at the configured step with no gaps, irtt's timer error at most 100 µs, and the
+//! server's limits and refusals.
+
+use debloat_probe::catalog::{plan, Options};
+use debloat_probe::results;
+use debloat_probe::run::{run, RunOptions};
+use debloat_probe::server;
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// Tests here load the CPUs; they run one at a time so the timer test measures the timer.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn start(cfg: server::Config) -> server::Running {
+    server::start(server::Config {
+        bind: "127.0.0.1:0".parse().expect("addr"),
+        ..cfg
+    })
+    .expect("server starts")
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .map(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+#[test]
+fn rrul_on_loopback_has_every_series_counts_what_was_received_and_has_no_gaps() {
+    let _serial = serial();
+    let srv = start(server::Config::default());
+    let o = Options {
+        length_s: 3.0,
+        delay_s: 1.0,
+        step_s: 0.2,
+        servers: vec![("127.0.0.1".into(), srv.tcp)],
+        ..Options::default()
+    };
+    let p = plan("rrul", &o).expect("plan");
+    let stop = AtomicBool::new(false);
+    let out = run(&p, &RunOptions::default(), &stop);
+    let errors = results::errors(&out);
+    let icmp_ok = out.icmp.iter().all(|(_, r)| r.is_ok());
+    if !icmp_ok {
+        // ICMP needs root or net.ipv4.ping_group_range; everything else must have worked.
+        assert!(!is_root(), "ICMP failed as root: {errors:?}");
+        println!(
+            "SKIP (part): ICMP series not checked: not root and unprivileged ping not allowed"
+        );
+        assert!(errors.iter().all(|e| e.contains("ICMP")), "{errors:?}");
+    } else {
+        assert!(errors.is_empty(), "{errors:?}");
+    }
+
+    // Every series of flent's rrul.
+    let file = results::flent_file(&out, "loopback");
+    let res = file["results"].as_object().expect("results");
+    let mut want: Vec<String> = ["BE", "BK", "CS5", "EF"]
+        .iter()
+        .flat_map(|m| [format!("TCP upload {m}"), format!("TCP download {m}")])
+        .collect();
+    want.extend(["Ping (ms) UDP EF", "Ping (ms) UDP BK", "Ping (ms) UDP BE"].map(String::from));
+    if icmp_ok {
+        want.push("Ping (ms) ICMP".into());
+    }
+    for name in &want {
+        let s = res
+            .get(name)
+            .unwrap_or_else(|| panic!("series {name} missing"));
+        let n = s
+            .as_array()
+            .expect("array")
+            .iter()
+            .filter(|v| !v.is_null())
+            .count();
+        assert!(n > 0, "series {name} is empty");
+    }
+    assert_eq!(
+        file["x_values"].as_array().expect("x").len(),
+        26,
+        "0..5 s every 0.2 s"
+    );
+
+    // Throughput = what the receiver counted. Uploads: the series sums to the bytes the server
+    // itself counted. Downloads: the series sums to what the client read, and that is what the
+    // server wrote less what was still in flight (socket buffers) when the flow ended.
+    let integral = |f: &debloat_probe::run::FlowResult| -> f64 {
+        let mut prev = f.samples[0].0;
+        results::throughput(f)
+            .iter()
+            .map(|s| {
+                let b = s.1 * 1e6 / 8.0 * (s.0 - prev);
+                prev = s.0;
+                b
+            })
+            .sum()
+    };
+    let (mut up_series, mut down_series) = (0.0, 0.0);
+    for f in &out.flows {
+        let counted = results::received_bytes(f) as f64;
+        assert!(counted > 1e6, "{} moved only {counted} bytes", f.spec.name);
+        let i = integral(f);
+        assert!(
+            (i - counted).abs() <= 0.05 * counted,
+            "{}: series {i} vs counted {counted}",
+            f.spec.name
+        );
+        match f.spec.dir {
+            debloat_probe::flow::Direction::Up => up_series += i,
+            debloat_probe::flow::Direction::Down => down_series += i,
+        }
+    }
+    let server_received = srv.counters.bytes_received.load(Ordering::Relaxed) as f64;
+    let server_sent = srv.counters.bytes_sent.load(Ordering::Relaxed) as f64;
+    assert!(
+        (up_series - server_received).abs() <= 0.05 * server_received,
+        "uploads: series {up_series} vs server counted {server_received}"
+    );
+    assert!(
+        down_series <= server_sent * 1.0001 && down_series >= 0.95 * server_sent,
+        "downloads: series {down_series} vs server sent {server_sent}"
+    );
+
+    // Latency samples at the step, with no gaps: every irtt probe sent one packet per step for
+    // the whole run, got every reply on loopback, and its timer stayed within 100 µs.
+    for (spec, r) in &out.udp {
+        let pr = r.as_ref().expect("probe ran");
+        let st = pr.stats();
+        let want = (spec.length_s / 0.2).round() as usize;
+        assert!(
+            st.sent + 1 >= want && st.sent <= want + 1,
+            "{}: sent {} of {want}",
+            spec.name,
+            st.sent
+        );
+        assert_eq!(st.received, st.sent, "{}: lost on loopback", spec.name);
+        for w in pr.trips.windows(2) {
+            assert_eq!(w[1].seq, w[0].seq + 1);
+            let gap = (w[1].send_mono - w[0].send_mono) as f64 / 1e9;
+            assert!((gap - 0.2).abs() < 0.02, "{}: send gap {gap} s", spec.name);
+        }
+        // Under 16 loopback flows the two CPUs are saturated copying bytes, so the timer is
+        // only reported here; its ≤ 100 µs bound is checked without load below.
+        println!("{}: mean timer error {:.1} µs under load", spec.name, st.timer_error.mean / 1e3);
+        let grid = res[&spec.name].as_array().expect("grid");
+        assert!(
+            grid[..grid.len() - 1].iter().all(|v| !v.is_null()),
+            "{}: gap in the grid",
+            spec.name
+        );
+    }
+    let s = results::summary(&out, Default::default());
+    assert_eq!(
+        s["grade"]["letter"].as_str().map(str::len).map(|l| l <= 2),
+        Some(true),
+        "{s}"
+    );
+    srv.shutdown();
+}
+
+#[test]
+fn isochronous_probes_keep_time_within_100_us_on_loopback() {
+    let _serial = serial();
+    let srv = start(server::Config::default());
+    let o = Options {
+        length_s: 3.0,
+        step_s: 0.01,
+        servers: vec![("127.0.0.1".into(), srv.tcp)],
+        ..Options::default()
+    };
+    let mut p = plan("ping", &o).expect("plan");
+    p.icmp.clear();
+    let stop = AtomicBool::new(false);
+    let out = run(&p, &RunOptions::default(), &stop);
+    let (_, r) = &out.udp[0];
+    let st = r.as_ref().expect("probe ran").stats();
+    println!(
+        "irtt timer: mean error {:.1} µs over {} sends at 10 ms, {} misses",
+        st.timer_error.mean / 1e3,
+        st.sent,
+        st.timer_misses
+    );
+    assert!(st.sent >= 299, "sent {}", st.sent);
+    assert!(st.timer_error.mean <= 100_000.0, "mean timer error {} ns", st.timer_error.mean);
+    srv.shutdown();
+}
+
+fn greeting(s: &mut BufReader<TcpStream>) -> String {
+    let mut g = String::new();
+    s.read_line(&mut g).expect("greeting");
+    g.split_whitespace().nth(1).expect("nonce").to_string()
+}
+
+fn ask(addr: std::net::SocketAddr, line: &str) -> String {
+    let c = TcpStream::connect(addr).expect("connect");
+    let mut r = BufReader::new(c.try_clone().expect("clone"));
+    greeting(&mut r);
+    (&c).write_all(line.as_bytes()).expect("write");
+    let mut a = String::new();
+    r.read_line(&mut a).expect("answer");
+    a
+}
+
+#[test]
+fn server_rejects_malformed_unauthenticated_and_overlong_requests() {
+    let _serial = serial();
+    let srv = start(server::Config {
+        max_length: Duration::from_secs(10),
+        ..Default::default()
+    });
+    let a = ask(srv.tcp, "sideways 12\n");
+    assert!(a.starts_with("ERR") && a.contains("`sideways`"), "{a}");
+    let a = ask(srv.tcp, "up 20000 200\n");
+    assert!(a.starts_with("ERR") && a.contains("--max-length"), "{a}");
+    let a = ask(srv.tcp, "down 1000 no_such_cc 0\n");
+    assert!(
+        a.starts_with("ERR") && a.contains("no_such_cc") && a.contains("available"),
+        "{a}"
+    );
+    let a = ask(srv.tcp, "probe mac=00112233445566778899aabbccddeeff\n");
+    assert!(a.starts_with("ERR") && a.contains("no key"), "{a}");
+    assert_eq!(srv.counters.rejected.load(Ordering::Relaxed), 4);
+    srv.shutdown();
+
+    let srv = start(server::Config {
+        hmac_key: Some(b"sekrit".to_vec()),
+        ..Default::default()
+    });
+    let a = ask(srv.tcp, "probe\n");
+    assert!(a.starts_with("ERR") && a.contains("requires"), "{a}");
+    // With the key, the same request is served.
+    let r = debloat_probe::flow::request(
+        srv.tcp,
+        &debloat_probe::control::Request::Probe,
+        Some(b"sekrit"),
+        |_| Ok(()),
+    );
+    assert!(r.is_ok(), "{:?}", r.err());
+    let r = debloat_probe::flow::request(
+        srv.tcp,
+        &debloat_probe::control::Request::Probe,
+        Some(b"wrong"),
+        |_| Ok(()),
+    );
+    assert!(r.expect_err("wrong key").contains("bad HMAC"));
+    srv.shutdown();
+}
+
+#[test]
+fn server_limits_concurrent_flows() {
+    let _serial = serial();
+    let srv = start(server::Config {
+        max_flows: 2,
+        ..Default::default()
+    });
+    let hold: Vec<_> = (0..2)
+        .map(|_| {
+            debloat_probe::flow::request(
+                srv.tcp,
+                &debloat_probe::control::Request::Probe,
+                None,
+                |_| Ok(()),
+            )
+            .expect("within the limit")
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(100));
+    let c = TcpStream::connect(srv.tcp).expect("connect");
+    let mut a = String::new();
+    BufReader::new(c).read_line(&mut a).expect("answer");
+    assert!(a.starts_with("ERR server busy"), "{a}");
+    drop(hold);
+    srv.shutdown();
+}
+
+#[test]
+fn stopping_early_keeps_what_was_measured() {
+    let _serial = serial();
+    let srv = start(server::Config::default());
+    let o = Options {
+        length_s: 30.0,
+        delay_s: 0.5,
+        servers: vec![("127.0.0.1".into(), srv.tcp)],
+        ..Options::default()
+    };
+    let p = plan("tcp_1up", &o).expect("plan");
+    let stop = AtomicBool::new(false);
+    let t = std::time::Instant::now();
+    let out = std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(Duration::from_secs(2));
+            stop.store(true, Ordering::Relaxed);
+        });
+        run(&p, &RunOptions::default(), &stop)
+    });
+    assert!(
+        t.elapsed() < Duration::from_secs(8),
+        "took {:?}",
+        t.elapsed()
+    );
+    assert!(out.interrupted);
+    assert!(out.elapsed_s < 5.0);
+    let f = &out.flows[0];
+    assert!(
+        results::received_bytes(f) > 1_000_000,
+        "the flow's data up to the stop is kept"
+    );
+    let file: Value = results::flent_file(&out, "");
+    assert!(file["metadata"]["NOTE"]
+        .as_str()
+        .expect("note")
+        .contains("stopped early"));
+    srv.shutdown();
+}
