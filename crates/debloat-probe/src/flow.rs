@@ -72,6 +72,16 @@ pub fn request(
     key: Option<&[u8]>,
     before_connect: impl FnOnce(&Socket) -> std::io::Result<()>,
 ) -> Result<(TcpStream, BufReader<TcpStream>), String> {
+    request_timed(server, req, key, before_connect).map(|(s, r, _)| (s, r))
+}
+
+/// [`request`], also returning how long the TCP handshake took.
+pub fn request_timed(
+    server: SocketAddr,
+    req: &Request,
+    key: Option<&[u8]>,
+    before_connect: impl FnOnce(&Socket) -> std::io::Result<()>,
+) -> Result<(TcpStream, BufReader<TcpStream>, Duration), String> {
     let sock = Socket::new(
         Domain::for_address(server),
         Type::STREAM,
@@ -79,8 +89,10 @@ pub fn request(
     )
     .map_err(|e| format!("socket: {e}"))?;
     before_connect(&sock).map_err(|e| e.to_string())?;
+    let handshake = Instant::now();
     sock.connect_timeout(&server.into(), Duration::from_secs(5))
         .map_err(|e| format!("connect to {server}: {e} (is `debloat server` running there?)"))?;
+    let handshake = handshake.elapsed();
     let stream: TcpStream = sock.into();
     stream
         .set_read_timeout(Some(Duration::from_secs(5)))
@@ -107,7 +119,7 @@ pub fn request(
         .read_line(&mut answer)
         .map_err(|e| format!("{server}: no answer: {e}"))?;
     match answer.trim_end() {
-        "OK" => Ok((stream, reader)),
+        "OK" => Ok((stream, reader, handshake)),
         a => Err(format!(
             "{server} refused `{}`: {}",
             req.line(),

@@ -21,7 +21,7 @@
 //! labelled as that.
 
 use std::io::{BufRead, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -50,14 +50,12 @@ pub struct ForeignSample {
 /// One foreign probe now.
 fn probe_once(server: SocketAddr, key: Option<&[u8]>, t0: Instant) -> Option<ForeignSample> {
     let t = t0.elapsed().as_secs_f64();
-    let a = Instant::now();
-    let c = TcpStream::connect_timeout(&server, Duration::from_secs(2)).ok()?;
-    let tcp_ms = a.elapsed().as_secs_f64() * 1e3;
-    drop(c);
-    // The handshake above is the tcp_f sample; the request/response runs on the control
-    // protocol's probe connection (greeting, request, OK, then timed byte → line).
-    let (stream, mut reader) =
-        crate::flow::request(server, &crate::control::Request::Probe, key, |_| Ok(())).ok()?;
+    // A fresh connection: its handshake is tcp_f; after the control exchange (greeting,
+    // request, OK) one timed byte → line is http_f.
+    let (stream, mut reader, handshake) =
+        crate::flow::request_timed(server, &crate::control::Request::Probe, key, |_| Ok(()))
+            .ok()?;
+    let tcp_ms = handshake.as_secs_f64() * 1e3;
     let _ = stream.set_nodelay(true);
     let mut w = &stream;
     let b = Instant::now();

@@ -153,7 +153,11 @@ fn rrul_on_loopback_has_every_series_counts_what_was_received_and_has_no_gaps() 
         }
         // Under 16 loopback flows the two CPUs are saturated copying bytes, so the timer is
         // only reported here; its ≤ 100 µs bound is checked without load below.
-        println!("{}: mean timer error {:.1} µs under load", spec.name, st.timer_error.mean / 1e3);
+        println!(
+            "{}: mean timer error {:.1} µs under load",
+            spec.name,
+            st.timer_error.mean / 1e3
+        );
         let grid = res[&spec.name].as_array().expect("grid");
         assert!(
             grid[..grid.len() - 1].iter().all(|v| !v.is_null()),
@@ -193,7 +197,11 @@ fn isochronous_probes_keep_time_within_100_us_on_loopback() {
         st.timer_misses
     );
     assert!(st.sent >= 299, "sent {}", st.sent);
-    assert!(st.timer_error.mean <= 100_000.0, "mean timer error {} ns", st.timer_error.mean);
+    assert!(
+        st.timer_error.mean <= 100_000.0,
+        "mean timer error {} ns",
+        st.timer_error.mean
+    );
     srv.shutdown();
 }
 

@@ -479,3 +479,126 @@ fn part_a_pi_55_drop_band_on_real_tcp() {
 fn pi_55_bed(tag: &str, spec: &str) -> Bed {
     up_with(tag, "500kbit/5500kbit", "300us", spec, spec)
 }
+
+/// Kills a background process (the probe's server) when dropped.
+struct Bg(std::process::Child);
+impl Drop for Bg {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `debloat test NAME` from the client namespace against `debloat server` in the server
+/// namespace; returns the summary JSON and the flent file read back.
+fn probe_test(bed: &Bed, args: &[&str]) -> (serde_json::Value, debloat_report::Dataset) {
+    let _srv = Bg(testbed::in_ns(
+        &ns(bed, "server"),
+        &[EXE, "server", "--bind", "0.0.0.0:2112"],
+    )
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .expect("server starts"));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let dir = tempfile::tempdir().expect("tmp");
+    let out = dir.path().to_str().expect("utf-8 path").to_string();
+    let mut a = vec![EXE, "test"];
+    a.extend_from_slice(args);
+    a.extend_from_slice(&["--output", &out, "--no-report"]);
+    let o = testbed::in_ns(&ns(bed, "client"), &a)
+        .output()
+        .expect("debloat test runs");
+    println!("{}", text(&o));
+    assert!(o.status.success(), "debloat test failed: {}", text(&o));
+    let find = |ext: &str| {
+        std::fs::read_dir(dir.path())
+            .expect("dir")
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .find(|p| p.to_string_lossy().ends_with(ext))
+            .unwrap_or_else(|| panic!("no {ext} written"))
+    };
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(find(".json")).expect("json"))
+            .expect("parse");
+    let ds = debloat_report::Dataset::read(&find(".flent.gz")).expect("flent file reads");
+    (summary, ds)
+}
+
+/// Issue 6 through the testbed: rrul from the client to a debloat server across the gateway's
+/// 10 Mbit/s, 20 ms link with cake both ways. Every rrul series is there, the downloads fill
+/// ≥ 85 % of the link as the client counted it, and latency under load stays near idle (grade A
+/// or A+).
+#[test]
+fn probe_rrul_through_cake_has_every_series_and_grades_well() {
+    let Some(_one) = guard() else { return };
+    let bed = up_with(
+        "pr",
+        "10Mbit",
+        "20ms",
+        "cake bandwidth 10Mbit",
+        "cake bandwidth 10Mbit",
+    );
+    let (s, ds) = probe_test(
+        &bed,
+        &["rrul", testbed::SERVER_V4, "--length", "10", "--delay", "3"],
+    );
+    let names: Vec<&str> = ds.series.iter().map(|x| x.name.as_str()).collect();
+    for m in ["BE", "BK", "CS5", "EF"] {
+        for d in ["upload", "download"] {
+            let n = format!("TCP {d} {m}");
+            assert!(names.contains(&n.as_str()), "{n} missing: {names:?}");
+        }
+    }
+    for n in [
+        "Ping (ms) UDP EF",
+        "Ping (ms) UDP BK",
+        "Ping (ms) UDP BE",
+        "Ping (ms) ICMP",
+    ] {
+        assert!(names.contains(&n), "{n} missing: {names:?}");
+    }
+    assert_eq!(s["errors"].as_array().map(Vec::len), Some(0), "{s}");
+    let down: f64 = s["flows"]
+        .as_array()
+        .expect("flows")
+        .iter()
+        .filter(|f| f["direction"] == "Down")
+        .map(|f| f["bytes_received"].as_f64().unwrap_or(0.0) * 8.0 / 10.0 / 1e6)
+        .sum();
+    println!(
+        "rrul through cake: downloads {down:.2} Mbit/s, grade {}",
+        s["grade"]
+    );
+    assert!(down >= 8.5, "downloads carried {down:.2} Mbit/s of 10");
+    let g = s["grade"]["letter"].as_str().expect("graded");
+    assert!(g == "A+" || g == "A", "grade {g}: {}", s["grade"]);
+    assert!(s["rpm"]["rpm"].as_f64().unwrap_or(0.0) > 0.0, "{s}");
+}
+
+/// The probe sees bufferbloat where ping does: one CUBIC upload into a 1000-packet FIFO on a
+/// 10 Mbit/s link adds hundreds of ms, graded D or F.
+#[test]
+fn probe_grades_a_1000_packet_fifo_as_bloated() {
+    let Some(_one) = guard() else { return };
+    let bed = up("pf", "pfifo limit 1000");
+    let (s, _) = probe_test(
+        &bed,
+        &[
+            "tcp_1up",
+            testbed::SERVER_V4,
+            "--length",
+            "12",
+            "--delay",
+            "3",
+            "--cc",
+            "cubic",
+        ],
+    );
+    let g = &s["grade"];
+    println!("tcp_1up through pfifo 1000: {g}");
+    let inc = g["increase_ms"].as_f64().expect("increase");
+    assert!(inc > 200.0, "latency increase {inc} ms");
+    let l = g["letter"].as_str().expect("letter");
+    assert!(l == "D" || l == "F", "grade {l}");
+}
