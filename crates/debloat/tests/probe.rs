@@ -1,0 +1,115 @@
+//! `debloat server` and `debloat test` as a user runs them, on loopback: help and errors that
+//! name the bad input, a short test that writes its files, and Ctrl-C (SIGINT) ending a long
+//! test early with the results so far written.
+
+mod common;
+use common::{debloat, text};
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const EXE: &str = env!("CARGO_BIN_EXE_debloat");
+
+/// A `debloat server` on a free loopback port; killed when dropped.
+struct Server(std::process::Child, String);
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn server() -> Server {
+    let mut c = Command::new(EXE)
+        .args(["server", "--bind", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("server starts");
+    let mut line = String::new();
+    BufReader::new(c.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("banner");
+    // "debloat server: TCP 127.0.0.1:PORT (flows, probes), …"
+    let addr = line
+        .split_whitespace()
+        .nth(3)
+        .expect("address in the banner")
+        .to_string();
+    Server(c, addr)
+}
+
+#[test]
+fn help_and_bad_input() {
+    let o = debloat(&["test", "--help"]);
+    let t = text(&o);
+    assert!(
+        o.status.success() && t.contains("rrul") && t.contains("--length"),
+        "{t}"
+    );
+    let o = debloat(&["server", "--help"]);
+    assert!(o.status.success() && text(&o).contains("--max-flows"));
+    let o = debloat(&["test", "rrull", "127.0.0.1"]);
+    let t = text(&o);
+    assert!(
+        !o.status.success() && t.contains("`rrull`") && t.contains("rrul_be"),
+        "{t}"
+    );
+    let o = debloat(&["test", "rrul", "127.0.0.1", "--grade-stat", "p99"]);
+    assert!(!o.status.success() && text(&o).contains("mean, median or p95"));
+}
+
+#[test]
+fn ctrl_c_stops_early_and_writes_what_was_measured() {
+    let srv = server();
+    let dir = tempfile::tempdir().expect("tmp");
+    let child = Command::new(EXE)
+        .args([
+            "test",
+            "tcp_1down",
+            &srv.1,
+            "--length",
+            "60",
+            "--delay",
+            "1",
+        ])
+        .arg("--output")
+        .arg(dir.path())
+        .arg("--no-report")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("test starts");
+    std::thread::sleep(Duration::from_secs(3));
+    let t = Instant::now();
+    let st = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(st.success());
+    let o = child.wait_with_output().expect("ends");
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "took {:?} to stop",
+        t.elapsed()
+    );
+    assert!(out.contains("stopped early"), "{out}");
+    let json = std::fs::read_dir(dir.path())
+        .expect("dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|x| x == "json"))
+        .expect("summary written");
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(json).expect("read")).expect("json");
+    assert_eq!(s["interrupted"], true);
+    assert!(
+        s["flows"][0]["bytes_received"].as_f64().unwrap_or(0.0) > 1e6,
+        "{s}"
+    );
+    assert!(std::fs::read_dir(dir.path())
+        .expect("dir")
+        .any(|e| e.is_ok_and(|e| e.path().to_string_lossy().ends_with(".flent.gz"))));
+}
