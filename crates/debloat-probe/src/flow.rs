@@ -226,11 +226,7 @@ fn upload(
             while Instant::now() < end && !stop.load(Ordering::Relaxed) {
                 match w.write(&buf) {
                     Ok(_) => {}
-                    Err(e)
-                        if matches!(
-                            e.kind(),
-                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                        ) => {}
+                    Err(e) if crate::timed_out(&e) => {}
                     Err(_) => break,
                 }
                 if Instant::now() >= next_rtt {
@@ -302,13 +298,7 @@ fn download(
                 total += n as u64;
                 live.bytes.store(total, Ordering::Relaxed);
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock
-                        | std::io::ErrorKind::TimedOut
-                        | std::io::ErrorKind::Interrupted
-                ) => {}
+            Err(e) if crate::timed_out(&e) || e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => return Err(format!("{}: {e}", spec.name)),
         }
         let now = Instant::now();

@@ -22,3 +22,11 @@ pub mod rpm;
 pub mod run;
 pub mod server;
 mod sys;
+
+/// A read or write that hit its socket timeout (or would block): not an error, try again.
+pub(crate) fn timed_out(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    )
+}

@@ -188,8 +188,10 @@ pub fn run(plan: &Plan, o: &RunOptions, stop: &AtomicBool) -> Outcome {
             }
         }
         // Parts end on their own lengths; wait for them (they also watch `stop`).
-        let flows: Vec<()> = flow_h.into_iter().map(|h| h.join().unwrap_or(())).collect();
-        let _ = flows;
+        for h in flow_h {
+            // A panicked flow thread leaves its error unset and its samples as they were.
+            let _ = h.join();
+        }
         done.store(true, Ordering::Relaxed);
         let udp = plan
             .udp

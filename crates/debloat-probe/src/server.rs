@@ -320,11 +320,7 @@ fn upload_sink(
                     .bytes_received
                     .fetch_add(n as u64, Ordering::Relaxed);
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) => {}
+            Err(e) if crate::timed_out(&e) => {}
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(_) => break,
         }
@@ -363,11 +359,7 @@ fn download_source(
             Ok(n) => {
                 counters.bytes_sent.fetch_add(n as u64, Ordering::Relaxed);
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) => {}
+            Err(e) if crate::timed_out(&e) => {}
             Err(_) => break,
         }
     }

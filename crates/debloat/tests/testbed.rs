@@ -367,13 +367,7 @@ fn egress_drops_and_marks(bed: &Bed) -> (f64, f64) {
 #[test]
 fn part_a_fifo_depth_on_real_tcp() {
     let Some(_one) = guard() else { return };
-    let fifo = up_with(
-        "d",
-        "20Mbit",
-        "48ms",
-        "pfifo limit 1000",
-        "pfifo limit 1000",
-    );
+    let fifo = fifo_depth_bed("d");
     let l = load_n(&fifo, "cubic", 1);
     report("FIFO-DEPTH pfifo 1000, 1 × CUBIC", &l);
     assert!(
@@ -454,20 +448,14 @@ fn part_a_pi_55_on_real_tcp() {
 
 /// FIFO-DEPTH's BBR row on real kernel TCP: one BBR upload through pfifo 1000 keeps the ping
 /// median ≤ 60 ms (published ≈ 49.5 ms with 2016's BBR). Linux 6.18's BBR on this 2-core VM sits
-/// at the edge: it passed in one full run on 2026-11-23 and measured 60.1 ms in the next, so this is kept as its
-/// own test, not widened, and run by hand until the cause (BBR's 2×BDP inflight vs the gateway's
+/// at the edge: it passed in one full run on 2026-11-23 and measured 60.1 ms in the next,
+/// so this is kept as its own test, not widened, and run by hand until the cause (BBR's 2×BDP inflight vs the gateway's
 /// timing) is understood.
 #[test]
 #[ignore = "at the band edge on Linux 6.18 here: measured up to 60.1 ms vs ≤ 60 ms; see the doc comment"]
 fn part_a_fifo_depth_bbr_on_real_tcp() {
     let Some(_one) = guard() else { return };
-    let fifo = up_with(
-        "b",
-        "20Mbit",
-        "48ms",
-        "pfifo limit 1000",
-        "pfifo limit 1000",
-    );
+    let fifo = fifo_depth_bed("b");
     let l = load_n(&fifo, "bbr", 1);
     report("FIFO-DEPTH pfifo 1000, 1 × BBR", &l);
     assert!(
@@ -492,6 +480,17 @@ fn part_a_pi_55_drop_band_on_real_tcp() {
         (10.0..=35.0).contains(&drops),
         "fq_codel: {drops:.1} % dropped"
     );
+}
+
+/// FIFO-DEPTH's link: 20 Mbit/s, 48 ms, pfifo 1000 both ways.
+fn fifo_depth_bed(tag: &str) -> Bed {
+    up_with(
+        tag,
+        "20Mbit",
+        "48ms",
+        "pfifo limit 1000",
+        "pfifo limit 1000",
+    )
 }
 
 fn pi_55_bed(tag: &str, spec: &str) -> Bed {

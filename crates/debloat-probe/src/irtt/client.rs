@@ -200,11 +200,7 @@ fn open(sock: &UdpSocket, c: &Config) -> Result<(Params, u64), ClientError> {
                     )),
                 }
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) => {}
+            Err(e) if crate::timed_out(&e) => {}
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
                 // ICMP port unreachable: nobody listens there.
                 return Err(ClientError::NoAnswer(c.server));
