@@ -433,3 +433,112 @@ pub fn serve(
     }
     Ok(stats)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use irtt_proto::{encode_request, RequestToEncode};
+
+    fn params() -> Params {
+        Params {
+            protocol_version: PROTOCOL_VERSION,
+            duration_ns: 1_000_000_000,
+            interval_ns: 10_000_000,
+            received_stats: irtt_proto::ReceivedStats::Both,
+            stamp_at: irtt_proto::StampAt::Both,
+            clock: irtt_proto::Clock::Both,
+            ..Params::default()
+        }
+    }
+
+    fn open(s: &mut Sessions, from: SocketAddr, key: Option<&[u8]>) -> Result<Reply, Reject> {
+        let p = params();
+        let pkt = encode_request(
+            RequestToEncode::Open {
+                params: &p,
+                no_test: false,
+            },
+            key,
+        )
+        .expect("encode");
+        s.handle(Instant::now(), from, &pkt)
+    }
+
+    #[test]
+    fn a_session_answers_only_the_address_that_opened_it_and_never_grows_a_reply() {
+        let mut s = Sessions::new(Limits::default());
+        let a: SocketAddr = "198.18.0.1:4000".parse().expect("addr");
+        let b: SocketAddr = "198.18.0.9:4000".parse().expect("addr");
+        let Ok(Reply::Opened(r)) = open(&mut s, a, None) else {
+            panic!("open refused")
+        };
+        let reply = irtt_proto::decode_open_reply(&r, None).expect("open reply");
+        let echo = encode_request(
+            RequestToEncode::Echo {
+                token: reply.token,
+                sequence: 0,
+                params: &reply.params,
+                payload: &[],
+            },
+            None,
+        )
+        .expect("echo");
+        // The same token from another address (a spoofed source) gets nothing.
+        assert_eq!(
+            s.handle(Instant::now(), b, &echo),
+            Err(Reject::UnknownSession(reply.token))
+        );
+        let Ok(Reply::Echo(out)) = s.handle(Instant::now(), a, &echo) else {
+            panic!("no echo")
+        };
+        assert!(
+            out.len() <= echo.len(),
+            "reply {} > request {}",
+            out.len(),
+            echo.len()
+        );
+        // A truncated echo is rejected, not answered.
+        assert!(matches!(
+            s.handle(Instant::now(), a, &echo[..echo.len() - 1]),
+            Err(Reject::WrongLength { .. }) | Err(Reject::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn keys_and_limits_are_enforced() {
+        let a: SocketAddr = "198.18.0.1:4000".parse().expect("addr");
+        let mut keyed = Sessions::new(Limits {
+            hmac_key: Some(b"k".to_vec()),
+            ..Limits::default()
+        });
+        assert!(matches!(
+            open(&mut keyed, a, None),
+            Err(Reject::Unauthenticated(_))
+        ));
+        assert!(matches!(
+            open(&mut keyed, a, Some(b"wrong")),
+            Err(Reject::Unauthenticated(_))
+        ));
+        assert!(matches!(
+            open(&mut keyed, a, Some(b"k")),
+            Ok(Reply::Opened(_))
+        ));
+        let mut one = Sessions::new(Limits {
+            max_sessions: 1,
+            ..Limits::default()
+        });
+        assert!(matches!(open(&mut one, a, None), Ok(Reply::Opened(_))));
+        assert!(matches!(open(&mut one, a, None), Ok(Reply::Refused(_, _))));
+        assert!(matches!(
+            one.handle(Instant::now(), a, b"\x00\x01"),
+            Err(Reject::Malformed(_))
+        ));
+        // Interval raised to the server's minimum, duration cut to its maximum.
+        let mut p = params();
+        p.interval_ns = 1;
+        p.duration_ns = i64::MAX;
+        let g = Sessions::new(Limits::default()).grant(&p).expect("grant");
+        assert_eq!(g.interval_ns, 10_000_000);
+        assert_eq!(g.duration_ns, 600_000_000_000);
+    }
+}
