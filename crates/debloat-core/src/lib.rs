@@ -28,6 +28,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 #![warn(missing_docs)]
 
+pub mod airtime;
 pub mod bottleneck;
 pub mod cake;
 pub mod classify;

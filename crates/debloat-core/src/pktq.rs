@@ -117,6 +117,14 @@ impl<P> Pool<P> {
         self.release(i)
     }
 
+    /// The oldest packet of a FIFO.
+    pub fn front(&self, q: &Fifo) -> Option<&P> {
+        if q.head == NIL {
+            return None;
+        }
+        self.nodes[q.head as usize].pkt.as_ref()
+    }
+
     /// The last packet of `q`.
     pub fn back(&self, q: &Fifo) -> Option<&P> {
         if q.tail == NIL {
