@@ -293,6 +293,7 @@ impl fmt::Display for PhyRate {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -339,7 +340,10 @@ mod tests {
         let e = expected_tx_airtime_us(PhyRate::ht(7), 1500, true);
         assert_eq!(e, 189 + 2);
         // Not aggregated (VO): the whole overhead.
-        assert_eq!(expected_tx_airtime_us(PhyRate::ht(7), 1500, false), 189 + 40);
+        assert_eq!(
+            expected_tx_airtime_us(PhyRate::ht(7), 1500, false),
+            189 + 40
+        );
         assert_eq!(aql_quantize(191), 188);
         assert_eq!(aql_quantize(9000), 4092);
     }

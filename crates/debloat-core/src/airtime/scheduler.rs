@@ -278,6 +278,7 @@ impl Scheduler {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::rng::SplitMix64;
@@ -304,7 +305,9 @@ mod tests {
             s.register_airtime(sta, c, 0, now);
             s.return_txq(sta, true, now);
         }
-        (0..weights.len()).map(|i| s.station(i).tx_airtime).collect()
+        (0..weights.len())
+            .map(|i| s.station(i).tx_airtime)
+            .collect()
     }
 
     #[test]
@@ -314,7 +317,10 @@ mod tests {
         let total: u64 = a.iter().sum();
         for (i, &x) in a.iter().enumerate() {
             let share = x as f64 / total as f64;
-            assert!((share - 1.0 / 3.0).abs() < 0.02 / 3.0, "station {i}: share {share:.4}");
+            assert!(
+                (share - 1.0 / 3.0).abs() < 0.02 / 3.0,
+                "station {i}: share {share:.4}"
+            );
         }
     }
 
@@ -376,7 +382,10 @@ mod tests {
             for i in 0..3 {
                 let p = s.station(i).aql_pending;
                 worst[i] = worst[i].max(p);
-                assert!(p < AQL_LIMIT_HIGH + max_frame, "station {i}: {p} µs pending");
+                assert!(
+                    p < AQL_LIMIT_HIGH + max_frame,
+                    "station {i}: {p} µs pending"
+                );
                 if s.device_pending() >= AQL_THRESHOLD {
                     // Held to the low limit: no more frames while at or above it.
                     if p >= AQL_LIMIT_LOW {

@@ -181,7 +181,9 @@ impl<P: Packet> MacFq<P> {
 
     /// Packets queued for one station.
     pub fn tin_len(&self, tin: usize) -> usize {
-        self.tins.get(tin).map_or(0, |t| t.stats.backlog_packets as usize)
+        self.tins
+            .get(tin)
+            .map_or(0, |t| t.stats.backlog_packets as usize)
     }
 
     /// A tin's counters.
@@ -360,6 +362,7 @@ impl<P: Packet> MacFq<P> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::flow::FlowKey;
