@@ -379,9 +379,9 @@ mod tests {
             }
             let total: u32 = (0..3).map(|i| s.station(i).aql_pending).sum();
             assert_eq!(total, s.device_pending(), "step {step}");
-            for i in 0..3 {
+            for (i, w) in worst.iter_mut().enumerate() {
                 let p = s.station(i).aql_pending;
-                worst[i] = worst[i].max(p);
+                *w = (*w).max(p);
                 assert!(
                     p < AQL_LIMIT_HIGH + max_frame,
                     "station {i}: {p} µs pending"
