@@ -21,6 +21,7 @@ pub mod reproduce;
 pub mod scenario;
 pub mod scenario_file;
 pub mod tcp;
+pub mod wifi;
 pub mod world;
 
 pub use scenario::{run, simulate, Config, Run, Summary, Test};

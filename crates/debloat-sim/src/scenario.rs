@@ -145,6 +145,9 @@ pub struct Config {
     /// Base RTT of each remote host for the rtt_fair tests, ns (empty: every host at `rtt_ns`;
     /// rtt_fair_up always has 4 hosts, the var tests one per entry).
     pub host_rtts_ns: Vec<u64>,
+    /// A Wi-Fi AP and stations instead of the two wired links (the rates, qdiscs and device
+    /// above are then unused; `rtt_ns` is the wired part between the AP and flent's host).
+    pub wifi: Option<crate::wifi::WifiConfig>,
 }
 
 impl Config {
@@ -240,6 +243,48 @@ pub struct QueueSummary {
     pub sojourn_ms: Latency,
 }
 
+/// One Wi-Fi station's results.
+#[derive(Debug, Clone, Serialize)]
+pub struct StationSummary {
+    /// Station index.
+    pub station: usize,
+    /// Its address, 198.18.2.(11 + index).
+    pub host: String,
+    /// Its PHY rate.
+    pub rate: String,
+    /// PHY rate, Mbit/s.
+    pub phy_mbps: f64,
+    /// Goodput of its flows (both directions) over their run, Mbit/s.
+    pub throughput_mbps: f64,
+    /// RTT of pings to it under load, ms.
+    pub latency_ms: Option<Latency>,
+    /// Its share of the airtime the stations used (AP → station and station → AP).
+    pub airtime_share: f64,
+    /// Airtime AP → station, ms.
+    pub tx_airtime_ms: f64,
+    /// Airtime station → AP, ms.
+    pub rx_airtime_ms: f64,
+    /// Largest estimated airtime queued in the AP's hardware for it, ms (airtime + AQL).
+    pub max_aql_pending_ms: f64,
+    /// MPDUs given up after the retry limit.
+    pub failed_frames: u64,
+}
+
+/// A Wi-Fi run's per-station results.
+#[derive(Debug, Clone, Serialize)]
+pub struct WifiSummary {
+    /// The network, in words.
+    pub setup: String,
+    /// Per station.
+    pub stations: Vec<StationSummary>,
+    /// Jain's fairness index over the stations' airtime.
+    pub airtime_jain: Option<f64>,
+    /// Fraction of the run the channel was busy (contention, PPDUs and ACKs).
+    pub channel_busy: f64,
+    /// Collisions.
+    pub collisions: u64,
+}
+
 /// A whole run.
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
@@ -253,6 +298,9 @@ pub struct Summary {
     pub queues: Vec<QueueSummary>,
     /// Jain's fairness index over the flows' throughputs.
     pub jain_fairness: Option<f64>,
+    /// Per-station results of a Wi-Fi run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wifi: Option<WifiSummary>,
     /// Throughput of every flow per step, Mbit/s (series for plots).
     #[serde(skip)]
     pub series: Vec<Vec<f64>>,
@@ -349,6 +397,12 @@ pub fn simulate_with_tap(
     );
     if let Some(t) = tap {
         w.set_tap(t);
+    }
+    if let Some(wc) = &cfg.wifi {
+        w.set_wifi(
+            crate::wifi::Wifi::new(wc.clone(), hasher, cfg.seed),
+            base_rtt / 2,
+        );
     }
     let probe_interval = 200_000_000;
     if cfg.test == Test::Voip {
@@ -490,9 +544,87 @@ pub fn simulate_with_tap(
         }
         _ => {}
     }
+    if let Some(wc) = &cfg.wifi {
+        place_on_stations(&mut w, wc, !hosts.is_empty());
+    }
     w.run(progress);
     let summary = summarise(cfg, &w, delay, length);
     Run { summary, world: w }
+}
+
+/// Put flows and probes on Wi-Fi stations: flows by `flow_stations` (default round robin),
+/// probes on `ping_station`. The rtt_fair tests keep their hosts (host `h` is station `h % n`).
+fn place_on_stations(w: &mut World, wc: &crate::wifi::WifiConfig, has_hosts: bool) {
+    if has_hosts {
+        return;
+    }
+    let n = wc.stations.len().max(1);
+    for i in 0..w.flows.len() {
+        let sta = wc.flow_stations.get(i).copied().unwrap_or(i % n) % n;
+        w.set_flow_host(i, 11 + sta as u8, 0);
+    }
+    for k in 0..w.probes.len() {
+        w.set_probe_host(k, 11 + (wc.ping_station % n) as u8, 0);
+    }
+}
+
+fn wifi_summary(
+    w: &World,
+    flows: &[FlowSummary],
+    load: &dyn Fn(u64) -> bool,
+) -> Option<WifiSummary> {
+    let wifi = w.wifi()?;
+    let n = wifi.stations.len();
+    let total: u64 = wifi
+        .stations
+        .iter()
+        .map(|s| s.tx_airtime_us + s.rx_airtime_us)
+        .sum();
+    let stations = (0..n)
+        .map(|i| {
+            let st = &wifi.stations[i];
+            let rate = wifi.config().stations[i].rate;
+            let of = |host: u8| crate::world::station_of_host(host, n) == i;
+            let throughput_mbps = w
+                .flows
+                .iter()
+                .zip(flows)
+                .filter(|(f, _)| of(f.server))
+                .map(|(_, s)| s.throughput_mbps)
+                .fold(0.0, |a, b| a + b);
+            let rtts: Vec<u64> = w
+                .probes
+                .iter()
+                .filter(|p| of(p.host) && p.flood_len.is_none())
+                .flat_map(|p| p.samples.iter().filter(|s| load(s.0)).map(|s| s.1))
+                .collect();
+            StationSummary {
+                station: i,
+                host: Config::host_name(i),
+                rate: rate.to_string(),
+                phy_mbps: rate.bps() as f64 / 1e6,
+                throughput_mbps,
+                latency_ms: latency(rtts),
+                airtime_share: if total == 0 {
+                    0.0
+                } else {
+                    (st.tx_airtime_us + st.rx_airtime_us) as f64 / total as f64
+                },
+                tx_airtime_ms: st.tx_airtime_us as f64 / 1e3,
+                rx_airtime_ms: st.rx_airtime_us as f64 / 1e3,
+                max_aql_pending_ms: f64::from(st.max_aql_pending_us) / 1e3,
+                failed_frames: st.failed,
+            }
+        })
+        .collect();
+    Some(WifiSummary {
+        setup: wifi.config().describe(),
+        stations,
+        airtime_jain: wifi.airtime_jain(),
+        channel_busy: wifi.busy_ns as f64
+            / w.sample_times.last().copied().unwrap_or(1).max(1) as f64,
+        collisions: wifi.collisions,
+    })
 }
 
 /// Goodput of flow `i` between `t0` and `t1` (ns), Mbit/s, from the per-step samples.
@@ -593,13 +725,26 @@ pub(crate) fn summarise(cfg: &Config, w: &World, delay: u64, length: u64) -> Sum
             }
         })
         .collect();
-    let queues = [(Dir::Up, &cfg.qdisc_up), (Dir::Down, &cfg.qdisc_down)]
+    let names = |d: Dir| match (&cfg.wifi, d) {
+        (None, Dir::Up) => ("bottleneck up".to_string(), cfg.qdisc_up.to_string()),
+        (None, Dir::Down) => ("bottleneck down".into(), cfg.qdisc_down.to_string()),
+        (Some(wc), Dir::Up) => (
+            "AP → stations".into(),
+            match wc.queueing {
+                crate::wifi::ApQueueing::Airtime => "mac80211 fq_codel TXQs".into(),
+                _ => wc.ap_qdisc_spec().to_string(),
+            },
+        ),
+        (Some(wc), Dir::Down) => ("stations → AP".into(), wc.sta_qdisc.to_string()),
+    };
+    let queues = [Dir::Up, Dir::Down]
         .iter()
-        .map(|(d, spec)| {
-            let st = w.link_stats(*d);
+        .map(|&d| {
+            let st = w.link_stats(d);
+            let (r#where, qdisc) = names(d);
             QueueSummary {
-                r#where: format!("bottleneck {}", if *d == Dir::Up { "up" } else { "down" }),
-                qdisc: spec.to_string(),
+                r#where,
+                qdisc,
                 sent_pkts: st.sent_pkts,
                 sent_bytes: st.sent_bytes,
                 dropped: st.dropped,
@@ -620,12 +765,14 @@ pub(crate) fn summarise(cfg: &Config, w: &World, delay: u64, length: u64) -> Sum
             s * s / (tp.len() as f64 * sq)
         }
     });
+    let wifi = wifi_summary(w, &flows, &load);
     Summary {
         test: cfg.test.name(),
         flows,
         pings,
         queues,
         jain_fairness,
+        wifi,
         series,
     }
 }

@@ -171,6 +171,7 @@ pub fn run(text: &str, progress: impl FnMut(f64)) -> Result<(Config, Run), Strin
         device,
         wire,
         host_rtts_ns: Vec::new(),
+        wifi: None,
     };
     let hasher = FlowHasher::new([seed, seed ^ 0x9e37_79b9_7f4a_7c15]);
     let link = |spec: &QdiscSpec, rate, salt: u64| LinkConfig {

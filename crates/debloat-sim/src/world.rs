@@ -244,6 +244,8 @@ enum Event {
     FlowStart(usize),
     Probe(usize),
     Sample,
+    /// The Wi-Fi channel's current TXOP ends.
+    Air,
 }
 
 /// The simulation: build it, add flows, `run` to the end.
@@ -260,6 +262,19 @@ pub struct World {
     /// Sample times, ns.
     pub sample_times: Vec<Nanos>,
     tap: Option<Tap>,
+    wifi: Option<Box<crate::wifi::Wifi>>,
+    wired_ns: Nanos,
+    air_out: Vec<(bool, SimPacket)>,
+}
+
+/// The station behind remote host 198.18.2.`host` when `n` stations share a Wi-Fi AP: hosts
+/// .11, .12, … are stations 0, 1, … (wrapping); any other host is station 0.
+pub fn station_of_host(host: u8, n: usize) -> usize {
+    if host >= 11 {
+        usize::from(host - 11) % n.max(1)
+    } else {
+        0
+    }
 }
 
 /// A capture hook: called for every packet as a link starts to send it.
@@ -296,6 +311,9 @@ impl World {
             end,
             sample_times: Vec::new(),
             tap: None,
+            wifi: None,
+            wired_ns: 0,
+            air_out: Vec::new(),
         };
         w.events.push(step, Event::Sample);
         w
@@ -449,9 +467,26 @@ impl World {
         self.tap = Some(tap);
     }
 
-    /// Statistics of a link direction.
+    /// Statistics of a link direction (with Wi-Fi: `Up` is the AP's queues, `Down` the
+    /// stations').
     pub fn link_stats(&self, d: Dir) -> &LinkStats {
-        &self.links[d.idx()].stats
+        match &self.wifi {
+            Some(w) => &w.links[d.idx()],
+            None => &self.links[d.idx()].stats,
+        }
+    }
+
+    /// Replace the two links by a Wi-Fi AP and its stations: `Up` packets go from the AP to the
+    /// station of their destination host, `Down` packets from the station of their source host
+    /// to the AP; `wired_ns` is the one-way delay between the AP and the wired host.
+    pub fn set_wifi(&mut self, wifi: crate::wifi::Wifi, wired_ns: Nanos) {
+        self.wifi = Some(Box::new(wifi));
+        self.wired_ns = wired_ns;
+    }
+
+    /// The Wi-Fi network, if this world has one.
+    pub fn wifi(&self) -> Option<&crate::wifi::Wifi> {
+        self.wifi.as_deref()
     }
 
     /// The discipline of a link direction.
@@ -546,6 +581,7 @@ impl World {
                 }
             }
             Event::Probe(k) => self.send_probe(k),
+            Event::Air => self.air_done(),
             Event::Sample => {
                 self.sample_times.push(self.now);
                 for f in &mut self.flows {
@@ -563,6 +599,10 @@ impl World {
     }
 
     fn send(&mut self, d: Dir, p: SimPacket) {
+        if self.wifi.is_some() {
+            self.send_wifi(d, p);
+            return;
+        }
         let now = self.now;
         let l = &mut self.links[d.idx()];
         l.cfg.qdisc.enqueue(p, now);
@@ -573,6 +613,71 @@ impl World {
         if (l.busy_until <= now || ring_room) && l.wake_at.is_none() {
             self.try_transmit(d);
         }
+    }
+
+    fn send_wifi(&mut self, d: Dir, p: SimPacket) {
+        let now = self.now;
+        let Some(w) = self.wifi.as_mut() else { return };
+        let n = w.config().stations.len();
+        let host = |a: Option<IpAddr>| match a {
+            Some(IpAddr::V4(a)) => a.octets()[3],
+            _ => 0,
+        };
+        match d {
+            Dir::Up => w.ap_enqueue(station_of_host(host(p.meta.flow.dst()), n), p, now),
+            Dir::Down => w.sta_enqueue(station_of_host(host(p.meta.flow.src()), n), p, now),
+        }
+        self.drain_wifi_drops();
+        self.start_air();
+    }
+
+    fn drain_wifi_drops(&mut self) {
+        let Some(w) = self.wifi.as_mut() else { return };
+        while let Some(p) = w.take_dropped() {
+            if let Body::Data { flow, .. } = p.body {
+                if let Some(f) = self.flows.get_mut(flow as usize) {
+                    f.drops += 1;
+                }
+            }
+        }
+    }
+
+    fn start_air(&mut self) {
+        let now = self.now;
+        let Some(w) = self.wifi.as_mut() else { return };
+        if let Some(t) = w.start(now) {
+            self.events.push(t, Event::Air);
+        }
+        self.drain_wifi_drops();
+    }
+
+    fn air_done(&mut self) {
+        let now = self.now;
+        let mut out = std::mem::take(&mut self.air_out);
+        if let Some(w) = self.wifi.as_mut() {
+            w.complete(now, &mut out);
+        }
+        for (down_link, p) in out.drain(..) {
+            let d = if down_link { Dir::Up } else { Dir::Down };
+            let extra = self.wired_ns
+                + match p.body {
+                    Body::Data { flow, .. } | Body::Ack { flow, .. } => {
+                        self.flows.get(flow as usize).map_or(0, |f| f.extra_ns)
+                    }
+                    Body::Ping { probe, .. } => self
+                        .probes
+                        .get(usize::from(probe))
+                        .map_or(0, |x| x.extra_ns),
+                };
+            if extra > 0 {
+                self.events
+                    .push(now + extra, Event::Deliver(d, Box::new(p)));
+            } else {
+                self.arrive(d, p);
+            }
+        }
+        self.air_out = out;
+        self.start_air();
     }
 
     fn drain_drops(&mut self, d: Dir) {

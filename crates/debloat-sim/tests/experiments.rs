@@ -35,6 +35,7 @@ fn cfg(
         device: Default::default(),
         wire: Default::default(),
         host_rtts_ns: Vec::new(),
+        wifi: None,
     }
 }
 

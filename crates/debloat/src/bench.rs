@@ -41,6 +41,7 @@ pub fn run(a: &Args) -> Result<()> {
             device: Default::default(),
             wire: Default::default(),
             host_rtts_ns: Vec::new(),
+            wifi: None,
         };
         let t = std::time::Instant::now();
         let s = debloat_sim::run(&cfg, |_| {});

@@ -97,6 +97,107 @@ pub struct Args {
     /// row per run and writes a report comparing them (to --output, default debloat-sweep/).
     #[arg(long, value_name = "KEY=V1;V2;…")]
     pub sweep: Vec<String>,
+    /// Wi-Fi instead of wired links: an AP (flent's host behind it, --rtt away) and stations;
+    /// `up` is AP → station. The AP's queueing: legacy (--qdisc over a deep firmware queue),
+    /// fq_codel (an fq_codel qdisc over it) or airtime (mac80211 FQ-CoDel per station, airtime
+    /// DRR and AQL).
+    #[arg(long, value_name = "legacy|fq_codel|airtime")]
+    pub(crate) wifi: Option<String>,
+    /// Station PHY rates: Mbit/s (6, 54: legacy; 6.5, 65: HT20 MCS), mcsN[/40][/sgi] or
+    /// vhtMxS[/40|/80][/sgi], e.g. 6.5,65,65,65.
+    #[arg(long, value_delimiter = ',', default_value = "65", requires = "wifi")]
+    pub(crate) stations: Vec<String>,
+    /// Frame error rate per station (one value for all, or one per station), e.g. 10%.
+    #[arg(long, value_delimiter = ',', requires = "wifi")]
+    fer: Vec<String>,
+    /// Airtime weight per station (airtime queueing), e.g. 512,256.
+    #[arg(long, value_delimiter = ',', requires = "wifi")]
+    weights: Vec<u32>,
+    /// Driver model: ath10k (1024-frame firmware queue, AQL) or ath9k (123 frames under a
+    /// qdisc; aggregates built straight from the MAC queues with airtime; 2 ready in hardware).
+    #[arg(long, default_value = "ath10k", requires = "wifi")]
+    driver: String,
+    /// Turn AQL off (airtime queueing): the firmware queue fills to its frame limit.
+    #[arg(long, requires = "wifi")]
+    no_aql: bool,
+    /// Station of each flow in the order the test adds them, e.g. 1 (default: round robin).
+    #[arg(long, value_delimiter = ',', requires = "wifi")]
+    flow_stations: Vec<usize>,
+    /// Station the latency probes go to.
+    #[arg(long, default_value_t = 0, requires = "wifi")]
+    ping_station: usize,
+}
+
+fn wifi_config(a: &Args, kind: &str) -> Result<debloat_sim::wifi::WifiConfig> {
+    use debloat_core::airtime::PhyRate;
+    use debloat_sim::wifi::{ApQueueing, WifiConfig};
+    let q: ApQueueing = kind
+        .parse()
+        .map_err(|e: String| anyhow::anyhow!("--wifi: {e}"))?;
+    let rates = a
+        .stations
+        .iter()
+        .map(|r| {
+            r.parse::<PhyRate>()
+                .map_err(|e| anyhow::anyhow!("--stations: {e}"))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if rates.is_empty() || rates.len() > 200 {
+        bail!("--stations: give 1 to 200 rates, e.g. 6.5,65");
+    }
+    let mut c = WifiConfig::new(&rates, q);
+    c.ap_qdisc = spec(&a.qdisc, "--qdisc")?;
+    match a.driver.as_str() {
+        "ath10k" => {}
+        "ath9k" => c = c.ath9k(),
+        d => bail!("--driver {d}: choose ath10k or ath9k"),
+    }
+    c.aql.enabled = !a.no_aql;
+    let n = rates.len();
+    for (i, f) in a.fer.iter().enumerate() {
+        let v: f64 = f
+            .trim_end_matches('%')
+            .parse()
+            .ok()
+            .filter(|v: &f64| (0.0..100.0).contains(v))
+            .ok_or_else(|| {
+                anyhow::anyhow!("--fer {f}: expected a percentage below 100%, e.g. 10%")
+            })?;
+        let targets: Vec<usize> = if a.fer.len() == 1 {
+            (0..n).collect()
+        } else {
+            vec![i]
+        };
+        for t in targets {
+            if let Some(s) = c.stations.get_mut(t) {
+                s.fer = v / 100.0;
+            }
+        }
+    }
+    for (i, &w) in a.weights.iter().enumerate() {
+        if w == 0 {
+            bail!("--weights: weights must be at least 1 (default 256)");
+        }
+        if let Some(s) = c.stations.get_mut(i) {
+            s.weight = w;
+        }
+    }
+    if let Some(&bad) = a.flow_stations.iter().find(|&&s| s >= n) {
+        bail!(
+            "--flow-stations {bad}: there are {n} stations (0 to {})",
+            n - 1
+        );
+    }
+    if a.ping_station >= n {
+        bail!(
+            "--ping-station {}: there are {n} stations (0 to {})",
+            a.ping_station,
+            n - 1
+        );
+    }
+    c.flow_stations = a.flow_stations.clone();
+    c.ping_station = a.ping_station;
+    Ok(c)
 }
 
 type PcapOut = pcap_file::pcap::PcapWriter<std::io::BufWriter<std::fs::File>>;
@@ -196,6 +297,10 @@ pub fn config(a: &Args) -> Result<Config> {
                 None => 0,
             },
             seed: 0,
+        },
+        wifi: match &a.wifi {
+            Some(k) => Some(wifi_config(a, k)?),
+            None => None,
         },
         device: debloat_sim::world::Device {
             ring: a.ring,
@@ -298,11 +403,17 @@ fn print_table(cfg: &Config, s: &Summary) {
     } else {
         format!(", cc {:?}", cfg.cc)
     };
+    let over = match &cfg.wifi {
+        Some(w) => w.describe(),
+        None => format!(
+            "{}/{} (down/up)",
+            fmt_rate(cfg.down_bps),
+            fmt_rate(cfg.up_bps)
+        ),
+    };
     println!(
-        "{} over {}/{} (down/up), base RTT {} ms, {} s{cc}{}",
+        "{} over {over}, base RTT {} ms, {} s{cc}{}",
         cfg.test.name(),
-        fmt_rate(cfg.down_bps),
-        fmt_rate(cfg.up_bps),
         cfg.rtt_ns as f64 / 1e6,
         cfg.length_s,
         if cfg.ecn { ", ECN" } else { "" }
@@ -339,6 +450,36 @@ fn print_table(cfg: &Config, s: &Summary) {
             f(&p.latency_ms),
             f(&p.idle_latency_ms),
             p.loss_pct
+        );
+    }
+    if let Some(w) = &s.wifi {
+        println!(
+            "\n  {:<12} {:>10} {:>10} {:>9} {:>9} {:>10} {:>9}",
+            "station", "PHY", "goodput", "airtime", "ping p50", "AQL max", "failed"
+        );
+        println!(
+            "  {:<12} {:>10} {:>10} {:>9} {:>9} {:>10} {:>9}",
+            "", "Mbit/s", "Mbit/s", "share", "ms", "ms", "MPDUs"
+        );
+        for st in &w.stations {
+            println!(
+                "  {:<12} {:>10.1} {:>10.2} {:>8.1}% {:>9} {:>10.1} {:>9}",
+                st.host,
+                st.phy_mbps,
+                st.throughput_mbps,
+                st.airtime_share * 100.0,
+                st.latency_ms
+                    .as_ref()
+                    .map_or("-".into(), |l| format!("{:.1}", l.p50)),
+                st.max_aql_pending_ms,
+                st.failed_frames
+            );
+        }
+        println!(
+            "  Jain's index over airtime {}; channel busy {:.1} %; {} collisions",
+            w.airtime_jain.map_or("-".into(), |j| format!("{j:.3}")),
+            w.channel_busy * 100.0,
+            w.collisions
         );
     }
     println!(

@@ -1,4 +1,4 @@
-//! The reproduction suite: every wired row of experiments.md Part A as a named scenario that
+//! The reproduction suite: every row of experiments.md Part A (wired and Wi-Fi) as a named scenario that
 //! runs, measures, and compares with the published value and its acceptance band.
 //!
 //! Each experiment returns an [`Outcome`]: a list of [`Check`]s (measured value, published value,
@@ -13,6 +13,7 @@
 mod hash;
 mod links;
 mod tcp;
+mod wifi;
 
 use crate::scenario::{Config, Summary, Test};
 use crate::tcp::cc::Algorithm;
@@ -214,6 +215,31 @@ pub fn all() -> &'static [Experiment] {
             scenario: "Monte-Carlo: 100 flows in 1024 queues, direct-mapped and 8-way",
             run: hash::hash,
         },
+        Experiment {
+            id: "ATH10K-6M",
+            scenario: "Wi-Fi: ath10k AP → 1 station at legacy 6 Mbit/s, rtt_fair_up, legacy vs airtime + AQL",
+            run: wifi::ath10k_6m,
+        },
+        Experiment {
+            id: "NETDEV-PING",
+            scenario: "Wi-Fi: ath9k AP, near station (65 Mbit/s) pings while a far one (13 Mbit/s) downloads",
+            run: wifi::netdev_ping,
+        },
+        Experiment {
+            id: "ATF-ATH9K",
+            scenario: "Wi-Fi: ath9k AP → 3 stations (2 × MCS 15, 1 × MCS 0), legacy vs airtime fairness",
+            run: wifi::atf_ath9k,
+        },
+        Experiment {
+            id: "MCS-FLAT",
+            scenario: "Wi-Fi: ath9k AP with airtime → 2 stations at MCS 0, 7, 15, rtt_fair_up",
+            run: wifi::mcs_flat,
+        },
+        Experiment {
+            id: "AQL",
+            scenario: "Wi-Fi: ath10k firmware queue at MCS 7, mac80211 FQ with AQL off vs on",
+            run: wifi::aql,
+        },
     ]
 }
 
@@ -253,6 +279,7 @@ fn config(test: Test, down_bps: u64, up_bps: u64, rtt_ns: u64, qdisc: &str) -> C
         device: Device::default(),
         wire: Default::default(),
         host_rtts_ns: Vec::new(),
+        wifi: None,
     }
 }
 
@@ -317,6 +344,11 @@ mod tests {
             "ACK-FILTER",
             "BQL",
             "HASH",
+            "ATH10K-6M",
+            "NETDEV-PING",
+            "ATF-ATH9K",
+            "MCS-FLAT",
+            "AQL",
         ] {
             assert_eq!(ids.iter().filter(|x| **x == id).count(), 1, "{id}");
         }
