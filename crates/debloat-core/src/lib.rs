@@ -2,7 +2,8 @@
 //!
 //! Sans-IO queue disciplines that behave like the Linux kernel's: `pfifo`/`bfifo`, `codel`,
 //! `fq_codel`, `cake` (with COBALT, tins, host isolation, the shaper, overhead compensation and
-//! the ACK filter), the `deadline` baseline, and DQL (the algorithm behind BQL). Specs and
+//! the ACK filter), the `deadline` baseline, DQL (the algorithm behind BQL), and Wi-Fi airtime
+//! (mac80211's per-station queues, the airtime-fairness scheduler and AQL, in `airtime`). Specs and
 //! statistics are in tc's words.
 //!
 //! ## The contract

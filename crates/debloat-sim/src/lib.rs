@@ -8,7 +8,8 @@
 //! Status (issue 3): flent's ping, tcp_1up, tcp_nup, tcp_ndown, tcp_bidirectional, rrul,
 //! rrul_be, tcp_4up_squarewave, tcp_2up_square, rtt_fair_up, rtt_fair_var_up/down and voip; TOML
 //! scenarios with UDP floods; Reno, CUBIC (HyStart), Westwood+ and BBR v1; a TX-ring/BQL device;
-//! wire framing, loss and jitter; flent data files and pcap. Not modelled: PRR, RACK/TLP,
+//! wire framing, loss and jitter; Wi-Fi (`wifi`: shared airtime, A-MPDU, legacy / fq_codel /
+//! mac80211 airtime queueing with AQL); flent data files and pcap. Not modelled: PRR, RACK/TLP,
 //! TSO/GSO and TSQ, receive windows.
 
 #![warn(missing_docs)]

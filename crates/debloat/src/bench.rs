@@ -20,9 +20,16 @@ pub fn run(a: &Args) -> Result<()> {
     if a.what != "sim" {
         anyhow::bail!("unknown benchmark `{}`: available: sim (for the disciplines, run `cargo bench -p debloat-core --bench qdisc`)", a.what);
     }
-    for (label, test, streams) in [
-        ("4 CUBIC uploads (tcp_nup)", Test::TcpNUp, 4),
-        ("rrul (4 up + 4 down, 4 probes)", Test::Rrul, 0),
+    let mut rates = Vec::new();
+    for (label, test, streams, wifi) in [
+        ("4 CUBIC uploads (tcp_nup)", Test::TcpNUp, 4, false),
+        ("rrul (4 up + 4 down, 4 probes)", Test::Rrul, 0, false),
+        (
+            "Wi-Fi: 4 stations (6.5, 65, 65, 65 Mbit/s), airtime + AQL, rtt_fair_up",
+            Test::RttFairUp,
+            0,
+            true,
+        ),
     ] {
         let cfg = Config {
             test,
@@ -41,17 +48,35 @@ pub fn run(a: &Args) -> Result<()> {
             device: Default::default(),
             wire: Default::default(),
             host_rtts_ns: Vec::new(),
-            wifi: None,
+            wifi: wifi.then(|| {
+                let r = |m| debloat_core::airtime::PhyRate::ht(m);
+                debloat_sim::wifi::WifiConfig::new(
+                    &[r(0), r(7), r(7), r(7)],
+                    debloat_sim::wifi::ApQueueing::Airtime,
+                )
+            }),
         };
         let t = std::time::Instant::now();
         let s = debloat_sim::run(&cfg, |_| {});
         let wall = t.elapsed().as_secs_f64();
         let pkts: u64 = s.queues.iter().map(|q| q.sent_pkts).sum();
+        let where_ = if wifi {
+            "over the air"
+        } else {
+            "through fq_codel at 100 Mbit/s both ways"
+        };
         println!(
-            "{label} through fq_codel at 100 Mbit/s both ways, 20 ms, {} s of load (+10 s idle):\n  {pkts} bottleneck packets (both directions) in {wall:.2} s wall = {:.0} packets per wall-clock second ({:.0}x real time)",
+            "{label} {where_}, 20 ms, {} s of load (+10 s idle):\n  {pkts} bottleneck packets (both directions) in {wall:.2} s wall = {:.0} packets per wall-clock second ({:.0}x real time)",
             a.length,
             pkts as f64 / wall,
             (a.length + 10.0) / wall
+        );
+        rates.push(pkts as f64 / wall);
+    }
+    if let [_, rrul, wifi] = rates[..] {
+        println!(
+            "Wi-Fi costs {:.2}x the wired rrul's wall time per simulated packet (issue 7 asks for at most 2x)",
+            rrul / wifi
         );
     }
     Ok(())

@@ -715,3 +715,68 @@ fn sim_captures_the_bottleneck_as_pcap() {
         println!("SKIP: tshark is not installed; the tshark-reads-the-capture check did not run (apt-get install tshark)");
     }
 }
+
+#[test]
+fn wifi_sim_reports_stations_and_names_bad_rates() {
+    // A short Wi-Fi run: two stations at different rates under airtime fairness; the station
+    // table shows both, their airtime shares are about equal and the PHY rates are the ones given.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let o = debloat(&[
+        "sim",
+        "tcp_nup",
+        "--streams",
+        "2",
+        "--wifi",
+        "airtime",
+        "--driver",
+        "ath9k",
+        "--stations",
+        "6.5,65",
+        "--length",
+        "10",
+        "--output",
+        dir.path().to_str().expect("utf-8 path"),
+    ]);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains("Jain's index over airtime"), "{t}");
+    let j: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("summary.json")).expect("summary.json"),
+    )
+    .expect("json");
+    let st = j["wifi"]["stations"].as_array().expect("stations");
+    assert_eq!(st.len(), 2);
+    assert_eq!(st[0]["phy_mbps"].as_f64(), Some(6.5));
+    assert_eq!(st[1]["phy_mbps"].as_f64(), Some(65.0));
+    for s in st {
+        let share = s["airtime_share"].as_f64().expect("share");
+        assert!((share - 0.5).abs() < 0.05, "airtime share {share}: {t}");
+    }
+    // The fast station moves several times the slow one's data in the same airtime.
+    let tp = |i: usize| st[i]["throughput_mbps"].as_f64().expect("throughput");
+    assert!(tp(1) > 5.0 * tp(0), "{} vs {}", tp(1), tp(0));
+
+    let o = debloat(&["sim", "tcp_nup", "--wifi", "airtime", "--stations", "6.5,7"]);
+    assert!(!o.status.success());
+    let t = text(&o);
+    assert!(t.contains("'7'") && t.contains("mcsN"), "{t}");
+    let o = debloat(&["sim", "tcp_nup", "--wifi", "wmm"]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("legacy, fq_codel or airtime"),
+        "{}",
+        text(&o)
+    );
+    let o = debloat(&[
+        "sim",
+        "tcp_nup",
+        "--wifi",
+        "airtime",
+        "--stations",
+        "65",
+        "--ping-station",
+        "3",
+    ]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("there are 1 stations"), "{}", text(&o));
+}
