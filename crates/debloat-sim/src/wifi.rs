@@ -474,14 +474,7 @@ impl Wifi {
     }
 
     fn record_dequeue(&mut self, dir: usize, p: &SimPacket, now: Nanos) {
-        let l = &mut self.links[dir];
-        l.sent_pkts += 1;
-        l.sent_bytes += u64::from(p.meta.len);
-        l.sojourns
-            .saturating_record(now.saturating_sub(p.meta.enqueue_ns).max(1));
-        if p.meta.ecn == debloat_core::packet::Ecn::Ce {
-            l.marked += 1;
-        }
+        record_sent(&mut self.links[dir], p, now);
     }
 
     fn station_of(&self, p: &SimPacket) -> usize {
@@ -562,14 +555,7 @@ impl Wifi {
                 let Some(p) = fq.dequeue(sta, now) else { break };
                 let est = aql_quantize(expected_tx_airtime_us(rate, p.meta.len, true));
                 sched.aql_dequeued(sta, est);
-                let l = &mut self.links[0];
-                l.sent_pkts += 1;
-                l.sent_bytes += u64::from(p.meta.len);
-                l.sojourns
-                    .saturating_record(now.saturating_sub(p.meta.enqueue_ns).max(1));
-                if p.meta.ecn == debloat_core::packet::Ecn::Ce {
-                    l.marked += 1;
-                }
+                record_sent(&mut self.links[0], &p, now);
                 let seq = self.seqs[sta][0];
                 self.seqs[sta][0] += 1;
                 self.driver[sta].push_back(HwFrame {
@@ -935,6 +921,17 @@ impl Wifi {
                 .map(|s| (s.tx_airtime_us + s.rx_airtime_us) as f64)
                 .collect::<Vec<_>>(),
         )
+    }
+}
+
+/// Count a packet leaving a queue for the air in `l`: packets, bytes, sojourn, CE marks.
+fn record_sent(l: &mut LinkStats, p: &SimPacket, now: Nanos) {
+    l.sent_pkts += 1;
+    l.sent_bytes += u64::from(p.meta.len);
+    l.sojourns
+        .saturating_record(now.saturating_sub(p.meta.enqueue_ns).max(1));
+    if p.meta.ecn == debloat_core::packet::Ecn::Ce {
+        l.marked += 1;
     }
 }
 

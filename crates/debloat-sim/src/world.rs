@@ -540,21 +540,7 @@ impl World {
                 if let Some(p) = self.links[d.idx()].in_flight.pop_front() {
                     // Hosts beyond the bottleneck add their own delay (constant per host, so
                     // each host's packets stay in order).
-                    let extra = match p.body {
-                        Body::Data { flow, .. } | Body::Ack { flow, .. } => {
-                            self.flows.get(flow as usize).map_or(0, |f| f.extra_ns)
-                        }
-                        Body::Ping { probe, .. } => self
-                            .probes
-                            .get(usize::from(probe))
-                            .map_or(0, |x| x.extra_ns),
-                    };
-                    if extra > 0 {
-                        self.events
-                            .push(self.now + extra, Event::Deliver(d, Box::new(p)));
-                    } else {
-                        self.arrive(d, p);
-                    }
+                    self.deliver_after(d, p, 0);
                 }
             }
             Event::Deliver(d, p) => self.arrive(d, *p),
@@ -659,25 +645,30 @@ impl World {
         }
         for (down_link, p) in out.drain(..) {
             let d = if down_link { Dir::Up } else { Dir::Down };
-            let extra = self.wired_ns
-                + match p.body {
-                    Body::Data { flow, .. } | Body::Ack { flow, .. } => {
-                        self.flows.get(flow as usize).map_or(0, |f| f.extra_ns)
-                    }
-                    Body::Ping { probe, .. } => self
-                        .probes
-                        .get(usize::from(probe))
-                        .map_or(0, |x| x.extra_ns),
-                };
-            if extra > 0 {
-                self.events
-                    .push(now + extra, Event::Deliver(d, Box::new(p)));
-            } else {
-                self.arrive(d, p);
-            }
+            self.deliver_after(d, p, self.wired_ns);
         }
         self.air_out = out;
         self.start_air();
+    }
+
+    /// Hand `p` to its receiver after `delay` plus its remote host's extra delay.
+    fn deliver_after(&mut self, d: Dir, p: SimPacket, delay: Nanos) {
+        let extra = delay
+            + match p.body {
+                Body::Data { flow, .. } | Body::Ack { flow, .. } => {
+                    self.flows.get(flow as usize).map_or(0, |f| f.extra_ns)
+                }
+                Body::Ping { probe, .. } => self
+                    .probes
+                    .get(usize::from(probe))
+                    .map_or(0, |x| x.extra_ns),
+            };
+        if extra > 0 {
+            self.events
+                .push(self.now + extra, Event::Deliver(d, Box::new(p)));
+        } else {
+            self.arrive(d, p);
+        }
     }
 
     fn drain_drops(&mut self, d: Dir) {
