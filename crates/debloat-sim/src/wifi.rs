@@ -804,16 +804,7 @@ impl Wifi {
         if self.current.is_empty() {
             return None;
         }
-        // The collided transmissions all fail; their owners double CW in `complete`.
-        if collided {
-            for (c, _) in &self.current {
-                let k = match c {
-                    None => &mut self.ap,
-                    Some(s) => &mut self.sta[*s],
-                };
-                k.cw = (k.cw * 2 + 1).min(CW_MAX);
-            }
-        }
+        // The collided transmissions all fail; their owners double CW in `complete` (once).
         self.busy = true;
         let end = now + access + longest;
         self.busy_ns += access + longest;
@@ -986,6 +977,43 @@ mod tests {
             .collect();
         assert_eq!(seqs, [0, 1, 3]);
         assert!(r.held.is_empty());
+    }
+
+    #[test]
+    fn a_collision_doubles_each_colliders_contention_window_once() {
+        use crate::packet::Body;
+        use debloat_core::flow::FlowKey;
+        let ping = || SimPacket {
+            meta: debloat_core::PacketMeta::new(100, FlowKey::NonIp { ethertype: 0 }),
+            body: Body::Ping {
+                probe: 0,
+                seq: 0,
+                sent_at: 0,
+                reply: true,
+                server_at: 0,
+            },
+        };
+        let cfg = WifiConfig::new(&[PhyRate::ht(7), PhyRate::ht(7)], ApQueueing::Airtime);
+        let mut w = Wifi::new(cfg, debloat_core::FlowHasher::new([1, 2]), 1);
+        for s in 0..2 {
+            w.sta_enqueue(s, ping(), 0);
+            w.sta[s].backoff = Some(3);
+        }
+        let end = w.start(0).unwrap();
+        assert_eq!(w.collisions, 1);
+        let mut out = Vec::new();
+        w.complete(end, &mut out);
+        assert!(out.is_empty(), "collided frames are not delivered");
+        assert_eq!(w.sta[0].cw, 2 * CW_MIN + 1);
+        assert_eq!(w.sta[1].cw, 2 * CW_MIN + 1);
+        // The retry goes through and resets the window.
+        w.sta[0].backoff = Some(0);
+        w.sta[1].backoff = Some(5);
+        let end = w.start(end).unwrap();
+        w.complete(end, &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(w.sta[0].cw, CW_MIN);
+        assert_eq!(w.sta[1].cw, 2 * CW_MIN + 1);
     }
 
     #[test]

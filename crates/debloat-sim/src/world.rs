@@ -246,6 +246,8 @@ enum Event {
     Sample,
     /// The Wi-Fi channel's current TXOP ends.
     Air,
+    /// A packet from the wired host reaches the AP (after the wire's one-way delay).
+    ToAp(Box<SimPacket>),
 }
 
 /// The simulation: build it, add flows, `run` to the end.
@@ -274,6 +276,14 @@ pub fn station_of_host(host: u8, n: usize) -> usize {
         usize::from(host - 11) % n.max(1)
     } else {
         0
+    }
+}
+
+/// The last octet of an IPv4 address (0 for anything else): which remote host it is.
+fn host_octet(a: Option<IpAddr>) -> u8 {
+    match a {
+        Some(IpAddr::V4(a)) => a.octets()[3],
+        _ => 0,
     }
 }
 
@@ -568,6 +578,7 @@ impl World {
             }
             Event::Probe(k) => self.send_probe(k),
             Event::Air => self.air_done(),
+            Event::ToAp(p) => self.ap_receive(*p),
             Event::Sample => {
                 self.sample_times.push(self.now);
                 for f in &mut self.flows {
@@ -601,18 +612,32 @@ impl World {
         }
     }
 
+    /// A packet enters the Wi-Fi network: from the wired host it first crosses the wire to the
+    /// AP; a station hands it to its own queue at once.
     fn send_wifi(&mut self, d: Dir, p: SimPacket) {
+        match d {
+            Dir::Up if self.wired_ns > 0 => {
+                self.events
+                    .push(self.now + self.wired_ns, Event::ToAp(Box::new(p)));
+            }
+            Dir::Up => self.ap_receive(p),
+            Dir::Down => {
+                let now = self.now;
+                let Some(w) = self.wifi.as_mut() else { return };
+                let n = w.config().stations.len();
+                w.sta_enqueue(station_of_host(host_octet(p.meta.flow.src()), n), p, now);
+                self.drain_wifi_drops();
+                self.start_air();
+            }
+        }
+    }
+
+    /// The AP takes a packet from the wire for its station.
+    fn ap_receive(&mut self, p: SimPacket) {
         let now = self.now;
         let Some(w) = self.wifi.as_mut() else { return };
         let n = w.config().stations.len();
-        let host = |a: Option<IpAddr>| match a {
-            Some(IpAddr::V4(a)) => a.octets()[3],
-            _ => 0,
-        };
-        match d {
-            Dir::Up => w.ap_enqueue(station_of_host(host(p.meta.flow.dst()), n), p, now),
-            Dir::Down => w.sta_enqueue(station_of_host(host(p.meta.flow.src()), n), p, now),
-        }
+        w.ap_enqueue(station_of_host(host_octet(p.meta.flow.dst()), n), p, now);
         self.drain_wifi_drops();
         self.start_air();
     }
@@ -644,8 +669,12 @@ impl World {
             w.complete(now, &mut out);
         }
         for (down_link, p) in out.drain(..) {
-            let d = if down_link { Dir::Up } else { Dir::Down };
-            self.deliver_after(d, p, self.wired_ns);
+            // AP → station: the station has it now; station → AP: it still crosses the wire.
+            if down_link {
+                self.deliver_after(Dir::Up, p, 0);
+            } else {
+                self.deliver_after(Dir::Down, p, self.wired_ns);
+            }
         }
         self.air_out = out;
         self.start_air();

@@ -38,8 +38,8 @@ enum Command {
     /// Compare runs from flent data files (debloat's or flent's): a table and an HTML report
     /// with plots.
     Report(report::Args),
-    /// Rerun the published experiments (PI-55, FIFO-DEPTH, SQW-20M, CAKE-HOSTS, RRUL-110-10,
-    /// ACK-FILTER, BQL, HASH) and compare with the published values and bands.
+    /// Rerun the published experiments (the wired rows PI-55 … HASH and the Wi-Fi rows
+    /// ATH10K-6M … AQL) and compare with the published values and bands.
     Reproduce(reproduce::Args),
     /// Parse a qdisc spec and show it as tc would, with the parameters it derives.
     Spec(SpecArgs),

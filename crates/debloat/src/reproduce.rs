@@ -13,7 +13,8 @@ use std::time::Instant;
     after_help = "Examples:\n  debloat reproduce --list\n  debloat reproduce PI-55\n  debloat reproduce --all\n  debloat reproduce HASH BQL --json"
 )]
 pub struct Args {
-    /// Experiment ids (PI-55, FIFO-DEPTH, SQW-20M, CAKE-HOSTS, RRUL-110-10, ACK-FILTER, BQL, HASH).
+    /// Experiment ids (PI-55, FIFO-DEPTH, SQW-20M, CAKE-HOSTS, RRUL-110-10, ACK-FILTER, BQL, HASH,
+    /// ATH10K-6M, NETDEV-PING, ATF-ATH9K, MCS-FLAT, AQL; `--list` shows them all).
     ids: Vec<String>,
     /// Run every experiment.
     #[arg(long, conflicts_with = "ids")]

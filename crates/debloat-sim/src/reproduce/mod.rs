@@ -222,7 +222,7 @@ pub fn all() -> &'static [Experiment] {
         },
         Experiment {
             id: "NETDEV-PING",
-            scenario: "Wi-Fi: ath9k AP, near station (65 Mbit/s) pings while a far one (13 Mbit/s) downloads",
+            scenario: "Wi-Fi: ath9k AP, near station (MCS 15) pings while a far one (MCS 12) downloads",
             run: wifi::netdev_ping,
         },
         Experiment {
