@@ -98,6 +98,8 @@ pub struct Dataset {
     pub delay: f64,
     /// Measured series, in the file's order.
     pub series: Vec<Series>,
+    /// Per-station results of a Wi-Fi simulation (debloat's `DEBLOAT_WIFI` metadata).
+    pub wifi: Option<crate::wifi::WifiInfo>,
 }
 
 /// flent's default DELAY: the idle time before and after the load.
@@ -215,6 +217,7 @@ impl Dataset {
                 raw: raw_vals,
             });
         }
+        let wifi = crate::wifi::WifiInfo::from_metadata(meta).transpose()?;
         let title = text("TITLE");
         let step = num("STEP_SIZE").unwrap_or_else(|| if x.len() > 1 { x[1] - x[0] } else { 0.2 });
         let last = x.last().copied().unwrap_or(0.0);
@@ -233,6 +236,7 @@ impl Dataset {
             delay: num("DELAY").unwrap_or(DELAY_S),
             x,
             series,
+            wifi,
         })
     }
 

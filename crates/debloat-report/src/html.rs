@@ -28,7 +28,7 @@ h1{font-size:1.6em}h2{font-size:1.2em;margin-top:1.6em}\
 table{border-collapse:collapse;margin:.5em 0}td,th{padding:.3em .7em;border-bottom:1px solid #ddd;text-align:right}\
 th:first-child,td:first-child{text-align:left}th small{color:#777;font-weight:normal}\
 figure{margin:1em 0}figcaption{color:#555;font-size:.9em}svg{max-width:100%;height:auto}\
-.meta{color:#666;font-size:.9em}";
+.meta{color:#666;font-size:.9em}h3{font-size:1em;margin-bottom:.2em}";
 
 /// The whole page.
 pub fn page(title: &str, runs: &[Dataset], sums: &[RunSummary], plots: &[Plot]) -> String {
@@ -67,6 +67,14 @@ pub fn page(title: &str, runs: &[Dataset], sums: &[RunSummary], plots: &[Plot]) 
             c = escape(&p.caption),
             svg = strip_xml_decl(&p.svg)
         );
+    }
+    if runs.iter().any(|d| d.wifi.is_some()) {
+        h.push_str("<h2 id=\"stations\">Wi-Fi stations</h2>\n");
+        for d in runs {
+            if let Some(w) = &d.wifi {
+                h.push_str(&crate::wifi::html(&d.label, w));
+            }
+        }
     }
     h.push_str("<h2>Runs</h2>\n<table><thead><tr><th>run</th><th>test</th><th>file version</th><th>length<br><small>s</small></th><th>step<br><small>s</small></th></tr></thead><tbody>\n");
     for d in runs {

@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! .flent.gz ──► flent::Dataset ──► summary::RunSummary ──► table (text) / html
-//!                     └──────────► plot (SVG + PNG: timeseries, latency CDF, totals)
+//!                     ├──────────► plot (SVG + PNG: timeseries, latency CDF, totals)
+//!                     └──────────► wifi (Wi-Fi runs: per-station table, airtime bars)
 //! ```
 //!
 //! The page embeds its SVGs and styles and loads nothing from the network, so it opens from a
@@ -15,6 +16,7 @@ pub mod html;
 pub mod plot;
 pub mod summary;
 pub mod table;
+pub mod wifi;
 
 pub use flent::{Dataset, ReadError};
 pub use summary::RunSummary;

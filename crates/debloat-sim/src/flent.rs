@@ -168,11 +168,17 @@ pub fn data_file(w: &World, cfg: &Config, epoch: u64, title: &str) -> Value {
         _ => {}
     }
     let hosts: Vec<String> = (0..cfg.hosts().len()).map(Config::host_name).collect();
-    let note = format!(
+    let note = match &cfg.wifi {
+        Some(wc) => format!(
+            "debloat sim: {}, wired host {} ms RTT from the AP, cc {:?}, ecn {}, seed {}, delay {} s",
+            wc.describe(), cfg.rtt_ns as f64 / 1e6, cfg.cc, cfg.ecn, cfg.seed, delay_s
+        ),
+        None => format!(
         "debloat sim: {}/{} bit/s down/up, base RTT {} ms, qdisc up `{}`, down `{}`, cc {:?}, ecn {}, seed {}, delay {} s",
         cfg.down_bps, cfg.up_bps, cfg.rtt_ns as f64 / 1e6, cfg.qdisc_up, cfg.qdisc_down, cfg.cc, cfg.ecn, cfg.seed, delay_s
-    );
-    json!({
+    ),
+    };
+    let mut file = json!({
         "version": 4,
         "metadata": {
             "NAME": cfg.test.name(),
@@ -194,7 +200,16 @@ pub fn data_file(w: &World, cfg: &Config, epoch: u64, title: &str) -> Value {
         "x_values": xs,
         "results": results,
         "raw_values": raw_values,
-    })
+    });
+    // Wi-Fi runs carry their per-station table (flent keeps metadata it does not know).
+    if w.wifi().is_some() {
+        let s = |x: f64| (x * 1e9) as u64;
+        let sum = crate::scenario::summarise(cfg, w, s(delay_s), s(cfg.length_s));
+        if let (Some(wifi), Some(meta)) = (sum.wifi, file.get_mut("metadata")) {
+            meta["DEBLOAT_WIFI"] = serde_json::to_value(wifi).unwrap_or(Value::Null);
+        }
+    }
+    file
 }
 
 /// flent's file name for a run: `<NAME>-<TIME without ':'>[.<title>].flent.gz`.

@@ -143,7 +143,8 @@ pub struct Config {
     /// Framing, loss and jitter of both bottleneck wires (the seed is set per direction).
     pub wire: crate::world::Wire,
     /// Base RTT of each remote host for the rtt_fair tests, ns (empty: every host at `rtt_ns`;
-    /// rtt_fair_up always has 4 hosts, the var tests one per entry).
+    /// rtt_fair_up always has 4 hosts, the var tests one per entry, or when empty one host, or
+    /// over Wi-Fi one per station).
     pub host_rtts_ns: Vec<u64>,
     /// A Wi-Fi AP and stations instead of the two wired links (the rates, qdiscs and device
     /// above are then unused; `rtt_ns` is the wired part between the AP and flent's host).
@@ -158,7 +159,8 @@ impl Config {
                 .map(|i| self.host_rtts_ns.get(i).copied().unwrap_or(self.rtt_ns))
                 .collect(),
             Test::RttFairVarUp | Test::RttFairVarDown if self.host_rtts_ns.is_empty() => {
-                vec![self.rtt_ns]
+                let n = self.wifi.as_ref().map_or(1, |w| w.stations.len().max(1));
+                vec![self.rtt_ns; n]
             }
             Test::RttFairVarUp | Test::RttFairVarDown => self.host_rtts_ns.clone(),
             _ => Vec::new(),
@@ -279,7 +281,7 @@ pub struct WifiSummary {
     pub stations: Vec<StationSummary>,
     /// Jain's fairness index over the stations' airtime.
     pub airtime_jain: Option<f64>,
-    /// Fraction of the run the channel was busy (contention, PPDUs and ACKs).
+    /// Fraction of the load window the channel was busy (contention, PPDUs and ACKs).
     pub channel_busy: f64,
     /// Collisions.
     pub collisions: u64,
@@ -621,10 +623,26 @@ fn wifi_summary(
         setup: wifi.config().describe(),
         stations,
         airtime_jain: wifi.airtime_jain(),
-        channel_busy: wifi.busy_ns as f64
-            / w.sample_times.last().copied().unwrap_or(1).max(1) as f64,
+        channel_busy: busy_under_load(w, load),
         collisions: wifi.collisions,
     })
+}
+
+/// The fraction of the load window the Wi-Fi channel was busy, from the per-sample busy times
+/// (the idle seconds before and after the load do not dilute it).
+fn busy_under_load(w: &World, load: &dyn Fn(u64) -> bool) -> f64 {
+    let t = &w.sample_times;
+    let (Some(a), Some(b)) = (
+        t.iter().position(|&x| load(x)),
+        t.iter().rposition(|&x| load(x)),
+    ) else {
+        return 0.0;
+    };
+    let busy = |k: usize| w.air_busy_series.get(k).copied().unwrap_or(0);
+    if b <= a {
+        return 0.0;
+    }
+    (busy(b).saturating_sub(busy(a)) as f64 / (t[b] - t[a]) as f64).min(1.0)
 }
 
 /// Goodput of flow `i` between `t0` and `t1` (ns), Mbit/s, from the per-step samples.

@@ -903,13 +903,15 @@ impl Wifi {
         }
     }
 
-    /// Jain's fairness index over the stations' total airtime (TX + RX), if any was used.
+    /// Jain's fairness index over the total airtime (TX + RX) of the stations that used the
+    /// channel (a station the test gave no traffic is not starved), if any did.
     pub fn airtime_jain(&self) -> Option<f64> {
         jain(
             &self
                 .stations
                 .iter()
                 .map(|s| (s.tx_airtime_us + s.rx_airtime_us) as f64)
+                .filter(|&a| a > 0.0)
                 .collect::<Vec<_>>(),
         )
     }

@@ -263,6 +263,8 @@ pub struct World {
     end: Nanos,
     /// Sample times, ns.
     pub sample_times: Vec<Nanos>,
+    /// The Wi-Fi channel's busy time so far at each sample, ns (Wi-Fi runs).
+    pub air_busy_series: Vec<Nanos>,
     tap: Option<Tap>,
     wifi: Option<Box<crate::wifi::Wifi>>,
     wired_ns: Nanos,
@@ -320,6 +322,7 @@ impl World {
             step,
             end,
             sample_times: Vec::new(),
+            air_busy_series: Vec::new(),
             tap: None,
             wifi: None,
             wired_ns: 0,
@@ -587,6 +590,9 @@ impl World {
                 }
                 for p in &mut self.probes {
                     p.delivered_series.push(p.delivered_bytes);
+                }
+                if let Some(w) = &self.wifi {
+                    self.air_busy_series.push(w.busy_ns);
                 }
                 if self.now + self.step <= self.end {
                     self.events.push(self.now + self.step, Event::Sample);

@@ -66,7 +66,8 @@ pub struct Args {
     #[arg(long, default_value = "")]
     pub(crate) title: String,
     /// Base RTT of each remote host for rtt_fair_var_up/down (and rtt_fair_up's four), e.g.
-    /// 10ms,50ms,100ms; default: one host (four for rtt_fair_up) at --rtt.
+    /// 10ms,50ms,100ms; default: one host (four for rtt_fair_up; with --wifi, one per station)
+    /// at --rtt. With --wifi the hosts are the stations (host i on station i).
     #[arg(long, value_delimiter = ',')]
     rtts: Vec<String>,
     /// Random loss on both bottleneck wires, e.g. 0.5% (netem's `loss`).

@@ -756,6 +756,41 @@ fn wifi_sim_reports_stations_and_names_bad_rates() {
     let tp = |i: usize| st[i]["throughput_mbps"].as_f64().expect("throughput");
     assert!(tp(1) > 5.0 * tp(0), "{} vs {}", tp(1), tp(0));
 
+    // The flent file carries the same station table in its metadata, flent still opens it, and
+    // the HTML report draws it.
+    let file = dir.path().join("tcp_nup-2026-01-01T000000.000000.flent.gz");
+    let v = read_flent(&file);
+    let meta_st = v["metadata"]["DEBLOAT_WIFI"]["stations"]
+        .as_array()
+        .expect("DEBLOAT_WIFI stations in the flent metadata");
+    assert_eq!(meta_st.len(), 2);
+    assert_eq!(meta_st[1]["throughput_mbps"], st[1]["throughput_mbps"]);
+    if let Some(csv) = flent(&file, "csv", "the flent-opens-a-Wi-Fi-file check") {
+        assert!(csv.lines().count() > 10, "{csv}");
+    }
+    let report = dir.path().join("report");
+    let o = debloat(&[
+        "report",
+        file.to_str().expect("utf-8 path"),
+        "--output",
+        report.to_str().expect("utf-8 path"),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let page = std::fs::read_to_string(report.join("index.html")).expect("index.html");
+    assert!(page.contains("Wi-Fi stations"), "no station section");
+    for s in st {
+        let host = s["host"].as_str().expect("host");
+        let pct = format!(
+            "{:.1} %",
+            s["airtime_share"].as_f64().expect("share") * 100.0
+        );
+        assert!(
+            page.contains(&format!("<td>{host}</td>")) && page.contains(&pct),
+            "station {host} with airtime {pct} not in the report"
+        );
+    }
+    assert!(page.contains("Jain's fairness index over airtime"));
+
     let o = debloat(&["sim", "tcp_nup", "--wifi", "airtime", "--stations", "6.5,7"]);
     assert!(!o.status.success());
     let t = text(&o);

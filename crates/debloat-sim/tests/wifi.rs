@@ -1,0 +1,135 @@
+//! flent's RTT-fairness tests over Wi-Fi with 1, 2 and 4 stations (issue 7's scenarios): one
+//! flow and one ping per station, each station behind its own base RTT.
+//!
+//! * `rtt_fair_var_up` (AP → stations): mac80211's airtime queueing gives every station an
+//!   equal share of airtime and keeps every station's latency near its base RTT, where the
+//!   stock firmware queue lets a slow station's pings wait seconds.
+//! * `rtt_fair_var_down` (stations → AP): the stations' own stock queues decide; the AP's
+//!   queueing structure makes no difference to the uploads (the MCS-FLAT sta → AP point).
+
+use debloat_core::airtime::PhyRate;
+use debloat_sim::scenario::{Config, Summary, Test};
+use debloat_sim::tcp::cc::Algorithm;
+use debloat_sim::wifi::{ApQueueing, WifiConfig};
+
+const MS: u64 = 1_000_000;
+
+/// The three networks: rates and each station's base RTT (ms).
+const NETS: [(&[&str], &[u64]); 3] = [
+    (&["mcs7"], &[10]),
+    (&["mcs7", "mcs0"], &[10, 40]),
+    (&["mcs7", "mcs7", "mcs7", "mcs0"], &[10, 20, 40, 80]),
+];
+
+fn run(test: Test, rates: &[&str], rtts: &[u64], q: ApQueueing) -> Summary {
+    let rates: Vec<PhyRate> = rates.iter().map(|r| r.parse().expect("rate")).collect();
+    let c = Config {
+        test,
+        down_bps: 1,
+        up_bps: 1,
+        rtt_ns: 10 * MS,
+        qdisc_up: "pfifo limit 1000".parse().expect("spec"),
+        qdisc_down: "pfifo limit 1000".parse().expect("spec"),
+        length_s: 20.0,
+        delay_s: 5.0,
+        step_s: 0.2,
+        streams: 1,
+        cc: Algorithm::Cubic,
+        ecn: false,
+        seed: 1,
+        device: Default::default(),
+        wire: Default::default(),
+        host_rtts_ns: rtts.iter().map(|r| r * MS).collect(),
+        wifi: Some(WifiConfig::new(&rates, q)),
+    };
+    debloat_sim::scenario::run(&c, |_| {})
+}
+
+/// Per station: (goodput Mbit/s, airtime share, ping median ms).
+fn stations(s: &Summary) -> Vec<(f64, f64, f64)> {
+    s.wifi
+        .as_ref()
+        .expect("a Wi-Fi summary")
+        .stations
+        .iter()
+        .map(|st| {
+            (
+                st.throughput_mbps,
+                st.airtime_share,
+                st.latency_ms.as_ref().map_or(f64::NAN, |l| l.p50),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn rtt_fair_var_up_airtime_is_fair_and_low_latency_on_1_2_and_4_stations() {
+    for (rates, rtts) in NETS {
+        let n = rates.len();
+        let air = run(Test::RttFairVarUp, rates, rtts, ApQueueing::Airtime);
+        let legacy = run(Test::RttFairVarUp, rates, rtts, ApQueueing::Legacy);
+        assert_eq!(air.flows.len(), n, "one flow per station");
+        assert_eq!(air.pings.len(), n, "one ping per station");
+        let a = stations(&air);
+        let l = stations(&legacy);
+        let w = air.wifi.as_ref().expect("wifi");
+        assert!(
+            w.airtime_jain.expect("airtime used") >= 0.95,
+            "{n} stations: airtime Jain {:?}",
+            w.airtime_jain
+        );
+        for (i, &(goodput, share, p50)) in a.iter().enumerate() {
+            let base = rtts[i] as f64;
+            assert!(goodput > 0.5, "{n} stations, station {i}: {goodput} Mbit/s");
+            assert!(
+                (share - 1.0 / n as f64).abs() <= 0.2 / n as f64,
+                "{n} stations, station {i}: airtime share {share:.3}"
+            );
+            // CoDel's 20 ms target plus AQL's few ms over the base RTT.
+            assert!(
+                p50 - base <= 50.0,
+                "{n} stations, station {i}: ping median {p50:.1} ms over a {base} ms base"
+            );
+        }
+        // The slowest station's latency under the stock firmware queue against airtime.
+        let slow = n - 1;
+        let ratio = l[slow].2 / a[slow].2;
+        let want = if n == 1 { 3.0 } else { 10.0 };
+        assert!(
+            ratio >= want,
+            "{n} stations: legacy/airtime ping median at the slow station {:.1}/{:.1} ms = {ratio:.1}×, want ≥ {want}×",
+            l[slow].2,
+            a[slow].2
+        );
+    }
+}
+
+#[test]
+fn rtt_fair_var_down_uploads_are_set_by_the_stations_queues_not_the_aps() {
+    for (rates, rtts) in NETS {
+        let n = rates.len();
+        let air = run(Test::RttFairVarDown, rates, rtts, ApQueueing::Airtime);
+        let legacy = run(Test::RttFairVarDown, rates, rtts, ApQueueing::Legacy);
+        assert_eq!(air.flows.len(), n, "one upload per station");
+        assert!(air.flows.iter().all(|f| f.name.starts_with("TCP download")));
+        let a = stations(&air);
+        let l = stations(&legacy);
+        for i in 0..n {
+            let base = rtts[i] as f64;
+            assert!(a[i].0 > 0.5, "{n} stations, station {i}: {} Mbit/s", a[i].0);
+            // The AP carries only ACKs and ping replies that way: its structure changes little.
+            assert!(
+                (a[i].0 - l[i].0).abs() <= 0.1 * l[i].0,
+                "{n} stations, station {i}: goodput {} (airtime AP) vs {} (legacy AP)",
+                a[i].0,
+                l[i].0
+            );
+            // A stock client's pfifo 1000 fills: tens to thousands of ms above the base RTT.
+            assert!(
+                a[i].2 - base >= 50.0,
+                "{n} stations, station {i}: ping median {:.1} ms over a {base} ms base",
+                a[i].2
+            );
+        }
+    }
+}
