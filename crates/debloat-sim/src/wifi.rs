@@ -5,46 +5,60 @@
 //! a download; flent's `rtt_fair_up` run on the AP host, as in the ath10k tests) and `Dir::Down`
 //! is station → AP.
 //!
-//! ## The medium (a simple DCF/EDCA model)
-//! Everything travels in the best-effort access category (AIFSN 3, CWmin 15, CWmax 1023, slot
-//! 9 µs, SIFS 16 µs, TXOP limit 4 ms by default). When the channel falls idle, every contender
-//! with frames holds a backoff counter drawn uniformly from [0, CW]; the smallest counter wins
-//! after AIFS + counter × slot, and the others keep the remainder (frozen, as DCF does). Equal
-//! smallest counters collide: every frame of every colliding transmission fails and those
-//! contenders double their CW. Deviation: a contender that gets frames while a contention is
-//! being resolved joins the next one (real DCF could let it in if its counter were smaller).
+//! ## The medium (a simple EDCA model)
+//! Every packet goes to an access category by its DSCP, as cfg80211 classifies it
+//! ([`debloat_core::airtime::Ac::of_dscp`]: CS1 → background, CS0 → best effort, CS5 → video,
+//! EF → voice). The AP and every station run one EDCA function per category, each with its own
+//! queue, backoff counter and contention window ([`debloat_core::airtime::Edca`]: the standard's
+//! defaults for stations, hostapd's for the AP). When the channel falls idle, every function with
+//! frames holds a counter drawn uniformly from [0, CW]; it waits AIFS (SIFS + AIFSN × 9 µs
+//! slots) and then counts down, so the function with the smallest AIFSN + counter wins, and the
+//! others keep what is left of their counters (frozen, as DCF does). Equal smallest values of
+//! different senders collide: every frame of every colliding transmission fails and those
+//! functions double their CW. Equal values within one sender are an internal collision: the
+//! higher category sends and the lower one doubles its CW as if it had collided. Deviation: a
+//! function that gets frames while a contention is being resolved joins the next one (real
+//! EDCA could let it in if its counter were smaller).
 //!
-//! A transmission opportunity carries one PPDU: a single MPDU at legacy rates, or an A-MPDU of
-//! up to 64 MPDUs, 65 535 bytes and the TXOP limit at HT/VHT rates; then SIFS and an ACK (or
-//! block ACK) at the basic rate. An MPDU is the Ethernet frame − 14 + 38 bytes (802.11 header,
-//! LLC/SNAP, FCS); inside an A-MPDU each gets a 4-byte delimiter and pads to 4 bytes. Each MPDU
-//! fails independently with the station's frame error rate and is retried in a later TXOP, up
-//! to 10 attempts.
+//! A transmission opportunity carries, for best effort, background and video at HT/VHT rates,
+//! one A-MPDU of up to 64 MPDUs, 65 535 bytes and the driver's aggregate limit (4 ms, and
+//! video's 3 ms TXOP); then SIFS and a block ACK at the basic rate. Voice is not aggregated
+//! (minstrel starts no block-ack session for it) and legacy rates cannot be: those send single
+//! MPDUs, each followed by SIFS and an ACK, as many as fit in the category's TXOP limit (one
+//! when it is 0). An MPDU is the Ethernet frame − 14 + 38 bytes (802.11 header, LLC/SNAP, FCS);
+//! inside an A-MPDU each gets a 4-byte delimiter and pads to 4 bytes. Each MPDU fails
+//! independently with the station's frame error rate and is retried in a later TXOP, up to 10
+//! attempts.
 //!
 //! ## The AP's queueing structures
-//! * `legacy`: a qdisc (default pfifo 1000) over the driver's per-station FIFOs that hold at
-//!   most `driver_frames` together (default 1024: ath10k firmware holds ≈1 000–1 400 MSDUs);
-//!   the driver takes from the qdisc whenever it has room, and the firmware serves stations
-//!   round robin, one TXOP each.
-//! * `fq_codel`: the same with an fq_codel qdisc.
-//! * `airtime`: mac80211's design — per-station TXQs in one shared fq with CoDel
+//! * `legacy`: a qdisc per access category (Linux's `mq` root over the radio's four queues;
+//!   default pfifo 1000 each) over the driver's per-station FIFOs, which hold at most
+//!   `driver_frames` per category (default 1024: ath10k firmware holds ≈1 000–1 400 MSDUs;
+//!   ath9k 123 per hardware queue); the driver takes from the qdiscs whenever it has room, and
+//!   serves stations round robin, one TXOP each.
+//! * `fq_codel`: the same with an fq_codel qdisc per category.
+//! * `airtime`: mac80211's design — per-station per-category TXQs in one shared fq with CoDel
 //!   ([`debloat_core::airtime::MacFq`]), the DRR airtime scheduler with per-station weights
-//!   and AQL ([`debloat_core::airtime::Scheduler`]). With a firmware queue (`driver_frames` >
-//!   0, ath10k-like push-pull) the driver pulls frames station by station in scheduler order
-//!   while AQL allows; without one (`driver_frames` 0, ath9k-like) the driver builds each
-//!   aggregate straight from the TXQ the scheduler picks.
+//!   and AQL per category with the device-wide total shared
+//!   ([`debloat_core::airtime::Radio`]). With a firmware queue (`driver_frames` > 0,
+//!   ath10k-like push-pull) the driver pulls frames station by station in scheduler order while
+//!   AQL allows; without one (`driver_frames` 0, ath9k-like) the driver builds each aggregate
+//!   straight from the TXQ the scheduler picks. Deviation: one TXQ per station and category
+//!   (mac80211 has one per TID, two TIDs per category; cfg80211 puts each DSCP in one TID).
 //!
-//! The hardware keeps `hw_aggregates` built aggregates ready (ath9k: 2; ath10k: 1). Stations
-//! run stock client queueing: a qdisc (default pfifo 1000) from which they aggregate directly.
+//! The hardware keeps `hw_aggregates` built aggregates ready per category (ath9k: 2; ath10k:
+//! 1). Stations run stock client queueing: a qdisc per category (default pfifo 1000) from which
+//! they aggregate directly.
 //! Not modelled: power save, rate control (rates are fixed per station), RTS/CTS, multicast,
 //! capture (the pcap tap sees wired runs only).
 
 use crate::packet::SimPacket;
 use crate::world::LinkStats;
+use debloat_core::airtime::ac::ALL as ALL_AC;
 use debloat_core::airtime::rate::{aql_quantize, expected_tx_airtime_us};
 use debloat_core::airtime::scheduler::AqlConfig;
 use debloat_core::airtime::txq::MacFqConfig;
-use debloat_core::airtime::{MacFq, PhyRate, Scheduler};
+use debloat_core::airtime::{Ac, Edca, MacFq, PhyRate, Radio};
 use debloat_core::packet::Nanos;
 use debloat_core::{Dequeue, FlowHasher, Qdisc, QdiscSpec};
 use serde::Serialize;
@@ -54,12 +68,6 @@ use std::collections::VecDeque;
 pub const SLOT_NS: Nanos = 9_000;
 /// SIFS, ns.
 pub const SIFS_NS: Nanos = 16_000;
-/// Best-effort AIFSN.
-pub const AIFSN_BE: u64 = 3;
-/// Best-effort CWmin.
-pub const CW_MIN: u32 = 15;
-/// Best-effort CWmax.
-pub const CW_MAX: u32 = 1023;
 /// Attempts per MPDU before it is given up.
 pub const RETRY_LIMIT: u8 = 10;
 /// MPDUs per A-MPDU.
@@ -126,20 +134,24 @@ pub struct WifiConfig {
     pub ap_qdisc: QdiscSpec,
     /// The stations' qdisc (default pfifo 1000).
     pub sta_qdisc: QdiscSpec,
-    /// Frames the AP's driver/firmware FIFOs hold together; 0 = none (airtime only).
+    /// Frames the AP's driver/firmware FIFOs hold together, per access category; 0 = none
+    /// (airtime only).
     pub driver_frames: usize,
-    /// Aggregates the AP's hardware keeps built ahead.
+    /// Aggregates the AP's hardware keeps built ahead, per access category.
     pub hw_aggregates: usize,
     /// AQL (airtime queueing).
     pub aql: AqlConfig,
     /// Airtime fairness in the scheduler (airtime queueing; off = plain round robin).
     pub fairness: bool,
-    /// TXOP limit, ns.
+    /// Longest aggregate the driver builds, ns (ath9k: 4 ms); video's TXOP limit is shorter.
     pub txop_ns: Nanos,
     /// Station of each flow, in the order the test adds them (default: round robin).
     pub flow_stations: Vec<usize>,
     /// Station the latency probes go to.
     pub ping_station: usize,
+    /// WMM: DSCPs map to the four access categories (off: everything best effort, as with
+    /// hostapd's `wmm_enabled=0`).
+    pub wmm: bool,
 }
 
 impl WifiConfig {
@@ -165,6 +177,7 @@ impl WifiConfig {
             txop_ns: 4_000_000,
             flow_stations: Vec::new(),
             ping_station: 0,
+            wmm: true,
         }
     }
 
@@ -200,9 +213,10 @@ impl WifiConfig {
             _ => format!("{} qdisc", self.ap_qdisc_spec()),
         };
         format!(
-            "Wi-Fi AP {q}, driver queue {} frames, stations {}",
+            "Wi-Fi AP {q}, driver queue {} frames per AC, stations {}{}",
             self.driver_frames,
-            rates.join(",")
+            rates.join(","),
+            if self.wmm { "" } else { ", WMM off" }
         )
     }
 }
@@ -261,55 +275,68 @@ impl Reorder {
     }
 }
 
-/// A built PPDU waiting for (or in) its TXOP.
+/// A built transmission (an A-MPDU, or single MPDUs) waiting for (or in) its TXOP.
 struct Aggregate {
     sta: usize,
+    ac: Ac,
     frames: Vec<HwFrame>,
 }
 
 /// Who is transmitting: the AP (`None`) or a station.
 type Sender = Option<usize>;
 
+/// One EDCA function: a category's backoff state at the AP or a station.
 struct Contender {
+    edca: Edca,
     backoff: Option<u32>,
     cw: u32,
 }
 
 impl Contender {
-    fn new() -> Contender {
+    fn new(edca: Edca) -> Contender {
         Contender {
+            edca,
             backoff: None,
-            cw: CW_MIN,
+            cw: edca.cw_min,
         }
+    }
+
+    fn double_cw(&mut self) {
+        self.cw = (self.cw * 2 + 1).min(self.edca.cw_max);
     }
 }
 
 enum Source {
-    Qdisc(Box<dyn Qdisc<SimPacket>>),
+    /// `mq`: one qdisc per access category.
+    Qdisc(Vec<Box<dyn Qdisc<SimPacket>>>),
     Mac {
         fq: Box<MacFq<SimPacket>>,
-        sched: Scheduler,
+        sched: Box<Radio>,
     },
 }
 
-/// The Wi-Fi network's state.
+const N_AC: usize = 4;
+
+/// The Wi-Fi network's state. Per-station-and-category vectors are indexed `sta * 4 + ac`.
 pub struct Wifi {
     cfg: WifiConfig,
     source: Source,
+    /// The driver's FIFOs, per station and category.
     driver: Vec<VecDeque<HwFrame>>,
-    driver_len: usize,
-    driver_rr: usize,
-    hw: VecDeque<Aggregate>,
+    driver_len: [usize; N_AC],
+    driver_rr: [usize; N_AC],
+    /// Built aggregates per category.
+    hw: [VecDeque<Aggregate>; N_AC],
     sta_q: Vec<Box<dyn Qdisc<SimPacket>>>,
     sta_retry: Vec<VecDeque<HwFrame>>,
-    ap: Contender,
+    ap: [Contender; N_AC],
     sta: Vec<Contender>,
     busy: bool,
     collided: bool,
     current: Vec<(Sender, Aggregate)>,
     rng: debloat_core::rng::SplitMix64,
     dropped: Vec<SimPacket>,
-    /// Next sequence number per station: [AP → station, station → AP].
+    /// Next sequence number per station and category: [AP → station, station → AP].
     seqs: Vec<[u64; 2]>,
     reorder: Vec<[Reorder; 2]>,
     released: Vec<SimPacket>,
@@ -343,6 +370,44 @@ fn ack_ns(rate: PhyRate, block: bool) -> u64 {
     PhyRate::Legacy { bitrate: basic }.ppdu_ns(if block { 32 } else { 14 })
 }
 
+/// Does this category aggregate at this rate? (Not at legacy rates; not voice.)
+fn aggregates(rate: PhyRate, ac: Ac) -> bool {
+    !rate.is_legacy() && ac != Ac::Vo
+}
+
+/// Air time of a transmission of these frames (Ethernet lengths): one A-MPDU + SIFS + block
+/// ACK, or single MPDUs each + SIFS + ACK, SIFS-separated.
+fn txop_ns(rate: PhyRate, ac: Ac, lens: impl Iterator<Item = u32>) -> u64 {
+    if aggregates(rate, ac) {
+        let bytes: u32 = lens.map(ampdu_sub_len).sum();
+        rate.ppdu_ns(bytes) + SIFS_NS + ack_ns(rate, true)
+    } else {
+        let mut t = 0;
+        for (i, l) in lens.enumerate() {
+            if i > 0 {
+                t += SIFS_NS;
+            }
+            t += rate.ppdu_ns(mpdu_len(l)) + SIFS_NS + ack_ns(rate, false);
+        }
+        t
+    }
+}
+
+fn idx(sta: usize, ac: Ac) -> usize {
+    sta * N_AC + ac.idx()
+}
+
+impl WifiConfig {
+    /// The access category a packet goes to.
+    fn ac_of(&self, p: &SimPacket) -> Ac {
+        if self.wmm {
+            Ac::of_dscp(p.meta.dscp)
+        } else {
+            Ac::Be
+        }
+    }
+}
+
 impl Wifi {
     /// A network from its configuration; flow hashing and randomness from `hasher` and `seed`.
     pub fn new(mut cfg: WifiConfig, hasher: FlowHasher, seed: u64) -> Wifi {
@@ -353,35 +418,45 @@ impl Wifi {
         let n = cfg.stations.len().max(1);
         let source = match cfg.queueing {
             ApQueueing::Airtime => {
-                let mut sched = Scheduler::new(n, cfg.aql, cfg.fairness);
+                let mut sched = Box::new(Radio::new(n, cfg.aql, cfg.fairness));
                 for (i, s) in cfg.stations.iter().enumerate() {
                     sched.set_weight(i, s.weight);
                 }
                 Source::Mac {
-                    fq: Box::new(MacFq::new(n, MacFqConfig::default(), hasher)),
+                    fq: Box::new(MacFq::new(n * N_AC, MacFqConfig::default(), hasher)),
                     sched,
                 }
             }
-            _ => Source::Qdisc(cfg.ap_qdisc_spec().build(hasher, seed)),
+            _ => {
+                let spec = cfg.ap_qdisc_spec();
+                Source::Qdisc(
+                    (0..N_AC as u64)
+                        .map(|a| spec.build(hasher, seed.wrapping_add(1000 + a)))
+                        .collect(),
+                )
+            }
         };
+        let ap_edca = |ac| Contender::new(Edca::access_point(ac));
         Wifi {
-            sta_q: (0..n)
+            sta_q: (0..n * N_AC)
                 .map(|i| cfg.sta_qdisc.build(hasher, seed.wrapping_add(i as u64 + 1)))
                 .collect(),
-            sta_retry: (0..n).map(|_| VecDeque::new()).collect(),
-            driver: (0..n).map(|_| VecDeque::new()).collect(),
-            driver_len: 0,
-            driver_rr: 0,
-            hw: VecDeque::new(),
-            ap: Contender::new(),
-            sta: (0..n).map(|_| Contender::new()).collect(),
+            sta_retry: (0..n * N_AC).map(|_| VecDeque::new()).collect(),
+            driver: (0..n * N_AC).map(|_| VecDeque::new()).collect(),
+            driver_len: [0; N_AC],
+            driver_rr: [0; N_AC],
+            hw: Default::default(),
+            ap: ALL_AC.map(ap_edca),
+            sta: (0..n * N_AC)
+                .map(|i| Contender::new(Edca::station(ALL_AC[i % N_AC])))
+                .collect(),
             busy: false,
             collided: false,
             current: Vec::new(),
             rng: debloat_core::rng::SplitMix64::new(seed ^ 0x0057_1F10),
             dropped: Vec::new(),
-            seqs: vec![[0; 2]; n],
-            reorder: (0..n).map(|_| Default::default()).collect(),
+            seqs: vec![[0; 2]; n * N_AC],
+            reorder: (0..n * N_AC).map(|_| Default::default()).collect(),
             released: Vec::new(),
             stations: vec![StationStats::default(); n],
             links: [LinkStats::default(), LinkStats::default()],
@@ -392,15 +467,20 @@ impl Wifi {
         }
     }
 
+    fn n(&self) -> usize {
+        self.stations.len()
+    }
+
     /// The configuration.
     pub fn config(&self) -> &WifiConfig {
         &self.cfg
     }
 
-    /// Airtime estimated in the AP's hardware for a station, µs (airtime queueing).
+    /// Airtime estimated in the AP's hardware for a station over all categories, µs (airtime
+    /// queueing).
     pub fn aql_pending(&self, sta: usize) -> u32 {
         match &self.source {
-            Source::Mac { sched, .. } => sched.station(sta).aql_pending,
+            Source::Mac { sched, .. } => sched.station_pending(sta),
             Source::Qdisc(_) => 0,
         }
     }
@@ -419,10 +499,12 @@ impl Wifi {
 
     fn drain_source_drops(&mut self) {
         match &mut self.source {
-            Source::Qdisc(q) => {
-                while let Some(d) = q.take_dropped() {
-                    self.links[0].dropped += 1;
-                    self.dropped.push(d.packet);
+            Source::Qdisc(qs) => {
+                for q in qs {
+                    while let Some(d) = q.take_dropped() {
+                        self.links[0].dropped += 1;
+                        self.dropped.push(d.packet);
+                    }
                 }
             }
             Source::Mac { fq, .. } => {
@@ -436,14 +518,15 @@ impl Wifi {
 
     /// The AP gets a packet for station `sta` (from the wired side) at `now`.
     pub fn ap_enqueue(&mut self, sta: usize, p: SimPacket, now: Nanos) {
-        let sta = sta.min(self.sta.len() - 1);
+        let sta = sta.min(self.n() - 1);
+        let ac = self.cfg.ac_of(&p);
         match &mut self.source {
-            Source::Qdisc(q) => {
-                q.enqueue(p, now);
+            Source::Qdisc(qs) => {
+                qs[ac.idx()].enqueue(p, now);
             }
             Source::Mac { fq, sched } => {
-                fq.enqueue(sta, p, now);
-                sched.wake(sta, now);
+                fq.enqueue(idx(sta, ac), p, now);
+                sched.ac_mut(ac).wake(sta, now);
             }
         }
         self.drain_source_drops();
@@ -454,8 +537,8 @@ impl Wifi {
 
     /// Station `sta` sends a packet towards the AP at `now`.
     pub fn sta_enqueue(&mut self, sta: usize, p: SimPacket, now: Nanos) {
-        let sta = sta.min(self.sta.len() - 1);
-        let q = &mut self.sta_q[sta];
+        let sta = sta.min(self.n() - 1);
+        let q = &mut self.sta_q[idx(sta, self.cfg.ac_of(&p))];
         q.enqueue(p, now);
         while let Some(d) = q.take_dropped() {
             self.links[1].dropped += 1;
@@ -467,67 +550,78 @@ impl Wifi {
 
     fn ap_backlog(&self) -> usize {
         let src = match &self.source {
-            Source::Qdisc(q) => q.qlen(),
+            Source::Qdisc(qs) => qs.iter().map(|q| q.qlen()).sum(),
             Source::Mac { fq, .. } => fq.qlen(),
         };
-        src + self.driver_len + self.hw.iter().map(|a| a.frames.len()).sum::<usize>()
-    }
-
-    fn record_dequeue(&mut self, dir: usize, p: &SimPacket, now: Nanos) {
-        record_sent(&mut self.links[dir], p, now);
+        src + self.driver_len.iter().sum::<usize>()
+            + self
+                .hw
+                .iter()
+                .flatten()
+                .map(|a| a.frames.len())
+                .sum::<usize>()
     }
 
     fn station_of(&self, p: &SimPacket) -> usize {
         match p.meta.flow.dst() {
-            Some(std::net::IpAddr::V4(a)) => {
-                crate::world::station_of_host(a.octets()[3], self.sta.len())
-            }
+            Some(std::net::IpAddr::V4(a)) => crate::world::station_of_host(a.octets()[3], self.n()),
             _ => 0,
         }
     }
 
-    /// Move frames from the qdisc or the TXQs into the driver FIFOs, and build aggregates for
-    /// the hardware while it has room.
+    /// Move frames from the qdiscs or the TXQs into the driver FIFOs, and build aggregates for
+    /// the hardware while it has room, in every category.
     fn fill(&mut self, now: Nanos) {
+        for ac in ALL_AC {
+            self.fill_ac(ac, now);
+        }
+    }
+
+    fn fill_ac(&mut self, ac: Ac, now: Nanos) {
+        let a = ac.idx();
         let limit = self.cfg.driver_frames;
         if limit > 0 {
             match &mut self.source {
                 Source::Qdisc(_) => {
-                    while self.driver_len < limit {
-                        let Source::Qdisc(q) = &mut self.source else {
+                    while self.driver_len[a] < limit {
+                        let Source::Qdisc(qs) = &mut self.source else {
                             break;
                         };
-                        let Dequeue::Packet(p) = q.dequeue(now) else {
+                        let Dequeue::Packet(p) = qs[a].dequeue(now) else {
                             break;
                         };
                         self.drain_source_drops();
-                        self.record_dequeue(0, &p, now);
+                        record_sent(&mut self.links[0], &p, now);
                         let sta = self.station_of(&p);
-                        let seq = self.next_seq(sta, 0);
-                        self.driver[sta].push_back(HwFrame {
+                        let seq = self.next_seq(sta, ac, 0);
+                        self.driver[idx(sta, ac)].push_back(HwFrame {
                             pkt: p,
                             est: 0,
                             tries: 0,
                             seq,
                         });
-                        self.driver_len += 1;
+                        self.driver_len[a] += 1;
                     }
                     self.drain_source_drops();
                 }
-                Source::Mac { .. } => self.pull_txqs(now, limit),
+                Source::Mac { .. } => self.pull_txqs(ac, now, limit),
             }
         }
         // The aggregate on the air counts towards the hardware's depth (ath9k keeps two
-        // aggregates in its hardware queue, the one being sent included).
-        let in_air = usize::from(self.current.iter().any(|(c, _)| c.is_none()));
-        while self.hw.len() + in_air < self.cfg.hw_aggregates.max(1) {
+        // aggregates per hardware queue, the one being sent included).
+        let in_air = usize::from(
+            self.current
+                .iter()
+                .any(|(c, agg)| c.is_none() && agg.ac == ac),
+        );
+        while self.hw[a].len() + in_air < self.cfg.hw_aggregates.max(1) {
             let agg = if limit > 0 {
-                self.build_from_driver()
+                self.build_from_driver(ac)
             } else {
-                self.build_from_txq(now)
+                self.build_from_txq(ac, now)
             };
             match agg {
-                Some(a) => self.hw.push_back(a),
+                Some(x) => self.hw[a].push_back(x),
                 None => break,
             }
         }
@@ -535,43 +629,48 @@ impl Wifi {
 
     /// ath10k-like push-pull with AQL: serve stations in scheduler order, each taking frames
     /// while AQL allows (and the firmware has room), at most one aggregate's worth per visit.
-    fn pull_txqs(&mut self, now: Nanos, limit: usize) {
+    fn pull_txqs(&mut self, ac: Ac, now: Nanos, limit: usize) {
+        let a = ac.idx();
         loop {
+            if self.driver_len[a] >= limit {
+                return;
+            }
             let Source::Mac { fq, sched } = &mut self.source else {
                 return;
             };
-            if self.driver_len >= limit {
+            sched.ac_mut(ac).schedule_start();
+            let Some(sta) = sched.ac_mut(ac).next_txq() else {
                 return;
-            }
-            sched.schedule_start();
-            let Some(sta) = sched.next_txq() else { return };
+            };
             let rate = self
                 .cfg
                 .stations
                 .get(sta)
                 .map_or(PhyRate::Legacy { bitrate: 60 }, |s| s.rate);
+            let tin = idx(sta, ac);
             let mut taken = 0;
-            while self.driver_len < limit && taken < MAX_AMPDU_FRAMES && sched.aql_ok(sta) {
-                let Some(p) = fq.dequeue(sta, now) else { break };
-                let est = aql_quantize(expected_tx_airtime_us(rate, p.meta.len, true));
-                sched.aql_dequeued(sta, est);
+            while self.driver_len[a] < limit && taken < MAX_AMPDU_FRAMES && sched.ac(ac).aql_ok(sta)
+            {
+                let Some(p) = fq.dequeue(tin, now) else { break };
+                let est = aql_quantize(expected_tx_airtime_us(rate, p.meta.len, ac != Ac::Vo));
+                sched.aql_dequeued(sta, ac, est);
                 record_sent(&mut self.links[0], &p, now);
-                let seq = self.seqs[sta][0];
-                self.seqs[sta][0] += 1;
-                self.driver[sta].push_back(HwFrame {
+                let seq = self.seqs[tin][0];
+                self.seqs[tin][0] += 1;
+                self.driver[tin].push_back(HwFrame {
                     pkt: p,
                     est,
                     tries: 0,
                     seq,
                 });
-                self.driver_len += 1;
+                self.driver_len[a] += 1;
                 taken += 1;
             }
-            let pending = sched.station(sta).aql_pending;
+            let pending = sched.station_pending(sta);
             let st = &mut self.stations[sta];
             st.max_aql_pending_us = st.max_aql_pending_us.max(pending);
-            let has = fq.tin_len(sta) > 0;
-            sched.return_txq(sta, has, now);
+            let has = fq.tin_len(tin) > 0;
+            sched.ac_mut(ac).return_txq(sta, has, now);
             while let Some(d) = fq.take_dropped() {
                 self.links[0].dropped += 1;
                 self.dropped.push(d.packet);
@@ -582,77 +681,91 @@ impl Wifi {
         }
     }
 
-    /// Room left in a PPDU for station `sta` holding `bytes` in `n` frames: can a frame of
-    /// `len` join?
-    fn fits(&self, sta: usize, n: usize, bytes: u32, len: u32) -> bool {
-        let rate = self.rate(sta);
-        if n == 0 {
+    /// Can a frame of `len` join a transmission for station `sta` in `ac` that already holds
+    /// these frames?
+    fn fits(&self, sta: usize, ac: Ac, held: &[u32], len: u32) -> bool {
+        if held.is_empty() {
             return true;
         }
-        if rate.is_legacy() || n >= MAX_AMPDU_FRAMES {
-            return false;
+        let rate = self.rate(sta);
+        let edca_txop = Edca::access_point(ac).txop_ns;
+        if aggregates(rate, ac) {
+            if held.len() >= MAX_AMPDU_FRAMES {
+                return false;
+            }
+            let limit = if edca_txop > 0 {
+                self.cfg.txop_ns.min(edca_txop)
+            } else {
+                self.cfg.txop_ns
+            };
+            let b: u32 = held.iter().map(|&l| ampdu_sub_len(l)).sum::<u32>() + ampdu_sub_len(len);
+            b <= MAX_AMPDU_BYTES && rate.ppdu_ns(b) <= limit
+        } else {
+            // Single MPDUs: as many as the TXOP limit holds (one when it is 0).
+            edca_txop > 0
+                && txop_ns(rate, ac, held.iter().copied().chain(std::iter::once(len))) <= edca_txop
         }
-        let b = bytes + ampdu_sub_len(len);
-        b <= MAX_AMPDU_BYTES && rate.ppdu_ns(b) <= self.cfg.txop_ns
     }
 
-    fn build_from_driver(&mut self) -> Option<Aggregate> {
-        let n = self.driver.len();
+    fn build_from_driver(&mut self, ac: Ac) -> Option<Aggregate> {
+        let n = self.n();
+        let a = ac.idx();
         let sta = (0..n)
-            .map(|k| (self.driver_rr + k) % n)
-            .find(|&s| !self.driver[s].is_empty())?;
-        self.driver_rr = (sta + 1) % n;
-        let mut frames = Vec::new();
-        let mut bytes = 0;
-        while let Some(f) = self.driver[sta].front() {
+            .map(|k| (self.driver_rr[a] + k) % n)
+            .find(|&s| !self.driver[idx(s, ac)].is_empty())?;
+        self.driver_rr[a] = (sta + 1) % n;
+        let mut frames: Vec<HwFrame> = Vec::new();
+        let mut lens: Vec<u32> = Vec::new();
+        while let Some(f) = self.driver[idx(sta, ac)].front() {
             let len = f.pkt.meta.len;
-            if !self.fits(sta, frames.len(), bytes, len) {
+            if !self.fits(sta, ac, &lens, len) {
                 break;
             }
-            bytes += ampdu_sub_len(len);
-            if let Some(f) = self.driver[sta].pop_front() {
+            lens.push(len);
+            if let Some(f) = self.driver[idx(sta, ac)].pop_front() {
                 frames.push(f);
             }
-            self.driver_len -= 1;
+            self.driver_len[a] -= 1;
         }
-        Some(Aggregate { sta, frames })
+        Some(Aggregate { sta, ac, frames })
     }
 
     /// ath9k-like: the scheduler picks a station and the aggregate comes from its TXQ.
-    fn build_from_txq(&mut self, now: Nanos) -> Option<Aggregate> {
+    fn build_from_txq(&mut self, ac: Ac, now: Nanos) -> Option<Aggregate> {
         // Frames waiting for a retry go first.
-        if self.driver_len > 0 {
-            return self.build_from_driver();
+        if self.driver_len[ac.idx()] > 0 {
+            return self.build_from_driver(ac);
         }
         loop {
             let Source::Mac { sched, .. } = &mut self.source else {
                 return None;
             };
-            sched.schedule_start();
-            let sta = sched.next_txq()?;
+            sched.ac_mut(ac).schedule_start();
+            let sta = sched.ac_mut(ac).next_txq()?;
             let rate = self.rate(sta);
+            let tin = idx(sta, ac);
             let mut frames: Vec<HwFrame> = Vec::new();
-            let mut bytes = 0;
+            let mut lens: Vec<u32> = Vec::new();
             loop {
+                let Source::Mac { fq, sched } = &self.source else {
+                    return None;
+                };
+                let Some(len) = fq.peek_len(tin) else { break };
+                if !sched.ac(ac).aql_ok(sta) && !frames.is_empty() {
+                    break;
+                }
+                if !self.fits(sta, ac, &lens, len) {
+                    break;
+                }
                 let Source::Mac { fq, sched } = &mut self.source else {
                     return None;
                 };
-                let Some(len) = fq.peek_len(sta) else { break };
-                if !sched.aql_ok(sta) && !frames.is_empty() {
-                    break;
-                }
-                if !self.fits(sta, frames.len(), bytes, len) {
-                    break;
-                }
-                let Source::Mac { fq, sched } = &mut self.source else {
-                    return None;
-                };
-                let Some(p) = fq.dequeue(sta, now) else { break };
-                let est = aql_quantize(expected_tx_airtime_us(rate, p.meta.len, true));
-                sched.aql_dequeued(sta, est);
-                bytes += ampdu_sub_len(p.meta.len);
-                self.record_dequeue(0, &p, now);
-                let seq = self.next_seq(sta, 0);
+                let Some(p) = fq.dequeue(tin, now) else { break };
+                let est = aql_quantize(expected_tx_airtime_us(rate, p.meta.len, ac != Ac::Vo));
+                sched.aql_dequeued(sta, ac, est);
+                lens.push(p.meta.len);
+                record_sent(&mut self.links[0], &p, now);
+                let seq = self.next_seq(sta, ac, 0);
                 frames.push(HwFrame {
                     pkt: p,
                     est,
@@ -667,65 +780,73 @@ impl Wifi {
                 self.links[0].dropped += 1;
                 self.dropped.push(d.packet);
             }
-            let has = fq.tin_len(sta) > 0;
-            let pending = sched.station(sta).aql_pending;
-            sched.return_txq(sta, has, now);
+            let has = fq.tin_len(tin) > 0;
+            let pending = sched.station_pending(sta);
+            sched.ac_mut(ac).return_txq(sta, has, now);
             let st = &mut self.stations[sta];
             st.max_aql_pending_us = st.max_aql_pending_us.max(pending);
             if !frames.is_empty() {
-                return Some(Aggregate { sta, frames });
+                return Some(Aggregate { sta, ac, frames });
             }
             // CoDel emptied the queue: try the next station.
         }
     }
 
-    fn sta_aggregate(&mut self, sta: usize, now: Nanos) -> Aggregate {
+    fn sta_aggregate(&mut self, sta: usize, ac: Ac, now: Nanos) -> Aggregate {
+        let i = idx(sta, ac);
         let mut frames: Vec<HwFrame> = Vec::new();
-        let mut bytes = 0;
-        while let Some(f) = self.sta_retry[sta].front() {
+        let mut lens: Vec<u32> = Vec::new();
+        while let Some(f) = self.sta_retry[i].front() {
             let len = f.pkt.meta.len;
-            if !self.fits(sta, frames.len(), bytes, len) {
-                return Aggregate { sta, frames };
+            if !self.fits(sta, ac, &lens, len) {
+                return Aggregate { sta, ac, frames };
             }
-            bytes += ampdu_sub_len(len);
-            if let Some(f) = self.sta_retry[sta].pop_front() {
+            lens.push(len);
+            if let Some(f) = self.sta_retry[i].pop_front() {
                 frames.push(f);
             }
         }
         // The stock client pulls from its qdisc into the aggregate and keeps a frame that does
         // not fit for the next TXOP (at the head of its retry queue).
-        while let Dequeue::Packet(p) = self.sta_q[sta].dequeue(now) {
-            self.record_dequeue(1, &p, now);
+        while let Dequeue::Packet(p) = self.sta_q[i].dequeue(now) {
+            record_sent(&mut self.links[1], &p, now);
             let len = p.meta.len;
-            let seq = self.next_seq(sta, 1);
+            let seq = self.next_seq(sta, ac, 1);
             let f = HwFrame {
                 pkt: p,
                 est: 0,
                 tries: 0,
                 seq,
             };
-            if !self.fits(sta, frames.len(), bytes, len) {
-                self.sta_retry[sta].push_back(f);
+            if !self.fits(sta, ac, &lens, len) {
+                self.sta_retry[i].push_back(f);
                 break;
             }
-            bytes += ampdu_sub_len(len);
+            lens.push(len);
             frames.push(f);
         }
-        while let Some(d) = self.sta_q[sta].take_dropped() {
+        while let Some(d) = self.sta_q[i].take_dropped() {
             self.links[1].dropped += 1;
             self.dropped.push(d.packet);
         }
-        Aggregate { sta, frames }
+        Aggregate { sta, ac, frames }
     }
 
-    fn next_seq(&mut self, sta: usize, dir: usize) -> u64 {
-        let s = self.seqs[sta][dir];
-        self.seqs[sta][dir] += 1;
-        s
+    fn next_seq(&mut self, sta: usize, ac: Ac, dir: usize) -> u64 {
+        let s = &mut self.seqs[idx(sta, ac)][dir];
+        *s += 1;
+        *s - 1
     }
 
-    fn sta_backlogged(&self, sta: usize) -> bool {
-        !self.sta_retry[sta].is_empty() || self.sta_q[sta].qlen() > 0
+    fn sta_backlogged(&self, i: usize) -> bool {
+        !self.sta_retry[i].is_empty() || self.sta_q[i].qlen() > 0
+    }
+
+    fn contender(&mut self, c: (Sender, Ac)) -> &mut Contender {
+        match c {
+            (None, ac) => &mut self.ap[ac.idx()],
+            (Some(s), ac) => &mut self.sta[idx(s, ac)],
+        }
     }
 
     /// If the channel is idle and someone has frames: resolve the contention and start the
@@ -735,69 +856,72 @@ impl Wifi {
             return None;
         }
         self.fill(now);
-        let mut contenders: Vec<Sender> = Vec::new();
-        if !self.hw.is_empty() {
-            contenders.push(None);
+        let mut contenders: Vec<(Sender, Ac)> = Vec::new();
+        for ac in ALL_AC {
+            if !self.hw[ac.idx()].is_empty() {
+                contenders.push((None, ac));
+            }
         }
-        for s in 0..self.sta.len() {
-            if self.sta_backlogged(s) {
-                contenders.push(Some(s));
+        for s in 0..self.n() {
+            for ac in ALL_AC {
+                if self.sta_backlogged(idx(s, ac)) {
+                    contenders.push((Some(s), ac));
+                }
             }
         }
         if contenders.is_empty() {
             return None;
         }
-        let mut min = u32::MAX;
+        // Each function waits AIFSN slots, then counts its backoff down: the smallest sum wins.
+        let mut wait = Vec::with_capacity(contenders.len());
         for &c in &contenders {
-            let rng = &mut self.rng;
-            let k = match c {
-                None => &mut self.ap,
-                Some(s) => &mut self.sta[s],
-            };
+            let draw = self.rng.next_u64();
+            let k = self.contender(c);
             let b = *k
                 .backoff
-                .get_or_insert_with(|| (rng.next_u64() % (u64::from(k.cw) + 1)) as u32);
-            min = min.min(b);
+                .get_or_insert_with(|| (draw % (u64::from(k.cw) + 1)) as u32);
+            wait.push(k.edca.aifsn + b);
         }
-        let mut winners = Vec::new();
-        for &c in &contenders {
-            let k = match c {
-                None => &mut self.ap,
-                Some(s) => &mut self.sta[s],
-            };
+        let min = wait.iter().copied().min().unwrap_or(0);
+        let mut winners: Vec<(Sender, Ac)> = Vec::new();
+        for (&c, &w) in contenders.iter().zip(&wait) {
+            let k = self.contender(c);
+            let counted = min.saturating_sub(k.edca.aifsn);
             if let Some(b) = k.backoff.as_mut() {
-                *b -= min;
-                if *b == 0 {
-                    k.backoff = None;
-                    winners.push(c);
-                }
+                *b = b.saturating_sub(counted);
+            }
+            if w == min {
+                k.backoff = None;
+                winners.push(c);
             }
         }
-        let access = SIFS_NS + AIFSN_BE * SLOT_NS + u64::from(min) * SLOT_NS;
-        let collided = winners.len() > 1;
+        // An internal collision: of one sender's functions that reach zero together, the
+        // highest category sends; the others back off as if they had collided.
+        winners.sort_by_key(|&(s, ac)| (s, std::cmp::Reverse(ac)));
+        let mut senders: Vec<(Sender, Ac)> = Vec::new();
+        for c in winners {
+            if senders.last().is_some_and(|l| l.0 == c.0) {
+                self.contender(c).double_cw();
+            } else {
+                senders.push(c);
+            }
+        }
+        let access = SIFS_NS + u64::from(min) * SLOT_NS;
+        let collided = senders.len() > 1;
         if collided {
             self.collisions += 1;
         }
         let mut longest = 0;
-        for c in winners {
+        for (c, ac) in senders {
             let agg = match c {
-                None => match self.hw.pop_front() {
+                None => match self.hw[ac.idx()].pop_front() {
                     Some(a) => a,
                     None => continue,
                 },
-                Some(s) => self.sta_aggregate(s, now),
+                Some(s) => self.sta_aggregate(s, ac, now),
             };
             let rate = self.rate(agg.sta);
-            let bytes: u32 = if agg.frames.len() == 1 && rate.is_legacy() {
-                mpdu_len(agg.frames[0].pkt.meta.len)
-            } else {
-                agg.frames
-                    .iter()
-                    .map(|f| ampdu_sub_len(f.pkt.meta.len))
-                    .sum()
-            };
-            let aggregated = !rate.is_legacy();
-            let dur = rate.ppdu_ns(bytes) + SIFS_NS + ack_ns(rate, aggregated);
+            let dur = txop_ns(rate, ac, agg.frames.iter().map(|f| f.pkt.meta.len));
             longest = longest.max(dur);
             self.current.push((c, agg));
         }
@@ -818,88 +942,80 @@ impl Wifi {
     pub fn complete(&mut self, now: Nanos, out: &mut Vec<(bool, SimPacket)>) {
         self.busy = false;
         let current = std::mem::take(&mut self.current);
-        let _ = now;
         for (sender, agg) in current {
-            let sta = agg.sta;
+            let (sta, ac) = (agg.sta, agg.ac);
+            let i = idx(sta, ac);
             let rate = self.rate(sta);
             let fer = self.cfg.stations.get(sta).map_or(0.0, |s| s.fer);
-            let bytes: u32 = agg
-                .frames
-                .iter()
-                .map(|f| ampdu_sub_len(f.pkt.meta.len))
-                .sum();
             let airtime_us =
-                ((rate.ppdu_ns(bytes) + SIFS_NS + ack_ns(rate, !rate.is_legacy())) / 1000) as u32;
+                (txop_ns(rate, ac, agg.frames.iter().map(|f| f.pkt.meta.len)) / 1000) as u32;
             let mut retry: Vec<HwFrame> = Vec::new();
             let mut any_ok = false;
             let mut gave_up = false;
+            let dir = usize::from(sender.is_some());
             for mut f in agg.frames {
                 f.tries += 1;
                 let lost = self.collided
                     || (fer > 0.0
                         && ((self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64) < fer);
-                let dir = usize::from(sender.is_some());
                 if !lost {
                     any_ok = true;
                     if sender.is_none() {
-                        self.aql_done(sta, f.est);
+                        self.aql_done(sta, ac, f.est);
                         self.stations[sta].tx_frames += 1;
                     } else {
                         self.stations[sta].rx_frames += 1;
                     }
-                    self.reorder[sta][dir].receive(f.seq, Some(f.pkt), &mut self.released);
+                    self.reorder[i][dir].receive(f.seq, Some(f.pkt), &mut self.released);
                 } else if f.tries >= RETRY_LIMIT {
                     if sender.is_none() {
-                        self.aql_done(sta, f.est);
+                        self.aql_done(sta, ac, f.est);
                     }
                     self.stations[sta].failed += 1;
                     gave_up = true;
                     self.links[dir].lost_on_wire += 1;
-                    self.reorder[sta][dir].receive(f.seq, None, &mut self.released);
+                    self.reorder[i][dir].receive(f.seq, None, &mut self.released);
                 } else {
                     retry.push(f);
                 }
             }
             out.extend(self.released.drain(..).map(|p| (sender.is_none(), p)));
-            let k = match sender {
-                None => &mut self.ap,
-                Some(s) => &mut self.sta[s],
-            };
+            let k = self.contender((sender, ac));
             if any_ok || gave_up {
                 // Success, or the retry limit reached: the next frame starts afresh.
-                k.cw = CW_MIN;
+                k.cw = k.edca.cw_min;
             } else if !retry.is_empty() {
-                k.cw = (k.cw * 2 + 1).min(CW_MAX);
+                k.double_cw();
             }
             match sender {
                 None => {
                     self.stations[sta].tx_airtime_us += u64::from(airtime_us);
                     self.stations[sta].tx_txops += 1;
                     if let Source::Mac { sched, .. } = &mut self.source {
-                        sched.register_airtime(sta, airtime_us, 0, now);
+                        sched.ac_mut(ac).register_airtime(sta, airtime_us, 0, now);
                     }
                     // Retries go back to the head of the station's driver FIFO.
                     for f in retry.into_iter().rev() {
-                        self.driver[sta].push_front(f);
-                        self.driver_len += 1;
+                        self.driver[i].push_front(f);
+                        self.driver_len[ac.idx()] += 1;
                     }
                 }
                 Some(s) => {
                     self.stations[s].rx_airtime_us += u64::from(airtime_us);
                     if let Source::Mac { sched, .. } = &mut self.source {
-                        sched.register_airtime(s, 0, airtime_us, now);
+                        sched.ac_mut(ac).register_airtime(s, 0, airtime_us, now);
                     }
                     for f in retry.into_iter().rev() {
-                        self.sta_retry[s].push_front(f);
+                        self.sta_retry[i].push_front(f);
                     }
                 }
             }
         }
     }
 
-    fn aql_done(&mut self, sta: usize, est: u32) {
+    fn aql_done(&mut self, sta: usize, ac: Ac, est: u32) {
         if let Source::Mac { sched, .. } = &mut self.source {
-            sched.aql_completed(sta, est);
+            sched.aql_completed(sta, ac, est);
         }
     }
 
@@ -997,25 +1113,149 @@ mod tests {
         };
         let cfg = WifiConfig::new(&[PhyRate::ht(7), PhyRate::ht(7)], ApQueueing::Airtime);
         let mut w = Wifi::new(cfg, debloat_core::FlowHasher::new([1, 2]), 1);
+        let be = |s| idx(s, Ac::Be);
+        let cw_min = Edca::station(Ac::Be).cw_min;
         for s in 0..2 {
             w.sta_enqueue(s, ping(), 0);
-            w.sta[s].backoff = Some(3);
+            w.sta[be(s)].backoff = Some(3);
         }
         let end = w.start(0).unwrap();
         assert_eq!(w.collisions, 1);
         let mut out = Vec::new();
         w.complete(end, &mut out);
         assert!(out.is_empty(), "collided frames are not delivered");
-        assert_eq!(w.sta[0].cw, 2 * CW_MIN + 1);
-        assert_eq!(w.sta[1].cw, 2 * CW_MIN + 1);
+        assert_eq!(w.sta[be(0)].cw, 2 * cw_min + 1);
+        assert_eq!(w.sta[be(1)].cw, 2 * cw_min + 1);
         // The retry goes through and resets the window.
-        w.sta[0].backoff = Some(0);
-        w.sta[1].backoff = Some(5);
+        w.sta[be(0)].backoff = Some(0);
+        w.sta[be(1)].backoff = Some(5);
         let end = w.start(end).unwrap();
         w.complete(end, &mut out);
         assert_eq!(out.len(), 1);
-        assert_eq!(w.sta[0].cw, CW_MIN);
-        assert_eq!(w.sta[1].cw, 2 * CW_MIN + 1);
+        assert_eq!(w.sta[be(0)].cw, cw_min);
+        assert_eq!(w.sta[be(1)].cw, 2 * cw_min + 1);
+    }
+
+    fn marked(dscp: u8, len: u32) -> SimPacket {
+        use crate::packet::Body;
+        use debloat_core::flow::FlowKey;
+        let mut meta = debloat_core::PacketMeta::new(len, FlowKey::NonIp { ethertype: 0 });
+        meta.dscp = dscp;
+        SimPacket {
+            meta,
+            body: Body::Ping {
+                probe: 0,
+                seq: 0,
+                sent_at: 0,
+                reply: true,
+                server_at: 0,
+            },
+        }
+    }
+
+    /// Two saturated stations, one sending voice (EF) and one best effort: TXOPs won by each.
+    fn voice_vs_best_effort(wmm: bool) -> [u32; 2] {
+        let mut cfg = WifiConfig::new(&[PhyRate::ht(7), PhyRate::ht(7)], ApQueueing::Airtime);
+        cfg.wmm = wmm;
+        let mut w = Wifi::new(cfg, debloat_core::FlowHasher::new([1, 2]), 7);
+        let mut won = [0u32; 2];
+        let mut now = 0;
+        let mut out = Vec::new();
+        for _ in 0..4000 {
+            for (s, dscp) in [(0, 46), (1, 0)] {
+                while w
+                    .sta_q
+                    .iter()
+                    .skip(s * N_AC)
+                    .take(N_AC)
+                    .map(|q| q.qlen())
+                    .sum::<usize>()
+                    < 8
+                {
+                    w.sta_enqueue(s, marked(dscp, 1514), now);
+                }
+            }
+            let end = w.start(now).unwrap();
+            if !w.collided {
+                won[w.current[0].1.sta] += 1;
+            }
+            w.complete(end, &mut out);
+            out.clear();
+            now = end;
+        }
+        won
+    }
+
+    #[test]
+    fn voice_wins_the_channel_over_best_effort_and_equal_without_wmm() {
+        let [vo, be] = voice_vs_best_effort(true);
+        // VO waits 2 + [0, 3] slots, BE 3 + [0, 15] and its counter only runs in the slots
+        // past its longer AIFS: voice takes nearly every TXOP (≈99 % here).
+        let share = f64::from(vo) / f64::from(vo + be);
+        assert!(share > 0.95, "voice {vo} TXOPs vs best effort {be}");
+        assert!(be > 0, "best effort is slowed, not locked out");
+        let [a, b] = voice_vs_best_effort(false);
+        let share = f64::from(a) / f64::from(a + b);
+        assert!((share - 0.5).abs() < 0.05, "without WMM: {a} vs {b}");
+    }
+
+    #[test]
+    fn voice_is_not_aggregated_and_bursts_within_its_txop() {
+        let r = PhyRate::ht(7);
+        let one = r.ppdu_ns(mpdu_len(1514)) + SIFS_NS + ack_ns(r, false);
+        // Three MPDUs: each with its ACK, SIFS-separated.
+        assert_eq!(
+            txop_ns(r, Ac::Vo, [1514u32; 3].into_iter()),
+            3 * one + 2 * SIFS_NS
+        );
+        // Best effort sends them as one A-MPDU with a block ACK: much shorter.
+        let agg = txop_ns(r, Ac::Be, [1514u32; 3].into_iter());
+        assert_eq!(
+            agg,
+            r.ppdu_ns(3 * ampdu_sub_len(1514)) + SIFS_NS + ack_ns(r, true)
+        );
+        assert!(agg < 3 * one);
+        let cfg = WifiConfig::new(&[r], ApQueueing::Airtime);
+        let w = Wifi::new(cfg, debloat_core::FlowHasher::new([1, 2]), 1);
+        // At 65 Mbit/s a full frame and its ACK take ≈0.25 ms: 1.504 ms of TXOP holds 5.
+        let mut held = Vec::new();
+        while w.fits(0, Ac::Vo, &held, 1514) {
+            held.push(1514);
+        }
+        assert_eq!(held.len(), 5);
+        assert!(txop_ns(r, Ac::Vo, held.iter().copied()) <= 1_504_000);
+        // Video aggregates up to its 3 ms TXOP, best effort up to the driver's 4 ms.
+        let count = |ac| {
+            let mut h = Vec::new();
+            while w.fits(0, ac, &h, 1514) {
+                h.push(1514);
+            }
+            h.len()
+        };
+        let (vi, be) = (count(Ac::Vi), count(Ac::Be));
+        assert!(r.ppdu_ns(vi as u32 * ampdu_sub_len(1514)) <= 3_008_000);
+        assert!(vi < be && be <= MAX_AMPDU_FRAMES, "VI {vi}, BE {be}");
+    }
+
+    #[test]
+    fn an_internal_collision_lets_the_higher_category_send() {
+        let cfg = WifiConfig::new(&[PhyRate::ht(7)], ApQueueing::Airtime);
+        let mut w = Wifi::new(cfg, debloat_core::FlowHasher::new([1, 2]), 1);
+        w.sta_enqueue(0, marked(0, 1514), 0); // BE: AIFSN 3
+        w.sta_enqueue(0, marked(40, 1514), 0); // VI: AIFSN 2
+        w.sta[idx(0, Ac::Be)].backoff = Some(1);
+        w.sta[idx(0, Ac::Vi)].backoff = Some(2);
+        let end = w.start(0).unwrap();
+        assert_eq!(w.collisions, 0, "one sender never collides with itself");
+        assert_eq!(w.current.len(), 1);
+        assert_eq!(w.current[0].1.ac, Ac::Vi);
+        assert_eq!(
+            w.sta[idx(0, Ac::Be)].cw,
+            2 * Edca::station(Ac::Be).cw_min + 1
+        );
+        let mut out = Vec::new();
+        w.complete(end, &mut out);
+        assert_eq!(out.len(), 1);
     }
 
     #[test]

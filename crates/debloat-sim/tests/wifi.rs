@@ -6,6 +6,8 @@
 //!   stock firmware queue lets a slow station's pings wait seconds.
 //! * `rtt_fair_var_down` (stations → AP): the stations' own stock queues decide; the AP's
 //!   queueing structure makes no difference to the uploads (the MCS-FLAT sta → AP point).
+//! * `rrul` over one station: its four markings land in four access categories — EF (voice)
+//!   is served first, background last — and with WMM off they share one.
 
 use debloat_core::airtime::PhyRate;
 use debloat_sim::scenario::{Config, Summary, Test};
@@ -129,6 +131,104 @@ fn rtt_fair_var_down_uploads_are_set_by_the_stations_queues_not_the_aps() {
                 a[i].2 - base >= 50.0,
                 "{n} stations, station {i}: ping median {:.1} ms over a {base} ms base",
                 a[i].2
+            );
+        }
+    }
+}
+
+/// Values by series name.
+type Named = Vec<(String, f64)>;
+
+/// rrul over one station (MCS 7, 10 ms): (ping median by name, goodput by flow name).
+fn rrul(q: ApQueueing, wmm: bool) -> (Named, Named) {
+    let rate: PhyRate = "mcs7".parse().expect("rate");
+    let mut wc = WifiConfig::new(&[rate], q);
+    wc.wmm = wmm;
+    let c = Config {
+        test: Test::Rrul,
+        down_bps: 1,
+        up_bps: 1,
+        rtt_ns: 10 * MS,
+        qdisc_up: "pfifo limit 1000".parse().expect("spec"),
+        qdisc_down: "pfifo limit 1000".parse().expect("spec"),
+        length_s: 20.0,
+        delay_s: 5.0,
+        step_s: 0.2,
+        streams: 1,
+        cc: Algorithm::Cubic,
+        ecn: false,
+        seed: 1,
+        device: Default::default(),
+        wire: Default::default(),
+        host_rtts_ns: Vec::new(),
+        wifi: Some(wc),
+    };
+    let s = debloat_sim::scenario::run(&c, |_| {});
+    let pings = s
+        .pings
+        .iter()
+        .map(|p| {
+            (
+                p.name.clone(),
+                p.latency_ms.as_ref().map_or(f64::NAN, |l| l.p50),
+            )
+        })
+        .collect();
+    let flows = s
+        .flows
+        .iter()
+        .map(|f| (f.name.clone(), f.throughput_mbps))
+        .collect();
+    (pings, flows)
+}
+
+fn get(v: &[(String, f64)], suffix: &str) -> f64 {
+    v.iter()
+        .find(|(n, _)| n.ends_with(suffix))
+        .map(|x| x.1)
+        .unwrap_or_else(|| panic!("no series ending in {suffix}: {v:?}"))
+}
+
+#[test]
+fn rrul_over_wifi_sorts_its_markings_into_access_categories() {
+    for q in [ApQueueing::Legacy, ApQueueing::Airtime] {
+        let (pings, flows) = rrul(q, true);
+        let (ef, be, bk) = (
+            get(&pings, "UDP EF"),
+            get(&pings, "UDP BE"),
+            get(&pings, "UDP BK"),
+        );
+        // EF rides voice: its own queues and the shortest AIFS and CW.
+        assert!(ef * 4.0 < be, "{q:?}: EF ping {ef:.0} ms vs BE {be:.0} ms");
+        // Background waits longest.
+        assert!(bk >= be, "{q:?}: BK ping {bk:.0} ms vs BE {be:.0} ms");
+        let class =
+            |c: &str| get(&flows, &format!("upload {c}")) + get(&flows, &format!("download {c}"));
+        assert!(
+            class("EF") + class("CS5") > 10.0 * (class("BE") + class("BK")),
+            "{q:?}: voice+video {:.1} vs best effort+background {:.1} Mbit/s",
+            class("EF") + class("CS5"),
+            class("BE") + class("BK")
+        );
+
+        // WMM off: one category, every marking shares it.
+        let (pings, flows) = rrul(q, false);
+        let (ef, be, bk) = (
+            get(&pings, "UDP EF"),
+            get(&pings, "UDP BE"),
+            get(&pings, "UDP BK"),
+        );
+        for (name, v) in [("EF", ef), ("BK", bk)] {
+            assert!(
+                (v / be - 1.0).abs() < 0.1,
+                "{q:?} without WMM: {name} ping {v:.0} ms vs BE {be:.0} ms"
+            );
+        }
+        let mean = flows.iter().map(|f| f.1).sum::<f64>() / flows.len() as f64;
+        for (name, tp) in &flows {
+            assert!(
+                *tp > 0.25 * mean,
+                "{q:?} without WMM: {name} {tp:.2} Mbit/s, mean {mean:.2}"
             );
         }
     }

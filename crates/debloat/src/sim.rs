@@ -121,6 +121,10 @@ pub struct Args {
     /// Turn AQL off (airtime queueing): the firmware queue fills to its frame limit.
     #[arg(long, requires = "wifi")]
     no_aql: bool,
+    /// Turn WMM off (hostapd's wmm_enabled=0): every packet best effort, whatever its DSCP.
+    /// By default DSCPs map to the four access categories (CS1 background, CS5 video, EF voice).
+    #[arg(long, requires = "wifi")]
+    no_wmm: bool,
     /// Station of each flow in the order the test adds them, e.g. 1 (default: round robin).
     #[arg(long, value_delimiter = ',', requires = "wifi")]
     flow_stations: Vec<usize>,
@@ -154,6 +158,7 @@ fn wifi_config(a: &Args, kind: &str) -> Result<debloat_sim::wifi::WifiConfig> {
         d => bail!("--driver {d}: choose ath10k or ath9k"),
     }
     c.aql.enabled = !a.no_aql;
+    c.wmm = !a.no_wmm;
     let n = rates.len();
     for (i, f) in a.fer.iter().enumerate() {
         let v: f64 = f

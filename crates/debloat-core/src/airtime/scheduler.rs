@@ -18,9 +18,11 @@
 //! (12 ms) while the whole device has less than `threshold` (24 ms) pending.
 //!
 //! Sans-IO: the caller passes `now` (ns) and owns the frames; stations are indices.
-//! Deviation: one access category (the simulator carries everything as best effort); the
-//! per-AC arrays of mac80211 collapse to one.
+//! [`Scheduler`] is one access category's state (mac80211 keeps an active list, a round, and
+//! per-station deficits and AQL pending per AC); [`Radio`] holds the four and keeps the
+//! device-wide AQL total across them, which the threshold check uses.
 
+use super::ac::Ac;
 use crate::packet::Nanos;
 use std::collections::VecDeque;
 
@@ -87,7 +89,10 @@ pub struct Scheduler {
     active: VecDeque<usize>,
     round: u64,
     aql: AqlConfig,
+    /// This category's pending airtime (the PHY-level check's `aql_ac_pending`).
     device_pending: u32,
+    /// The other categories' pending airtime (with `device_pending`: the device total).
+    others_pending: u32,
     fair: bool,
 }
 
@@ -107,6 +112,7 @@ impl Scheduler {
             round: 0,
             aql,
             device_pending: 0,
+            others_pending: 0,
             fair,
         }
     }
@@ -123,9 +129,15 @@ impl Scheduler {
         &self.stations[sta]
     }
 
-    /// Airtime estimated in the hardware for the whole device, µs.
+    /// Airtime estimated in the hardware for this access category, µs.
     pub fn device_pending(&self) -> u32 {
         self.device_pending
+    }
+
+    /// Tell this category how much the device's other categories have pending, µs (kept by
+    /// [`Radio`]; a lone `Scheduler` has none).
+    pub fn set_others_pending(&mut self, us: u32) {
+        self.others_pending = us;
     }
 
     /// The AQL configuration.
@@ -145,7 +157,8 @@ impl Scheduler {
         }
         let p = self.stations[sta].aql_pending;
         p < self.aql.limit_low
-            || (self.device_pending < self.aql.threshold && p < self.aql.limit_high)
+            || (self.device_pending.saturating_add(self.others_pending) < self.aql.threshold
+                && p < self.aql.limit_high)
     }
 
     /// A station's queue received frames (`ieee80211_schedule_txq`): put it on the active list
@@ -274,6 +287,71 @@ impl Scheduler {
     /// Stations on the active list, in order.
     pub fn active(&self) -> impl Iterator<Item = usize> + '_ {
         self.active.iter().copied()
+    }
+}
+
+/// A radio's four access categories, each with its own [`Scheduler`], sharing AQL's device
+/// total: a frame of any category counts against the 24 ms threshold of all of them.
+#[derive(Debug, Clone)]
+pub struct Radio {
+    acs: [Scheduler; 4],
+}
+
+impl Radio {
+    /// `n` stations in every category (see [`Scheduler::new`]).
+    pub fn new(n: usize, aql: AqlConfig, fair: bool) -> Radio {
+        let s = Scheduler::new(n, aql, fair);
+        Radio {
+            acs: [s.clone(), s.clone(), s.clone(), s],
+        }
+    }
+
+    /// Set a station's weight in every category.
+    pub fn set_weight(&mut self, sta: usize, weight: u32) {
+        for a in &mut self.acs {
+            a.set_weight(sta, weight);
+        }
+    }
+
+    /// One category's scheduler, to read.
+    pub fn ac(&self, ac: Ac) -> &Scheduler {
+        &self.acs[ac.idx()]
+    }
+
+    /// One category's scheduler, for the calls that do not move AQL totals (`wake`,
+    /// `schedule_start`, `next_txq`, `return_txq`, `register_airtime`).
+    pub fn ac_mut(&mut self, ac: Ac) -> &mut Scheduler {
+        &mut self.acs[ac.idx()]
+    }
+
+    /// Airtime estimated in the hardware over all categories, µs.
+    pub fn device_pending(&self) -> u32 {
+        self.acs.iter().map(Scheduler::device_pending).sum()
+    }
+
+    /// A frame of `est_us` for `sta` in `ac` went to the hardware.
+    pub fn aql_dequeued(&mut self, sta: usize, ac: Ac, est_us: u32) {
+        self.acs[ac.idx()].aql_dequeued(sta, est_us);
+        self.share_totals();
+    }
+
+    /// Its TX status came back.
+    pub fn aql_completed(&mut self, sta: usize, ac: Ac, est_us: u32) {
+        self.acs[ac.idx()].aql_completed(sta, est_us);
+        self.share_totals();
+    }
+
+    /// A station's pending airtime over all categories, µs.
+    pub fn station_pending(&self, sta: usize) -> u32 {
+        self.acs.iter().map(|a| a.station(sta).aql_pending).sum()
+    }
+
+    fn share_totals(&mut self) {
+        let total = self.device_pending();
+        for a in &mut self.acs {
+            let own = a.device_pending();
+            a.set_others_pending(total - own);
+        }
     }
 }
 
@@ -407,6 +485,26 @@ mod tests {
         s.aql_completed(1, 4000);
         s.schedule_start();
         assert_eq!(s.next_txq(), Some(0));
+    }
+
+    #[test]
+    fn the_device_threshold_counts_every_access_category() {
+        // Voice holds 20 ms in hardware; a best-effort station at 6 ms (above the low limit)
+        // may still go on while the device total is below 24 ms, and is held once it is not.
+        let mut r = Radio::new(2, AqlConfig::default(), true);
+        r.aql_dequeued(0, Ac::Vo, 20_000);
+        r.aql_dequeued(1, Ac::Be, 3_000);
+        assert!(r.ac(Ac::Be).aql_ok(1));
+        r.aql_dequeued(1, Ac::Be, 3_000);
+        assert_eq!(r.device_pending(), 26_000);
+        assert!(!r.ac(Ac::Be).aql_ok(1), "26 ms on the device: held to 5 ms");
+        // Alone, best effort would have been allowed up to 12 ms.
+        let mut alone = Scheduler::new(2, AqlConfig::default(), true);
+        alone.aql_dequeued(1, 6_000);
+        assert!(alone.aql_ok(1));
+        r.aql_completed(0, Ac::Vo, 20_000);
+        assert!(r.ac(Ac::Be).aql_ok(1));
+        assert_eq!(r.station_pending(1), 6_000);
     }
 
     #[test]
