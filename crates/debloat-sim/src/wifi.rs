@@ -1099,18 +1099,7 @@ mod tests {
 
     #[test]
     fn a_collision_doubles_each_colliders_contention_window_once() {
-        use crate::packet::Body;
-        use debloat_core::flow::FlowKey;
-        let ping = || SimPacket {
-            meta: debloat_core::PacketMeta::new(100, FlowKey::NonIp { ethertype: 0 }),
-            body: Body::Ping {
-                probe: 0,
-                seq: 0,
-                sent_at: 0,
-                reply: true,
-                server_at: 0,
-            },
-        };
+        let ping = || marked(0, 100);
         let cfg = WifiConfig::new(&[PhyRate::ht(7), PhyRate::ht(7)], ApQueueing::Airtime);
         let mut w = Wifi::new(cfg, debloat_core::FlowHasher::new([1, 2]), 1);
         let be = |s| idx(s, Ac::Be);
@@ -1218,23 +1207,23 @@ mod tests {
         let cfg = WifiConfig::new(&[r], ApQueueing::Airtime);
         let w = Wifi::new(cfg, debloat_core::FlowHasher::new([1, 2]), 1);
         // At 65 Mbit/s a full frame and its ACK take ≈0.25 ms: 1.504 ms of TXOP holds 5.
-        let mut held = Vec::new();
-        while w.fits(0, Ac::Vo, &held, 1514) {
-            held.push(1514);
-        }
-        assert_eq!(held.len(), 5);
-        assert!(txop_ns(r, Ac::Vo, held.iter().copied()) <= 1_504_000);
-        // Video aggregates up to its 3 ms TXOP, best effort up to the driver's 4 ms.
         let count = |ac| {
             let mut h = Vec::new();
             while w.fits(0, ac, &h, 1514) {
                 h.push(1514);
             }
-            h.len()
+            h.len() as u32
         };
+        let vo = count(Ac::Vo);
+        assert_eq!(vo, 5);
+        assert!(txop_ns(r, Ac::Vo, std::iter::repeat_n(1514, 5)) <= 1_504_000);
+        // Video aggregates up to its 3 ms TXOP, best effort up to the driver's 4 ms.
         let (vi, be) = (count(Ac::Vi), count(Ac::Be));
-        assert!(r.ppdu_ns(vi as u32 * ampdu_sub_len(1514)) <= 3_008_000);
-        assert!(vi < be && be <= MAX_AMPDU_FRAMES, "VI {vi}, BE {be}");
+        assert!(r.ppdu_ns(vi * ampdu_sub_len(1514)) <= 3_008_000);
+        assert!(
+            vi < be && be as usize <= MAX_AMPDU_FRAMES,
+            "VI {vi}, BE {be}"
+        );
     }
 
     #[test]

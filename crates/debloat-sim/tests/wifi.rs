@@ -23,8 +23,8 @@ const NETS: [(&[&str], &[u64]); 3] = [
     (&["mcs7", "mcs7", "mcs7", "mcs0"], &[10, 20, 40, 80]),
 ];
 
-fn run(test: Test, rates: &[&str], rtts: &[u64], q: ApQueueing) -> Summary {
-    let rates: Vec<PhyRate> = rates.iter().map(|r| r.parse().expect("rate")).collect();
+/// `test` for 20 s over this network, the wired host 10 ms from the AP.
+fn run_on(test: Test, wc: WifiConfig, rtts: &[u64]) -> Summary {
     let c = Config {
         test,
         down_bps: 1,
@@ -42,9 +42,14 @@ fn run(test: Test, rates: &[&str], rtts: &[u64], q: ApQueueing) -> Summary {
         device: Default::default(),
         wire: Default::default(),
         host_rtts_ns: rtts.iter().map(|r| r * MS).collect(),
-        wifi: Some(WifiConfig::new(&rates, q)),
+        wifi: Some(wc),
     };
     debloat_sim::scenario::run(&c, |_| {})
+}
+
+fn run(test: Test, rates: &[&str], rtts: &[u64], q: ApQueueing) -> Summary {
+    let rates: Vec<PhyRate> = rates.iter().map(|r| r.parse().expect("rate")).collect();
+    run_on(test, WifiConfig::new(&rates, q), rtts)
 }
 
 /// Per station: (goodput Mbit/s, airtime share, ping median ms).
@@ -144,26 +149,7 @@ fn rrul(q: ApQueueing, wmm: bool) -> (Named, Named) {
     let rate: PhyRate = "mcs7".parse().expect("rate");
     let mut wc = WifiConfig::new(&[rate], q);
     wc.wmm = wmm;
-    let c = Config {
-        test: Test::Rrul,
-        down_bps: 1,
-        up_bps: 1,
-        rtt_ns: 10 * MS,
-        qdisc_up: "pfifo limit 1000".parse().expect("spec"),
-        qdisc_down: "pfifo limit 1000".parse().expect("spec"),
-        length_s: 20.0,
-        delay_s: 5.0,
-        step_s: 0.2,
-        streams: 1,
-        cc: Algorithm::Cubic,
-        ecn: false,
-        seed: 1,
-        device: Default::default(),
-        wire: Default::default(),
-        host_rtts_ns: Vec::new(),
-        wifi: Some(wc),
-    };
-    let s = debloat_sim::scenario::run(&c, |_| {});
+    let s = run_on(Test::Rrul, wc, &[]);
     let pings = s
         .pings
         .iter()
