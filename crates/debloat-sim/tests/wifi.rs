@@ -1,8 +1,9 @@
-//! flent's RTT-fairness tests over Wi-Fi with 1, 2 and 4 stations (issue 7's scenarios): one
-//! flow and one ping per station, each station behind its own base RTT.
+//! flent's RTT-fairness tests over Wi-Fi with 1, 2 and 4 stations (issue 7's scenarios): the
+//! var tests put one flow and one ping on each station, each behind its own base RTT;
+//! `rtt_fair_up` spreads its four over the stations.
 //!
-//! * `rtt_fair_var_up` (AP → stations): mac80211's airtime queueing gives every station an
-//!   equal share of airtime and keeps every station's latency near its base RTT, where the
+//! * `rtt_fair_up` and `rtt_fair_var_up` (AP → stations): mac80211's airtime queueing gives
+//!   every station an equal share of airtime and keeps every station's latency near its base RTT, where the
 //!   stock firmware queue lets a slow station's pings wait seconds.
 //! * `rtt_fair_var_down` (stations → AP): the stations' own stock queues decide; the AP's
 //!   queueing structure makes no difference to the uploads (the MCS-FLAT sta → AP point).
@@ -217,5 +218,43 @@ fn rrul_over_wifi_sorts_its_markings_into_access_categories() {
                 "{q:?} without WMM: {name} {tp:.2} Mbit/s, mean {mean:.2}"
             );
         }
+    }
+}
+
+#[test]
+fn rtt_fair_up_airtime_is_fair_and_low_latency_on_1_2_and_4_stations() {
+    // flent's four flows and pings, spread round robin over the stations, all 10 ms away.
+    for (rates, _) in NETS {
+        let n = rates.len();
+        let air = run(Test::RttFairUp, rates, &[], ApQueueing::Airtime);
+        let legacy = run(Test::RttFairUp, rates, &[], ApQueueing::Legacy);
+        assert_eq!(air.flows.len(), 4);
+        let a = stations(&air);
+        let l = stations(&legacy);
+        let jain = air.wifi.as_ref().and_then(|w| w.airtime_jain);
+        assert!(
+            jain.expect("airtime used") >= 0.95,
+            "{n} stations: airtime Jain {jain:?}"
+        );
+        for (i, &(goodput, share, p50)) in a.iter().enumerate() {
+            assert!(goodput > 0.5, "{n} stations, station {i}: {goodput} Mbit/s");
+            assert!(
+                (share - 1.0 / n as f64).abs() <= 0.2 / n as f64,
+                "{n} stations, station {i}: airtime share {share:.3}"
+            );
+            assert!(
+                p50 - 10.0 <= 50.0,
+                "{n} stations, station {i}: ping median {p50:.1} ms over a 10 ms base"
+            );
+        }
+        let slow = n - 1;
+        let ratio = l[slow].2 / a[slow].2;
+        let want = if n == 1 { 3.0 } else { 10.0 };
+        assert!(
+            ratio >= want,
+            "{n} stations: legacy/airtime ping median at the slow station {:.1}/{:.1} ms = {ratio:.1}×, want ≥ {want}×",
+            l[slow].2,
+            a[slow].2
+        );
     }
 }
