@@ -158,6 +158,7 @@ impl FlowHasher {
     }
 
     /// The flow hash of a packet: its cached `hash` if set, else the keyed hash of its flow.
+    #[inline]
     pub fn flow_hash(&self, meta: &crate::packet::PacketMeta) -> u32 {
         if meta.hash != 0 {
             meta.hash

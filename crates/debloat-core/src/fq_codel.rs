@@ -64,14 +64,19 @@ struct Core<P> {
 
 /// One flow's queue plus the qdisc counters, as `codel_dequeue` sees them.
 struct FlowView<'a, P> {
-    flow: &'a mut Flow,
+    q: &'a mut Fifo,
     flow_backlog: &'a mut u32,
     core: &'a mut Core<P>,
 }
 
 impl<P: Packet> CodelQueue<P> for FlowView<'_, P> {
+    #[inline]
+    fn head(&mut self) -> Option<&mut P> {
+        self.core.pool.front_mut(self.q)
+    }
+    #[inline]
     fn pop(&mut self) -> Option<P> {
-        let p = self.core.pool.pop_front(&mut self.flow.q)?;
+        let p = self.core.pool.pop_front(self.q)?;
         let m = p.meta();
         *self.flow_backlog -= m.len;
         self.core.memory_usage -= u64::from(m.truesize);
@@ -230,32 +235,33 @@ impl<P: Packet> Qdisc<P> for FqCodel<P> {
             let flow = &mut self.flows[idx as usize];
             if flow.deficit <= 0 {
                 flow.deficit += self.spec.quantum as i32;
-                self.lists.move_tail(idx, OLD);
+                self.lists.rotate_front(list, OLD);
                 continue;
             }
             let mut view = FlowView {
-                flow,
+                q: &mut flow.q,
                 flow_backlog: &mut self.backlogs[idx as usize],
                 core: &mut self.core,
             };
-            let mut vars = view.flow.cvars;
-            let got = codel::dequeue(&mut view, &mut vars, &self.cparams, &mut self.cstats, now);
-            let flow = view.flow;
-            flow.cvars = vars;
-            match got {
-                None => {
-                    if list == NEW && !self.lists.is_empty(OLD) {
-                        self.lists.move_tail(idx, OLD);
-                    } else {
-                        self.lists.remove(idx);
-                    }
-                }
-                Some(p) => {
-                    flow.deficit -= p.meta().len as i32;
-                    self.sent_bytes += u64::from(p.meta().len);
+            if codel::dequeue_head(
+                &mut view,
+                &mut flow.cvars,
+                &self.cparams,
+                &mut self.cstats,
+                now,
+            ) {
+                if let Some(p) = view.pop() {
+                    let len = p.meta().len;
+                    flow.deficit -= len as i32;
+                    self.sent_bytes += u64::from(len);
                     self.sent_pkts += 1;
                     return Dequeue::Packet(p);
                 }
+            }
+            if list == NEW && !self.lists.is_empty(OLD) {
+                self.lists.rotate_front(NEW, OLD);
+            } else {
+                self.lists.remove(idx);
             }
         }
     }

@@ -72,7 +72,7 @@ impl<const N: usize> ListSet<N> {
     }
 
     /// Append flow `i` (on no list) to the tail of list `l`.
-    #[inline]
+    #[inline(always)]
     pub fn push_back(&mut self, l: usize, i: u32) {
         debug_assert!(self.list_of(i).is_none(), "flow already listed");
         let t = self.tail[l];
@@ -91,7 +91,7 @@ impl<const N: usize> ListSet<N> {
     }
 
     /// Remove flow `i` from whatever list it is on (no-op if none).
-    #[inline]
+    #[inline(always)]
     pub fn remove(&mut self, i: u32) {
         let Some(l) = self.list_of(i) else { return };
         let Link {
@@ -109,6 +109,38 @@ impl<const N: usize> ListSet<N> {
         }
         self.links[i as usize].on = u8::MAX;
         self.len[l] -= 1;
+    }
+
+    /// `list_move_tail` of the first flow of list `from` to list `to` (the DRR rotation), with
+    /// the head's links known; returns the flow moved. Same result as [`ListSet::move_tail`].
+    #[inline(always)]
+    pub fn rotate_front(&mut self, from: usize, to: usize) -> Option<u32> {
+        let i = self.head[from];
+        if i == NIL {
+            return None;
+        }
+        let n = self.links[i as usize].next;
+        self.head[from] = n;
+        if n == NIL {
+            self.tail[from] = NIL;
+        } else {
+            self.links[n as usize].prev = NIL;
+        }
+        self.len[from] -= 1;
+        let t = self.tail[to];
+        self.links[i as usize] = Link {
+            prev: t,
+            next: NIL,
+            on: to as u8,
+        };
+        if t == NIL {
+            self.head[to] = i;
+        } else {
+            self.links[t as usize].next = i;
+        }
+        self.tail[to] = i;
+        self.len[to] += 1;
+        Some(i)
     }
 
     /// Kernel `list_move_tail`: take `i` off its list (if any) and append it to list `l`.
@@ -146,7 +178,16 @@ mod tests {
         assert_eq!((s.len(0), s.len(1)), (1, 2));
         s.remove(1);
         assert_eq!(collect(&s, 1), vec![3]);
+        s.push_back(0, 5);
+        assert_eq!(s.rotate_front(0, 1), Some(4));
+        assert_eq!(s.rotate_front(1, 1), Some(3), "rotating within one list");
+        assert_eq!((collect(&s, 0), collect(&s, 1)), (vec![5], vec![4, 3]));
+        assert_eq!(s.rotate_front(0, 1), Some(5));
+        assert_eq!(s.rotate_front(0, 1), None);
+        assert_eq!((s.len(0), s.len(1), s.list_of(5)), (0, 3, Some(1)));
+        assert_eq!(s.tail[1], 5);
+        assert_eq!(s.links[5].prev, 3);
         assert_eq!(s.list_of(1), None);
-        assert_eq!(s.front(1), Some(3));
+        assert_eq!(s.front(1), Some(4));
     }
 }

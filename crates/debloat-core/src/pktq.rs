@@ -125,6 +125,15 @@ impl<P> Pool<P> {
         self.nodes[q.head as usize].pkt.as_ref()
     }
 
+    /// The oldest packet of a FIFO, to read or mark in place.
+    #[inline]
+    pub fn front_mut(&mut self, q: &Fifo) -> Option<&mut P> {
+        if q.head == NIL {
+            return None;
+        }
+        self.nodes[q.head as usize].pkt.as_mut()
+    }
+
     /// The last packet of `q`.
     pub fn back(&self, q: &Fifo) -> Option<&P> {
         if q.tail == NIL {

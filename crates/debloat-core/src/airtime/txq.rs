@@ -133,6 +133,9 @@ struct FlowView<'a, P> {
 }
 
 impl<P: Packet> CodelQueue<P> for FlowView<'_, P> {
+    fn head(&mut self) -> Option<&mut P> {
+        self.shared.pool.front_mut(&self.flow.q)
+    }
     fn pop(&mut self) -> Option<P> {
         let p = self.shared.pool.pop_front(&mut self.flow.q)?;
         let m = p.meta();

@@ -133,6 +133,7 @@ fn control(t: Nanos, interval: u64, rec_inv_sqrt: u32) -> Nanos {
 }
 
 impl Cobalt {
+    #[inline]
     fn invsqrt(&self, v: &mut Vars) {
         v.rec_inv_sqrt = if (v.count as usize) < CACHE {
             self.cache[v.count as usize]
@@ -160,6 +161,7 @@ impl Cobalt {
 
     /// `cobalt_queue_empty`: the flow was found empty at dequeue. Returns true when BLUE just
     /// went inactive for it.
+    #[inline]
     pub fn queue_empty(&self, v: &mut Vars, p: &Params, now: Nanos) -> bool {
         let mut down = false;
         if v.p_drop != 0 && now.wrapping_sub(v.blue_timer) as i64 > p.target as i64 {
@@ -179,6 +181,7 @@ impl Cobalt {
     /// `cobalt_should_drop` for packet `skb` at `now`; `bulk_flows` is the tin's bulk count on
     /// ingress and 0 on egress. CE-marks `skb` when the verdict is a mark. `rand32` is drawn only
     /// when BLUE is active.
+    #[inline]
     pub fn should_drop<P: Packet>(
         &self,
         v: &mut Vars,

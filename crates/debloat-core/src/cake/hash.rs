@@ -147,6 +147,19 @@ impl Table {
         dsthost_hash: u32,
         mode: FlowMode,
     ) -> usize {
+        self.lookup_with(flow_hash, mode, || (srchost_hash, dsthost_hash))
+    }
+
+    /// [`Table::lookup`] with the (source, destination) host hashes computed only if host slots
+    /// must be allocated. Linux computes them for every packet; the queue chosen and the host
+    /// slots are the same either way, only the hashing cost differs.
+    #[inline]
+    pub fn lookup_with(
+        &mut self,
+        flow_hash: u32,
+        mode: FlowMode,
+        host_hashes: impl FnOnce() -> (u32, u32),
+    ) -> usize {
         let reduced = flow_hash as usize % QUEUES;
         if self.tags[reduced] == flow_hash && self.slots[reduced].set != FlowSet::None {
             self.way_directs += 1;
@@ -156,7 +169,11 @@ impl Table {
         let outer = reduced - inner;
         let (found, allocate) = self.probe(flow_hash, outer, inner, mode);
         self.tags[found] = flow_hash;
-        if allocate && mode.dual_src() {
+        if !(allocate && (mode.dual_src() || mode.dual_dst())) {
+            return found;
+        }
+        let (srchost_hash, dsthost_hash) = host_hashes();
+        if mode.dual_src() {
             let h = self.find_host(srchost_hash, true);
             if self.slots[found].set == FlowSet::Bulk {
                 let c = &mut self.hosts[h].srchost_bulk_flow_count;
@@ -164,7 +181,7 @@ impl Table {
             }
             self.slots[found].srchost = h as u16;
         }
-        if allocate && mode.dual_dst() {
+        if mode.dual_dst() {
             let h = self.find_host(dsthost_hash, false);
             if self.slots[found].set == FlowSet::Bulk {
                 let c = &mut self.hosts[h].dsthost_bulk_flow_count;

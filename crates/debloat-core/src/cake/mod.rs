@@ -280,27 +280,32 @@ impl<P: Packet> Cake<P> {
             return (tin, 0);
         }
         let m = p.meta();
-        let hosts = mode.0 & (FlowMode::SRC_IP | FlowMode::DST_IP) != 0;
-        let (src, dst) = if hosts {
+        let hasher = self.hasher;
+        let host_hashes = || {
             (
-                self.hasher.hash(&m.flow, HashPart::SrcHost),
-                self.hasher.hash(&m.flow, HashPart::DstHost),
+                hasher.hash(&m.flow, HashPart::SrcHost),
+                hasher.hash(&m.flow, HashPart::DstHost),
             )
-        } else {
-            (0, 0)
         };
-        let mut flow_hash = 0;
-        if mode.0 & FlowMode::FLOWS != 0 {
-            flow_hash = self.hasher.flow_hash(m);
+        let idx = if mode.0 & FlowMode::FLOWS != 0 {
+            // The host hashes only matter when a flow takes a new queue.
+            let flow_hash = self.hasher.flow_hash(m);
+            self.tins[tin]
+                .table
+                .lookup_with(flow_hash, mode, host_hashes)
         } else {
+            let (src, dst) = host_hashes();
+            let mut flow_hash = 0;
             if mode.0 & FlowMode::SRC_IP != 0 {
                 flow_hash ^= src;
             }
             if mode.0 & FlowMode::DST_IP != 0 {
                 flow_hash ^= dst;
             }
-        }
-        let idx = self.tins[tin].table.lookup(flow_hash, src, dst, mode);
+            self.tins[tin]
+                .table
+                .lookup_with(flow_hash, mode, || (src, dst))
+        };
         (tin, idx)
     }
 
@@ -589,33 +594,40 @@ impl<P: Packet> Cake<P> {
         Some(p)
     }
 
-    /// Take a packet the AQM lets through from the chosen flow. `Err(true)` asks the caller to
-    /// choose a flow again (flow found empty, or an ingress drop).
+    /// Run COBALT over the chosen flow until it lets a packet through. `Ok` means the packet now
+    /// at the head of the flow is the one to send (the caller pops it, so it is moved once);
+    /// `Err(true)` asks the caller to choose a flow again (an ingress drop), `Err(false)` means
+    /// the flow was found empty and retired.
+    ///
+    /// Linux's `cake_dequeue_one` unlinks the head before `cobalt_should_drop` sees it; COBALT
+    /// reads no backlog, and "the flow is now empty" is "the head is its only packet" here.
     #[inline(always)]
-    fn aqm_dequeue(&mut self, tin: usize, idx: usize, now: Nanos) -> Result<P, bool> {
+    fn aqm_dequeue(&mut self, tin: usize, idx: usize, now: Nanos) -> Result<(), bool> {
         loop {
-            let Some(mut p) = self.pop(tin, idx) else {
-                self.retire_flow(tin, idx, now);
-                return Err(false);
-            };
             let bulk = if self.spec.ingress {
                 self.tins[tin].bulk_flow_count
             } else {
                 0
             };
             let t = &mut self.tins[tin];
+            let flow = &mut t.flows[idx];
+            let Some(head) = self.pool.front_mut(&flow.q) else {
+                self.retire_flow(tin, idx, now);
+                return Err(false);
+            };
             let rng = &mut self.rng;
-            let verdict = self.cobalt.should_drop(
-                &mut t.flows[idx].cvars,
-                &t.p.cparams,
-                now,
-                &mut p,
-                bulk,
-                || rng.next_u32(),
-            );
-            if verdict == cobalt::Verdict::Pass || t.flows[idx].q.is_empty() {
-                return Ok(p);
+            let verdict =
+                self.cobalt
+                    .should_drop(&mut flow.cvars, &t.p.cparams, now, head, bulk, || {
+                        rng.next_u32()
+                    });
+            if verdict == cobalt::Verdict::Pass || flow.q.len() == 1 {
+                return Ok(());
             }
+            let Some(p) = self.pop(tin, idx) else {
+                return Err(false);
+            };
+            let t = &mut self.tins[tin];
             t.flows[idx].dropped += 1;
             t.tin_dropped += 1;
             self.drops += 1;
@@ -726,9 +738,12 @@ impl<P: Packet> Qdisc<P> for Cake<P> {
             };
             while let Some(idx) = self.choose_flow(tin, &mut first) {
                 match self.aqm_dequeue(tin, idx, now) {
-                    Ok(p) => {
-                        self.deliver(tin, idx, &p, now);
-                        return Dequeue::Packet(p);
+                    Ok(()) => {
+                        if let Some(p) = self.pop(tin, idx) {
+                            self.deliver(tin, idx, &p, now);
+                            return Dequeue::Packet(p);
+                        }
+                        break;
                     }
                     Err(true) => continue,
                     Err(false) => break,

@@ -140,31 +140,49 @@ pub fn control_law(t: CodelTime, interval: CodelTime, rec_inv_sqrt: u16) -> Code
 }
 
 /// The queue a CoDel instance manages, as seen from `codel_dequeue`.
+///
+/// Linux's `dequeue_func` unlinks the head before CoDel looks at it. Here CoDel decides with the
+/// head still in place ([`CodelQueue::head`]) and counts it as already gone from the backlog, so
+/// the packet it lets through is moved exactly once, by the caller's [`CodelQueue::pop`]. The
+/// decisions and counters are the kernel's; only the moment of unlinking differs.
 pub trait CodelQueue<P> {
+    /// The head packet, left in the queue (CoDel reads its metadata and may mark it CE).
+    fn head(&mut self) -> Option<&mut P>;
     /// Remove the head packet, updating the backlog counters (`dequeue_func`).
     fn pop(&mut self) -> Option<P>;
-    /// The backlog in bytes compared against `mtu` (fq_codel: the whole qdisc's).
+    /// The backlog in bytes compared against `mtu` (fq_codel: the whole qdisc's), head included.
     fn backlog(&self) -> u32;
     /// Discard a packet the control law dropped (`drop_func`).
     fn drop_packet(&mut self, packet: P);
 }
 
-fn should_drop<P: Packet, Q: CodelQueue<P>>(
-    pkt: Option<&P>,
-    q: &Q,
+/// What `codel_should_drop` reads of the head: its length and enqueue time.
+#[inline(always)]
+fn head_info<P: Packet, Q: CodelQueue<P>>(q: &mut Q) -> Option<(u32, Nanos)> {
+    q.head().map(|p| {
+        let m = p.meta();
+        (m.len, m.enqueue_ns)
+    })
+}
+
+/// `codel_should_drop` for the head `(len, enqueue time)`, with the backlog as Linux sees it
+/// after unlinking that head.
+#[inline(always)]
+fn should_drop(
+    head: Option<(u32, Nanos)>,
+    backlog: u32,
     vars: &mut Vars,
     params: &Params,
     stats: &mut Stats,
     now: CodelTime,
 ) -> bool {
-    let Some(p) = pkt else {
+    let Some((len, enqueue_ns)) = head else {
         vars.first_above_time = 0;
         return false;
     };
-    let m = p.meta();
-    vars.ldelay = now.wrapping_sub(codel_time(m.enqueue_ns));
-    stats.maxpacket = stats.maxpacket.max(m.len);
-    if before(vars.ldelay, params.target) || q.backlog() <= params.mtu {
+    vars.ldelay = now.wrapping_sub(codel_time(enqueue_ns));
+    stats.maxpacket = stats.maxpacket.max(len);
+    if before(vars.ldelay, params.target) || backlog.saturating_sub(len) <= params.mtu {
         vars.first_above_time = 0;
         return false;
     }
@@ -176,14 +194,18 @@ fn should_drop<P: Packet, Q: CodelQueue<P>>(
     }
 }
 
-fn drop_one<P: Packet, Q: CodelQueue<P>>(q: &mut Q, p: P, stats: &mut Stats) {
-    stats.drop_len += u64::from(p.meta().len);
-    stats.drop_count += 1;
-    q.drop_packet(p);
+/// Drop the head (`drop_func` after `dequeue_func`), counting it.
+fn drop_head<P: Packet, Q: CodelQueue<P>>(q: &mut Q, stats: &mut Stats) {
+    if let Some(p) = q.pop() {
+        stats.drop_len += u64::from(p.meta().len);
+        stats.drop_count += 1;
+        q.drop_packet(p);
+    }
 }
 
 /// Linux `codel_dequeue`: take the next packet CoDel lets through at `now`, dropping (through
 /// [`CodelQueue::drop_packet`]) or marking on the way as the control law says.
+#[inline]
 pub fn dequeue<P: Packet, Q: CodelQueue<P>>(
     q: &mut Q,
     vars: &mut Vars,
@@ -191,12 +213,29 @@ pub fn dequeue<P: Packet, Q: CodelQueue<P>>(
     stats: &mut Stats,
     now_ns: Nanos,
 ) -> Option<P> {
+    if dequeue_head(q, vars, params, stats, now_ns) {
+        q.pop()
+    } else {
+        None
+    }
+}
+
+/// [`dequeue`] without the final unlink: true when the packet now at the head of `q` is the one
+/// to send (the caller pops it), false when `q` is empty (after any drops).
+#[inline]
+pub fn dequeue_head<P: Packet, Q: CodelQueue<P>>(
+    q: &mut Q,
+    vars: &mut Vars,
+    params: &Params,
+    stats: &mut Stats,
+    now_ns: Nanos,
+) -> bool {
     let now = codel_time(now_ns);
-    let Some(mut skb) = q.pop() else {
+    let Some(mut head) = head_info(q) else {
         vars.dropping = false;
-        return None;
+        return false;
     };
-    let drop = should_drop(Some(&skb), q, vars, params, stats, now);
+    let drop = should_drop(Some(head), q.backlog(), vars, params, stats, now);
     if vars.dropping {
         if !drop {
             vars.dropping = false;
@@ -204,23 +243,23 @@ pub fn dequeue<P: Packet, Q: CodelQueue<P>>(
             while vars.dropping && after_eq(now, vars.drop_next) {
                 vars.count = vars.count.wrapping_add(1);
                 newton_step(vars);
-                if params.ecn && skb.set_ce() {
+                if params.ecn && set_ce_head(q) {
                     stats.ecn_mark += 1;
                     vars.drop_next =
                         control_law(vars.drop_next, params.interval, vars.rec_inv_sqrt);
-                    ce_threshold(&mut skb, vars, params, stats);
-                    return Some(skb);
+                    ce_threshold(q, vars, params, stats);
+                    return true;
                 }
-                drop_one(q, skb, stats);
-                match q.pop() {
-                    Some(next) => skb = next,
+                drop_head(q, stats);
+                match head_info(q) {
+                    Some(next) => head = next,
                     None => {
-                        should_drop::<P, Q>(None, q, vars, params, stats, now);
+                        should_drop(None, q.backlog(), vars, params, stats, now);
                         vars.dropping = false;
-                        return None;
+                        return false;
                     }
                 }
-                if !should_drop(Some(&skb), q, vars, params, stats, now) {
+                if !should_drop(Some(head), q.backlog(), vars, params, stats, now) {
                     vars.dropping = false;
                 } else {
                     vars.drop_next =
@@ -229,23 +268,29 @@ pub fn dequeue<P: Packet, Q: CodelQueue<P>>(
             }
         }
     } else if drop {
-        if params.ecn && skb.set_ce() {
+        if params.ecn && set_ce_head(q) {
             stats.ecn_mark += 1;
         } else {
-            drop_one(q, skb, stats);
-            let next = q.pop();
-            should_drop(next.as_ref(), q, vars, params, stats, now);
+            drop_head(q, stats);
+            let next = head_info(q);
+            should_drop(next, q.backlog(), vars, params, stats, now);
             enter_dropping(vars, params, now);
-            let mut next = next;
-            if let Some(p) = next.as_mut() {
-                ce_threshold(p, vars, params, stats);
+            if next.is_none() {
+                return false;
             }
-            return next;
+            ce_threshold(q, vars, params, stats);
+            return true;
         }
         enter_dropping(vars, params, now);
     }
-    ce_threshold(&mut skb, vars, params, stats);
-    Some(skb)
+    ce_threshold(q, vars, params, stats);
+    true
+}
+
+/// `INET_ECN_set_ce` on the head: true if it was ECN-capable and now carries CE.
+#[inline]
+fn set_ce_head<P: Packet, Q: CodelQueue<P>>(q: &mut Q) -> bool {
+    q.head().is_some_and(|p| p.set_ce())
 }
 
 /// The re-entry rule: resume near the old drop rate if the last episode was recent.
@@ -269,9 +314,15 @@ fn enter_dropping(vars: &mut Vars, params: &Params, now: CodelTime) {
 }
 
 #[inline]
-fn ce_threshold<P: Packet>(skb: &mut P, vars: &Vars, params: &Params, stats: &mut Stats) {
+fn ce_threshold<P: Packet, Q: CodelQueue<P>>(
+    q: &mut Q,
+    vars: &Vars,
+    params: &Params,
+    stats: &mut Stats,
+) {
     if let Some(th) = params.ce_threshold {
         if after(vars.ldelay, th) {
+            let Some(skb) = q.head() else { return };
             let m = skb.meta();
             let dsfield = (m.dscp << 2) | m.ecn.bits();
             let selected = params.ce_threshold_mask == 0

@@ -34,6 +34,9 @@ struct Fifo<P> {
 }
 
 impl<P: Packet> CodelQueue<P> for Fifo<P> {
+    fn head(&mut self) -> Option<&mut P> {
+        self.q.front_mut()
+    }
     fn pop(&mut self) -> Option<P> {
         let p = self.q.pop_front()?;
         self.backlog -= u64::from(p.meta().len);
