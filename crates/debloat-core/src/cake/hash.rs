@@ -17,6 +17,47 @@ pub const QUEUES: usize = 1024;
 /// Ways per set.
 pub const WAYS: usize = 8;
 
+/// One value per flow queue of a tin (or per host slot), indexed by queue number. The length is
+/// fixed at [`QUEUES`], a power of two, so an index taken modulo `QUEUES` needs no bounds check
+/// on the per-packet path. Every index the table hands out is already below `QUEUES`.
+#[derive(Clone, Debug)]
+pub struct PerQueue<T>(Box<[T; QUEUES]>);
+
+impl<T: Clone> PerQueue<T> {
+    /// `QUEUES` copies of `v`.
+    pub fn new(v: T) -> Self {
+        let v: Box<[T]> = vec![v; QUEUES].into_boxed_slice();
+        match v.try_into() {
+            Ok(a) => PerQueue(a),
+            Err(_) => unreachable!("a vector of QUEUES elements converts to [T; QUEUES]"),
+        }
+    }
+}
+
+impl<T> PerQueue<T> {
+    /// The values in queue order.
+    pub fn iter(&self) -> std::slice::Iter<'_, T> {
+        self.0.iter()
+    }
+}
+
+impl<T> std::ops::Index<usize> for PerQueue<T> {
+    type Output = T;
+    #[inline(always)]
+    fn index(&self, i: usize) -> &T {
+        debug_assert!(i < QUEUES, "queue index {i} out of range");
+        &self.0[i % QUEUES]
+    }
+}
+
+impl<T> std::ops::IndexMut<usize> for PerQueue<T> {
+    #[inline(always)]
+    fn index_mut(&mut self, i: usize) -> &mut T {
+        debug_assert!(i < QUEUES, "queue index {i} out of range");
+        &mut self.0[i % QUEUES]
+    }
+}
+
 /// Isolation mode bits: flows are hashed by source host, destination host, and/or 5-tuple.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FlowMode(pub u8);
@@ -110,10 +151,10 @@ struct Host {
 /// The per-tin flow table.
 #[derive(Clone, Debug)]
 pub struct Table {
-    tags: Vec<u32>,
-    hosts: Vec<Host>,
+    tags: PerQueue<u32>,
+    hosts: PerQueue<Host>,
     /// Membership data per flow queue.
-    pub slots: Vec<Slot>,
+    pub slots: PerQueue<Slot>,
     /// Direct hits.
     pub way_directs: u32,
     /// Hits on another way of the set.
@@ -127,9 +168,9 @@ pub struct Table {
 impl Default for Table {
     fn default() -> Self {
         Table {
-            tags: vec![0; QUEUES],
-            hosts: vec![Host::default(); QUEUES],
-            slots: vec![Slot::default(); QUEUES],
+            tags: PerQueue::new(0),
+            hosts: PerQueue::new(Host::default()),
+            slots: PerQueue::new(Slot::default()),
             way_directs: 0,
             way_hits: 0,
             way_misses: 0,

@@ -31,13 +31,13 @@ use crate::pktq::{Fifo, Pool};
 use crate::qdisc::{Dequeue, DropBox, DropReason, Dropped, Qdisc, Verdict};
 use crate::rng::SplitMix64;
 use crate::stats::{CakeStats, QdiscStats, TinStats, Xstats};
-use hash::{FlowMode, FlowSet, QUEUES};
+use hash::{FlowMode, FlowSet, PerQueue, QUEUES};
 
 const NEW: usize = 0;
 const OLD: usize = 1;
 const DECAYING: usize = 2;
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Flow {
     q: Fifo,
     deficit: i32,
@@ -51,8 +51,8 @@ struct Tin {
     tin_quantum: u16,
     tin_deficit: i32,
     time_next_packet: Nanos,
-    flows: Vec<Flow>,
-    backlogs: Vec<u32>,
+    flows: PerQueue<Flow>,
+    backlogs: PerQueue<u32>,
     table: hash::Table,
     lists: ListSet<3>,
     sparse_flow_count: u32,
@@ -79,15 +79,13 @@ impl Tin {
             tin_quantum,
             tin_deficit: 0,
             time_next_packet: 0,
-            flows: (0..QUEUES)
-                .map(|_| Flow {
-                    q: Fifo::default(),
-                    deficit: 0,
-                    dropped: 0,
-                    cvars: cobalt::Vars::default(),
-                })
-                .collect(),
-            backlogs: vec![0; QUEUES],
+            flows: PerQueue::new(Flow {
+                q: Fifo::default(),
+                deficit: 0,
+                dropped: 0,
+                cvars: cobalt::Vars::default(),
+            }),
+            backlogs: PerQueue::new(0),
             table: hash::Table::default(),
             lists: ListSet::new(QUEUES),
             sparse_flow_count: 0,
@@ -546,7 +544,7 @@ impl<P: Packet> Cake<P> {
             let q = self.flow_quantum(tin, idx);
             let t = &mut self.tins[tin];
             t.flows[idx].deficit += q;
-            t.lists.move_tail(idx as u32, OLD);
+            t.lists.rotate_front(list, OLD);
         }
     }
 
@@ -568,11 +566,19 @@ impl<P: Packet> Cake<P> {
             FlowSet::Decaying if !keep => t.decaying_flow_count -= 1,
             FlowSet::Decaying | FlowSet::None => {}
         }
+        // The flow is the head of the list `choose_flow` took it from.
+        let list = t.lists.list_of(idx as u32);
+        debug_assert!(list.and_then(|l| t.lists.front(l)) == Some(idx as u32));
         if keep {
             if set != FlowSet::Decaying {
                 t.decaying_flow_count += 1;
             }
-            t.lists.move_tail(idx as u32, DECAYING);
+            match list {
+                Some(l) => {
+                    t.lists.rotate_front(l, DECAYING);
+                }
+                None => t.lists.push_back(DECAYING, idx as u32),
+            }
             t.table.slots[idx].set = FlowSet::Decaying;
         } else {
             t.lists.remove(idx as u32);
