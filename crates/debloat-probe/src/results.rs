@@ -377,6 +377,18 @@ fn voip(
     series_meta.insert("VoIP".into(), Value::Object(meta));
 }
 
+/// Store the summary's grade and RPM in the flent file's metadata (`DEBLOAT_VERDICT`), so the
+/// report made from the file — now or later by `debloat report` — shows them with their
+/// definitions. flent ignores the key.
+pub fn attach_verdict(file: &mut Value, summary: &Value) {
+    if let Some(meta) = file.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert(
+            debloat_report::verdict::KEY.into(),
+            debloat_report::verdict::Verdict::metadata(&summary["grade"], &summary["rpm"]),
+        );
+    }
+}
+
 /// The JSON summary written beside the flent file.
 pub fn summary(o: &Outcome, stat: GradeStat) -> Value {
     let flows: Vec<Value> = o

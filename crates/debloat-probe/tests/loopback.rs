@@ -332,3 +332,78 @@ fn stopping_early_keeps_what_was_measured() {
         .contains("stopped early"));
     srv.shutdown();
 }
+
+/// The same client and server over IPv6 (`::1`): TCP flows both ways, irtt probes and ICMPv6.
+#[test]
+fn rrul_over_ipv6_loopback_has_every_series_and_loses_no_probe() {
+    let _serial = serial();
+    let srv = match server::start(server::Config {
+        bind: "[::1]:0".parse().expect("addr"),
+        ..server::Config::default()
+    }) {
+        Ok(s) => s,
+        Err(e) => {
+            println!("SKIP: no IPv6 loopback here (binding [::1]:0 failed: {e})");
+            return;
+        }
+    };
+    assert!(srv.tcp.is_ipv6() && srv.udp.is_ipv6());
+    let o = Options {
+        length_s: 2.0,
+        delay_s: 1.0,
+        step_s: 0.2,
+        servers: vec![("::1".into(), srv.tcp)],
+        ..Options::default()
+    };
+    let p = plan("rrul", &o).expect("plan");
+    let stop = AtomicBool::new(false);
+    let out = run(&p, &RunOptions::default(), &stop);
+    let errors = results::errors(&out);
+    let icmp_ok = out.icmp.iter().all(|(_, r)| r.is_ok());
+    if icmp_ok {
+        assert!(errors.is_empty(), "{errors:?}");
+    } else {
+        assert!(!is_root(), "ICMPv6 failed as root: {errors:?}");
+        println!(
+            "SKIP (part): ICMPv6 series not checked: not root and unprivileged ping not allowed"
+        );
+        assert!(errors.iter().all(|e| e.contains("ICMP")), "{errors:?}");
+    }
+    let file = results::flent_file(&out, "loopback-v6");
+    let res = file["results"].as_object().expect("results");
+    let mut want: Vec<String> = ["BE", "BK", "CS5", "EF"]
+        .iter()
+        .flat_map(|m| [format!("TCP upload {m}"), format!("TCP download {m}")])
+        .collect();
+    want.extend(["Ping (ms) UDP EF", "Ping (ms) UDP BK", "Ping (ms) UDP BE"].map(String::from));
+    if icmp_ok {
+        want.push("Ping (ms) ICMP".into());
+    }
+    for name in &want {
+        let n = res
+            .get(name)
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter(|v| !v.is_null()).count())
+            .unwrap_or(0);
+        assert!(n > 0, "series {name} missing or empty over IPv6");
+    }
+    for f in &out.flows {
+        let counted = results::received_bytes(f);
+        assert!(
+            counted > 1_000_000,
+            "{} moved only {counted} B over IPv6",
+            f.spec.name
+        );
+    }
+    for (spec, r) in &out.udp {
+        let st = r.as_ref().expect("probe ran").stats();
+        assert!(st.sent >= 9, "{}: sent only {}", spec.name, st.sent);
+        assert_eq!(st.received, st.sent, "{}: lost on ::1", spec.name);
+    }
+    let server_received = srv.counters.bytes_received.load(Ordering::Relaxed);
+    assert!(
+        server_received > 4_000_000,
+        "server counted {server_received} B"
+    );
+    srv.shutdown();
+}

@@ -100,6 +100,8 @@ pub struct Dataset {
     pub series: Vec<Series>,
     /// Per-station results of a Wi-Fi simulation (debloat's `DEBLOAT_WIFI` metadata).
     pub wifi: Option<crate::wifi::WifiInfo>,
+    /// Grade and RPM of a probe run (debloat's `DEBLOAT_VERDICT` metadata).
+    pub verdict: Option<crate::verdict::Verdict>,
 }
 
 /// flent's default DELAY: the idle time before and after the load.
@@ -218,6 +220,7 @@ impl Dataset {
             });
         }
         let wifi = crate::wifi::WifiInfo::from_metadata(meta).transpose()?;
+        let verdict = crate::verdict::Verdict::from_metadata(meta).transpose()?;
         let title = text("TITLE");
         let step = num("STEP_SIZE").unwrap_or_else(|| if x.len() > 1 { x[1] - x[0] } else { 0.2 });
         let last = x.last().copied().unwrap_or(0.0);
@@ -237,6 +240,7 @@ impl Dataset {
             x,
             series,
             wifi,
+            verdict,
         })
     }
 

@@ -58,6 +58,14 @@ pub fn page(title: &str, runs: &[Dataset], sums: &[RunSummary], plots: &[Plot]) 
          Latency: every latency probe's samples in that window; idle: before the load; induced: \
          median under load minus idle median.</p>\n",
     );
+    let verdicts: Vec<(&str, &crate::verdict::Verdict)> = runs
+        .iter()
+        .filter_map(|d| d.verdict.as_ref().map(|v| (d.label.as_str(), v)))
+        .collect();
+    if !verdicts.is_empty() {
+        h.push_str("<h2 id=\"grade\">Bufferbloat grade and responsiveness</h2>\n");
+        h.push_str(&crate::verdict::html(&verdicts));
+    }
     for p in plots {
         let _ = write!(
             h,

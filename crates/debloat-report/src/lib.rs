@@ -4,7 +4,8 @@
 //! ```text
 //! .flent.gz ──► flent::Dataset ──► summary::RunSummary ──► table (text) / html
 //!                     ├──────────► plot (SVG + PNG: timeseries, latency CDF, totals)
-//!                     └──────────► wifi (Wi-Fi runs: per-station table, airtime bars)
+//!                     ├──────────► wifi (Wi-Fi runs: per-station table, airtime bars)
+//!                     └──────────► verdict (probe runs: bufferbloat grade and RPM)
 //! ```
 //!
 //! The page embeds its SVGs and styles and loads nothing from the network, so it opens from a
@@ -16,6 +17,7 @@ pub mod html;
 pub mod plot;
 pub mod summary;
 pub mod table;
+pub mod verdict;
 pub mod wifi;
 
 pub use flent::{Dataset, ReadError};

@@ -200,12 +200,13 @@ pub fn test(a: &TestArgs) -> Result<()> {
     }
     std::fs::create_dir_all(&a.output)
         .with_context(|| format!("cannot create {}", a.output.display()))?;
-    let file = results::flent_file(&out, &a.title);
+    let mut file = results::flent_file(&out, &a.title);
+    let summary = results::summary(&out, stat);
+    results::attach_verdict(&mut file, &summary);
     let name = flent_write::file_name(&plan.name, out.t0_unix, &a.title);
     let path = a.output.join(&name);
     std::fs::write(&path, flent_write::gzip(&file)?)
         .with_context(|| format!("writing {}", path.display()))?;
-    let summary = results::summary(&out, stat);
     let json_path = a.output.join(name.replace(".flent.gz", ".json"));
     std::fs::write(&json_path, serde_json::to_string_pretty(&summary)?)
         .with_context(|| format!("writing {}", json_path.display()))?;

@@ -113,3 +113,75 @@ fn ctrl_c_stops_early_and_writes_what_was_measured() {
         .expect("dir")
         .any(|e| e.is_ok_and(|e| e.path().to_string_lossy().ends_with(".flent.gz"))));
 }
+
+/// A short test as a user runs it, report included: the page opens with the grade and RPM the
+/// summary computed (with their definitions) and the plots, and the flent file carries them so
+/// `debloat report` shows them again later.
+#[test]
+fn a_short_test_writes_a_report_that_shows_its_grade_and_rpm() {
+    let srv = server();
+    let dir = tempfile::tempdir().expect("tmp");
+    let o = Command::new(EXE)
+        .args(["test", "tcp_1up", &srv.1, "--length", "3", "--delay", "1"])
+        .arg("--output")
+        .arg(dir.path())
+        .output()
+        .expect("runs");
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    let files: Vec<std::path::PathBuf> = std::fs::read_dir(dir.path())
+        .expect("dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    let json = files
+        .iter()
+        .find(|p| p.extension().is_some_and(|x| x == "json"))
+        .expect("summary written");
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(json).expect("read")).expect("json");
+    let letter = s["grade"]["letter"].as_str().expect("a grade");
+    let rpm = s["rpm"]["rpm"].as_f64().expect("an RPM");
+
+    let page = std::fs::read_to_string(dir.path().join("report/index.html")).expect("report");
+    let section = page
+        .split("Bufferbloat grade and responsiveness")
+        .nth(1)
+        .expect("grade section");
+    assert!(
+        section.contains(&format!(">{letter}</strong>")),
+        "grade {letter} not on the page"
+    );
+    assert!(
+        section.contains(&format!("<td>{rpm:.0}</td>")),
+        "RPM {rpm:.0} not on the page"
+    );
+    assert!(
+        section.contains("DSLReports") && section.contains("draft-ietf-ippm-responsiveness-09")
+    );
+    assert!(page.matches("<svg").count() >= 3, "plots inline");
+    for png in ["timeseries.png", "latency_cdf.png", "totals.png"] {
+        let len = std::fs::metadata(dir.path().join("report").join(png))
+            .map(|m| m.len())
+            .unwrap_or(0);
+        assert!(len > 1000, "{png}: {len} B");
+    }
+
+    // The flent file keeps the verdicts: a later `debloat report` of it shows the same grade.
+    let flent = files
+        .iter()
+        .find(|p| p.to_string_lossy().ends_with(".flent.gz"))
+        .expect("flent file");
+    let again = dir.path().join("again");
+    let o = debloat(&[
+        "report",
+        &flent.to_string_lossy(),
+        "--output",
+        &again.to_string_lossy(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let page = std::fs::read_to_string(again.join("index.html")).expect("report again");
+    assert!(
+        page.contains(&format!(">{letter}</strong>"))
+            && page.contains(&format!("<td>{rpm:.0}</td>"))
+    );
+}
