@@ -37,6 +37,42 @@ fn is_root() -> bool {
         .unwrap_or(false)
 }
 
+/// The flent file of an rrul run, after checking that it has every series flent's rrul has, none
+/// empty, and that nothing failed except ICMP where this process may not ping (not root and
+/// unprivileged ICMP not allowed), which it says.
+fn every_rrul_series(out: &debloat_probe::run::Outcome, title: &str) -> Value {
+    let errors = results::errors(out);
+    let icmp_ok = out.icmp.iter().all(|(_, r)| r.is_ok());
+    if icmp_ok {
+        assert!(errors.is_empty(), "{errors:?}");
+    } else {
+        assert!(!is_root(), "ICMP failed as root: {errors:?}");
+        println!(
+            "SKIP (part): ICMP series not checked: not root and unprivileged ping not allowed"
+        );
+        assert!(errors.iter().all(|e| e.contains("ICMP")), "{errors:?}");
+    }
+    let file = results::flent_file(out, title);
+    let res = file["results"].as_object().expect("results");
+    let mut want: Vec<String> = ["BE", "BK", "CS5", "EF"]
+        .iter()
+        .flat_map(|m| [format!("TCP upload {m}"), format!("TCP download {m}")])
+        .collect();
+    want.extend(["Ping (ms) UDP EF", "Ping (ms) UDP BK", "Ping (ms) UDP BE"].map(String::from));
+    if icmp_ok {
+        want.push("Ping (ms) ICMP".into());
+    }
+    for name in &want {
+        let n = res
+            .get(name)
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter(|v| !v.is_null()).count())
+            .unwrap_or(0);
+        assert!(n > 0, "series {name} missing or empty in {title}");
+    }
+    file
+}
+
 #[test]
 fn rrul_on_loopback_has_every_series_counts_what_was_received_and_has_no_gaps() {
     let _serial = serial();
@@ -51,42 +87,7 @@ fn rrul_on_loopback_has_every_series_counts_what_was_received_and_has_no_gaps() 
     let p = plan("rrul", &o).expect("plan");
     let stop = AtomicBool::new(false);
     let out = run(&p, &RunOptions::default(), &stop);
-    let errors = results::errors(&out);
-    let icmp_ok = out.icmp.iter().all(|(_, r)| r.is_ok());
-    if !icmp_ok {
-        // ICMP needs root or net.ipv4.ping_group_range; everything else must have worked.
-        assert!(!is_root(), "ICMP failed as root: {errors:?}");
-        println!(
-            "SKIP (part): ICMP series not checked: not root and unprivileged ping not allowed"
-        );
-        assert!(errors.iter().all(|e| e.contains("ICMP")), "{errors:?}");
-    } else {
-        assert!(errors.is_empty(), "{errors:?}");
-    }
-
-    // Every series of flent's rrul.
-    let file = results::flent_file(&out, "loopback");
-    let res = file["results"].as_object().expect("results");
-    let mut want: Vec<String> = ["BE", "BK", "CS5", "EF"]
-        .iter()
-        .flat_map(|m| [format!("TCP upload {m}"), format!("TCP download {m}")])
-        .collect();
-    want.extend(["Ping (ms) UDP EF", "Ping (ms) UDP BK", "Ping (ms) UDP BE"].map(String::from));
-    if icmp_ok {
-        want.push("Ping (ms) ICMP".into());
-    }
-    for name in &want {
-        let s = res
-            .get(name)
-            .unwrap_or_else(|| panic!("series {name} missing"));
-        let n = s
-            .as_array()
-            .expect("array")
-            .iter()
-            .filter(|v| !v.is_null())
-            .count();
-        assert!(n > 0, "series {name} is empty");
-    }
+    let file = every_rrul_series(&out, "loopback");
     assert_eq!(
         file["x_values"].as_array().expect("x").len(),
         26,
@@ -158,7 +159,7 @@ fn rrul_on_loopback_has_every_series_counts_what_was_received_and_has_no_gaps() 
             spec.name,
             st.timer_error.mean / 1e3
         );
-        let grid = res[&spec.name].as_array().expect("grid");
+        let grid = file["results"][&spec.name].as_array().expect("grid");
         assert!(
             grid[..grid.len() - 1].iter().all(|v| !v.is_null()),
             "{}: gap in the grid",
@@ -358,35 +359,7 @@ fn rrul_over_ipv6_loopback_has_every_series_and_loses_no_probe() {
     let p = plan("rrul", &o).expect("plan");
     let stop = AtomicBool::new(false);
     let out = run(&p, &RunOptions::default(), &stop);
-    let errors = results::errors(&out);
-    let icmp_ok = out.icmp.iter().all(|(_, r)| r.is_ok());
-    if icmp_ok {
-        assert!(errors.is_empty(), "{errors:?}");
-    } else {
-        assert!(!is_root(), "ICMPv6 failed as root: {errors:?}");
-        println!(
-            "SKIP (part): ICMPv6 series not checked: not root and unprivileged ping not allowed"
-        );
-        assert!(errors.iter().all(|e| e.contains("ICMP")), "{errors:?}");
-    }
-    let file = results::flent_file(&out, "loopback-v6");
-    let res = file["results"].as_object().expect("results");
-    let mut want: Vec<String> = ["BE", "BK", "CS5", "EF"]
-        .iter()
-        .flat_map(|m| [format!("TCP upload {m}"), format!("TCP download {m}")])
-        .collect();
-    want.extend(["Ping (ms) UDP EF", "Ping (ms) UDP BK", "Ping (ms) UDP BE"].map(String::from));
-    if icmp_ok {
-        want.push("Ping (ms) ICMP".into());
-    }
-    for name in &want {
-        let n = res
-            .get(name)
-            .and_then(Value::as_array)
-            .map(|a| a.iter().filter(|v| !v.is_null()).count())
-            .unwrap_or(0);
-        assert!(n > 0, "series {name} missing or empty over IPv6");
-    }
+    every_rrul_series(&out, "loopback-v6");
     for f in &out.flows {
         let counted = results::received_bytes(f);
         assert!(
