@@ -104,6 +104,28 @@ pub struct Dataset {
     pub verdict: Option<crate::verdict::Verdict>,
 }
 
+/// A debloat entry in a flent file's metadata (flent keeps keys it does not know): `None`
+/// without the key, `Err` saying what is wrong with a malformed one (the caller reports it and goes
+/// on without that section).
+pub fn metadata_entry<T: serde::de::DeserializeOwned>(
+    meta: &serde_json::Map<String, serde_json::Value>,
+    key: &str,
+) -> Option<Result<T, String>> {
+    let v = meta.get(key)?;
+    Some(T::deserialize(v).map_err(|e| format!("metadata {key}: {e}")))
+}
+
+/// Metadata holding one entry, for tests of the readers above.
+#[cfg(test)]
+pub(crate) fn metadata_with(
+    key: &str,
+    v: serde_json::Value,
+) -> serde_json::Map<String, serde_json::Value> {
+    let mut m = serde_json::Map::new();
+    m.insert(key.into(), v);
+    m
+}
+
 /// flent's default DELAY: the idle time before and after the load.
 pub const DELAY_S: f64 = 5.0;
 

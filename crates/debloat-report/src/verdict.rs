@@ -71,8 +71,7 @@ impl Verdict {
     /// The verdicts from a flent file's metadata, if it has them; a malformed entry is `Err`
     /// with what is wrong (the caller reports it and goes on without the section).
     pub fn from_metadata(meta: &serde_json::Map<String, Value>) -> Option<Result<Verdict, String>> {
-        let v = meta.get(KEY)?;
-        Some(Verdict::deserialize(v).map_err(|e| format!("metadata {KEY}: {e}")))
+        crate::flent::metadata_entry(meta, KEY)
     }
 
     /// The metadata value for `grade` and `rpm` as `debloat test` summarises them (JSON null
@@ -162,9 +161,7 @@ mod tests {
     use serde_json::json;
 
     fn meta(v: Value) -> serde_json::Map<String, Value> {
-        let mut m = serde_json::Map::new();
-        m.insert(KEY.into(), v);
-        m
+        crate::flent::metadata_with(KEY, v)
     }
 
     #[test]

@@ -74,8 +74,7 @@ impl WifiInfo {
     pub fn from_metadata(
         meta: &serde_json::Map<String, Value>,
     ) -> Option<Result<WifiInfo, String>> {
-        let v = meta.get(KEY)?;
-        Some(WifiInfo::deserialize(v).map_err(|e| format!("metadata {KEY}: {e}")))
+        crate::flent::metadata_entry(meta, KEY)
     }
 }
 
@@ -135,9 +134,7 @@ mod tests {
     use super::*;
 
     fn meta(v: Value) -> serde_json::Map<String, Value> {
-        let mut m = serde_json::Map::new();
-        m.insert(KEY.into(), v);
-        m
+        crate::flent::metadata_with(KEY, v)
     }
 
     #[test]
