@@ -15,8 +15,12 @@ fuzz_target!(|data: &[u8]| {
         let _ = f.set_ce();
         f.finish();
     }
-    let spec = "cake bandwidth 1Mbit diffserv4 ack-filter".parse().expect("spec");
-    let emu = "rate 1Mbit delay 1ms 1ms loss 1%".parse().expect("emulation");
+    let spec = "cake bandwidth 1Mbit diffserv4 ack-filter"
+        .parse()
+        .expect("spec");
+    let emu = "rate 1Mbit delay 1ms 1ms loss 1% duplicate 1% corrupt 1% reorder 5% limit 100"
+        .parse()
+        .expect("emulation");
     let mut p = Path::new(&spec, emu, debloat_core::FlowHasher::new([1, 2]), 1);
     // The input split into frames at each 0xfe byte, arriving 100 µs apart.
     for (i, chunk) in data.split(|&b| b == 0xfe).enumerate() {

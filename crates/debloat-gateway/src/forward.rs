@@ -8,6 +8,7 @@
 //! address each other directly.
 
 use crate::emulate::Emulation;
+use crate::metrics::Exporter;
 use crate::path::{Counters, Path};
 use crate::sys::{wait, PacketSocket};
 use debloat_core::{FlowHasher, QdiscSpec};
@@ -39,6 +40,8 @@ pub struct Config {
     pub seed: u64,
     /// Unix socket for `debloat gateway stats` (created 0600).
     pub control: Option<PathBuf>,
+    /// Address of the Prometheus endpoint (`GET /metrics`), if any.
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 /// Largest frame accepted: a 9000-byte jumbo frame plus headers. Bigger ones (GSO/GRO
@@ -46,7 +49,7 @@ pub struct Config {
 pub const MAX_FRAME: usize = 9022;
 
 /// The running gateway's numbers.
-#[derive(Debug, Serialize)]
+#[derive(Clone, Debug, Serialize)]
 pub struct Snapshot {
     /// Seconds since start.
     pub uptime_s: f64,
@@ -57,7 +60,7 @@ pub struct Snapshot {
 }
 
 /// One direction's numbers.
-#[derive(Debug, Serialize)]
+#[derive(Clone, Debug, Serialize)]
 pub struct DirectionStats {
     /// "lan0 → wan0".
     pub path: String,
@@ -93,7 +96,11 @@ pub struct Gateway {
     ingress: Side,
     start: Instant,
     control: Option<UnixListener>,
+    metrics: Option<Exporter>,
 }
+
+/// How often the forwarding loop hands the Prometheus endpoint fresh numbers.
+const PUBLISH_EVERY_NS: u64 = 1_000_000_000;
 
 impl Gateway {
     /// Open the interfaces and the control socket.
@@ -120,6 +127,7 @@ impl Gateway {
             }
             None => None,
         };
+        let metrics = cfg.metrics.map(Exporter::spawn).transpose()?;
         Ok(Gateway {
             egress: side(&cfg.egress, cfg.emulate_egress, 1),
             ingress: side(&cfg.ingress, cfg.emulate_ingress, 2),
@@ -127,6 +135,7 @@ impl Gateway {
             wan,
             start: Instant::now(),
             control,
+            metrics,
             cfg,
         })
     }
@@ -138,13 +147,21 @@ impl Gateway {
     /// Forward until `stop` is set; returns the final numbers.
     pub fn run(&mut self, stop: &AtomicBool) -> io::Result<Snapshot> {
         let mut buf = vec![0u8; 65536];
+        let mut publish_at = 0;
         while !stop.load(Ordering::Relaxed) {
             let now = self.now();
             send_due(&mut self.egress, &self.wan, now);
             send_due(&mut self.ingress, &self.lan, now);
+            if let Some(m) = &self.metrics {
+                if now >= publish_at {
+                    m.publish(self.snapshot());
+                    publish_at = now + PUBLISH_EVERY_NS;
+                }
+            }
             let next = [
                 self.egress.path.next_wakeup(),
                 self.ingress.path.next_wakeup(),
+                self.metrics.as_ref().map(|_| publish_at),
             ]
             .into_iter()
             .flatten()
@@ -169,6 +186,11 @@ impl Gateway {
             }
         }
         Ok(self.snapshot())
+    }
+
+    /// Where the Prometheus endpoint listens, if it does.
+    pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
+        self.metrics.as_ref().map(Exporter::addr)
     }
 
     /// The numbers now.
@@ -286,8 +308,12 @@ impl Snapshot {
             s.push_str(&d.stats.to_tc_string());
             let f = d.frames;
             s.push_str(&format!(
-                " frames: received {} malformed {} oversized {} dropped {} lost {} sent {} tx_errors {} on_wire {}\n\n",
-                f.received, f.malformed, d.oversized, f.qdisc_dropped, f.lost, f.sent, d.tx_errors, d.on_wire
+                " frames: received {} malformed {} oversized {} dropped {} sent {} tx_errors {} on_wire {}\n",
+                f.received, f.malformed, d.oversized, f.qdisc_dropped, f.sent, d.tx_errors, d.on_wire
+            ));
+            s.push_str(&format!(
+                " link: lost {} ecn_marked {} duplicated {} corrupted {} reordered {} overlimit {}\n\n",
+                f.lost, f.ecn_marked, f.duplicated, f.corrupted, f.reordered, f.overlimit
             ));
         }
         s

@@ -8,14 +8,16 @@
 //! [`path::Path`] is sans-IO (frames and `now` in, frames out, "wake me at T"), so it is tested
 //! without sockets; [`forward::Gateway`] drives two of them from real interfaces with a
 //! monotonic clock; [`testbed`] builds three network namespaces joined by veth pairs with the
-//! gateway between them. All `unsafe` is in [`sys`].
+//! gateway between them; [`metrics`] serves the numbers to Prometheus. All `unsafe` is in
+//! [`sys`].
 
 pub mod emulate;
 pub mod forward;
 pub mod frame;
+pub mod metrics;
 pub mod path;
 pub mod sys;
 pub mod testbed;
 
-pub use emulate::Emulation;
+pub use emulate::{Emulation, Netem};
 pub use forward::{Config, Gateway, Snapshot};

@@ -1,21 +1,22 @@
 //! One direction through the gateway, sans-IO: frames in at `now`, through the discipline and
-//! the emulated link (rate, then delay, jitter, loss, duplication), frames out when due.
+//! the emulated link (rate, then netem's impairments on the wire), frames out when due.
 //!
 //! ```text
-//! on_frame(bytes, now) ─► classify ─► qdisc ─► link at `rate` ─► wire: loss, delay+jitter ─► poll(now)
-//!                            │ malformed       │ drops                 │ lost
-//!                            ▼                 ▼                       ▼
-//!                         counted           counted                 counted
+//! on_frame(bytes, now) ─► classify ─► qdisc ─► link at `rate` ─► wire: duplicate, loss/ECN,
+//!                            │ malformed       │ drops              corrupt, limit, reorder/delay ─► poll(now)
+//!                            ▼                 ▼                       │ lost, over limit
+//!                         counted           counted                    ▼ counted
 //! ```
 //!
 //! Every frame handed in is exactly one of: malformed, dropped by the discipline, lost on the
-//! wire, queued (discipline or wire), or sent ([`Counters::accounted`] checks this). Time never
-//! goes backwards; [`Path::next_wakeup`] says when to call [`Path::poll`] again.
+//! wire, dropped over the wire's `limit`, queued (discipline or wire), or sent; a duplicate
+//! counts as one more frame handed in ([`Counters::accounted`] checks this). Time never goes
+//! backwards; [`Path::next_wakeup`] says when to call [`Path::poll`] again.
 
-use crate::emulate::Emulation;
+use crate::emulate::{Emulation, Netem, Placement};
 use crate::frame::Frame;
 use debloat_core::bottleneck::{Bottleneck, Event};
-use debloat_core::rng::SplitMix64;
+use debloat_core::packet::Packet;
 use debloat_core::{FlowHasher, Qdisc, QdiscSpec};
 use serde::Serialize;
 use std::collections::VecDeque;
@@ -29,8 +30,16 @@ pub struct Counters {
     pub malformed: u64,
     /// Frames the discipline dropped.
     pub qdisc_dropped: u64,
-    /// Frames lost on the emulated wire.
+    /// Frames lost on the emulated wire (the loss model).
     pub lost: u64,
+    /// Frames marked CE by the loss model instead of lost (`ecn`).
+    pub ecn_marked: u64,
+    /// Frames with one bit flipped (`corrupt`).
+    pub corrupted: u64,
+    /// Frames sent ahead of delayed ones (`reorder`).
+    pub reordered: u64,
+    /// Frames dropped because the wire held `limit` frames.
+    pub overlimit: u64,
     /// Extra copies made by `duplicate`.
     pub duplicated: u64,
     /// Frames handed out to be sent.
@@ -40,10 +49,13 @@ pub struct Counters {
 /// One direction.
 pub struct Path {
     link: Bottleneck<Box<dyn Qdisc<Frame>>>,
-    emu: Emulation,
+    netem: Netem,
+    seed: u64,
+    /// Delayed frames, in departure order.
     wire: VecDeque<(u64, Frame)>,
+    /// Reordered frames (no delay), in departure order.
+    express: VecDeque<(u64, Frame)>,
     last_release: u64,
-    rng: SplitMix64,
     /// Scratch space for the link's events, reused so a frame costs no extra allocation.
     events: Vec<Event<Frame>>,
     /// Counters.
@@ -53,12 +65,16 @@ pub struct Path {
 impl Path {
     /// A direction with this discipline in front of this emulated link.
     pub fn new(spec: &QdiscSpec, emu: Emulation, hasher: FlowHasher, seed: u64) -> Path {
+        let mut link = Bottleneck::new(spec.build(hasher, seed), emu.rate_bps);
+        link.set_framing(emu.framing);
+        let seed = seed ^ 0x5eed;
         Path {
-            link: Bottleneck::new(spec.build(hasher, seed), emu.rate_bps),
-            emu,
+            link,
+            netem: Netem::new(emu, seed),
+            seed,
             wire: VecDeque::new(),
+            express: VecDeque::new(),
             last_release: 0,
-            rng: SplitMix64::new(seed ^ 0x5eed),
             events: Vec::new(),
             counters: Counters::default(),
         }
@@ -76,7 +92,7 @@ impl Path {
 
     /// The emulated link.
     pub fn emulation(&self) -> Emulation {
-        self.emu
+        *self.netem.emulation()
     }
 
     /// Change the discipline at run time, keeping every queued frame: only a shaper's rate can
@@ -102,19 +118,18 @@ impl Path {
     }
 
     /// Change the emulated link at run time (netem's words); queued frames are kept, and a
-    /// frame already on the wire keeps its timing.
+    /// frame already on the wire keeps its timing. The impairments start afresh (a loss
+    /// model's state, correlations), as `tc qdisc change … netem` does.
     pub fn change_emulation(&mut self, emu: Emulation) {
         self.link.set_rate(emu.rate_bps);
-        self.emu = emu;
+        self.link.set_framing(emu.framing);
+        self.seed = self.seed.wrapping_add(1);
+        self.netem = Netem::new(emu, self.seed);
     }
 
     /// Frames waiting on the emulated wire.
     pub fn on_wire(&self) -> usize {
-        self.wire.len()
-    }
-
-    fn chance(&mut self, p: f64) -> bool {
-        p > 0.0 && (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 <= p
+        self.wire.len() + self.express.len()
     }
 
     /// A frame arrived at `now`.
@@ -136,31 +151,70 @@ impl Path {
     fn handle(&mut self, events: &mut Vec<Event<Frame>>) {
         for e in events.drain(..) {
             match e {
-                Event::Sent { packet, end, .. } => self.onto_wire(packet, end),
+                Event::Sent { packet, end, .. } => self.onto_wire(packet, end, true),
                 Event::Dropped { .. } => self.counters.qdisc_dropped += 1,
             }
         }
     }
 
-    fn onto_wire(&mut self, mut f: Frame, end: u64) {
-        if self.chance(self.emu.loss) {
+    /// The link finished sending `f` at `end`: netem's decisions, in netem's order (see
+    /// [`crate::emulate`]). `original` is false for a duplicate.
+    fn onto_wire(&mut self, mut f: Frame, end: u64, original: bool) {
+        let admit = self.netem.admit(original);
+        let mut copies = 1 + u8::from(admit.duplicate);
+        if admit.lost {
+            if self.netem.emulation().ecn && f.set_ce() {
+                self.counters.ecn_marked += 1;
+            } else {
+                copies -= 1;
+            }
+        }
+        if copies == 0 {
             self.counters.lost += 1;
             return;
         }
         f.finish();
-        let jitter = if self.emu.jitter_ns > 0 {
-            self.rng.next_u64() % (self.emu.jitter_ns + 1)
-        } else {
-            0
-        };
-        // Never reorder: a frame leaves no earlier than the one before it.
-        let release = (end + self.emu.delay_ns + jitter).max(self.last_release);
-        self.last_release = release;
-        if self.chance(self.emu.duplicate) {
-            self.counters.duplicated += 1;
-            self.wire.push_back((release, f.clone()));
+        let copy = (copies > 1).then(|| f.clone());
+        if self.netem.corrupt(&mut f.data) {
+            self.counters.corrupted += 1;
         }
-        self.wire.push_back((release, f));
+        if let Some(limit) = self.netem.emulation().limit {
+            if self.on_wire() >= limit as usize {
+                // netem drops the frame and its copy-to-be together.
+                self.counters.overlimit += 1;
+                return;
+            }
+        }
+        if let Some(copy) = copy {
+            self.counters.duplicated += 1;
+            self.onto_wire(copy, end, false);
+        }
+        match self.netem.place() {
+            Placement::Now => {
+                self.counters.reordered += 1;
+                self.express.push_back((end, f));
+            }
+            Placement::After(delay) => {
+                // A negative draw (jitter above the delay) means "at once", as in netem; and
+                // never reorder: a delayed frame leaves no earlier than the one before it.
+                let release = end
+                    .saturating_add_signed(delay)
+                    .max(end)
+                    .max(self.last_release);
+                self.last_release = release;
+                self.wire.push_back((release, f));
+            }
+        }
+    }
+
+    /// The next frame due on the wire: reordered frames first when times tie.
+    fn next_out(&self) -> Option<(u64, bool)> {
+        match (self.express.front(), self.wire.front()) {
+            (Some((a, _)), Some((b, _))) if a <= b => Some((*a, true)),
+            (Some((a, _)), None) => Some((*a, true)),
+            (_, Some((b, _))) => Some((*b, false)),
+            (None, None) => None,
+        }
     }
 
     /// Hand out every frame due by `now`.
@@ -169,8 +223,16 @@ impl Path {
         self.link.advance_to(now, &mut |e| events.push(e));
         self.handle(&mut events);
         self.events = events;
-        while self.wire.front().is_some_and(|(t, _)| *t <= now) {
-            if let Some((_, f)) = self.wire.pop_front() {
+        while let Some((t, express)) = self.next_out() {
+            if t > now {
+                break;
+            }
+            let q = if express {
+                &mut self.express
+            } else {
+                &mut self.wire
+            };
+            if let Some((_, f)) = q.pop_front() {
                 self.counters.sent += 1;
                 out(&f.data);
             }
@@ -179,18 +241,19 @@ impl Path {
 
     /// When to poll next (None: nothing pending).
     pub fn next_wakeup(&self) -> Option<u64> {
-        let wire = self.wire.front().map(|(t, _)| *t);
+        let wire = self.next_out().map(|(t, _)| t);
         match (self.link.next_wakeup(), wire) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
     }
 
-    /// Frames received = malformed + dropped + lost + queued + sent − duplicates.
+    /// Frames received + duplicates = malformed + dropped + lost + over limit + queued + sent.
     pub fn accounted(&self) -> bool {
         let c = self.counters;
-        let queued = self.link.qdisc().qlen() as u64 + self.wire.len() as u64;
-        c.received + c.duplicated == c.malformed + c.qdisc_dropped + c.lost + queued + c.sent
+        let queued = self.link.qdisc().qlen() as u64 + self.on_wire() as u64;
+        c.received + c.duplicated
+            == c.malformed + c.qdisc_dropped + c.lost + c.overlimit + queued + c.sent
     }
 }
 
@@ -332,5 +395,116 @@ mod tests {
             });
         }
         assert_eq!(seen, (0..200).collect::<Vec<_>>());
+    }
+
+    fn numbered(i: u16) -> Vec<u8> {
+        let mut f = frame(7, 200);
+        f[50] = (i & 0xff) as u8;
+        f[51] = (i >> 8) as u8;
+        f
+    }
+
+    fn drain(p: &mut Path) -> Vec<(u64, Vec<u8>)> {
+        let mut out = Vec::new();
+        while let Some(t) = p.next_wakeup() {
+            p.poll(t, &mut |d| out.push((t, d.to_vec())));
+        }
+        out
+    }
+
+    /// `loss 100% ecn`: an ECN-capable frame leaves marked CE (checksum fixed), a Not-ECT
+    /// frame is lost, as netem's `ecn` does.
+    #[test]
+    fn ecn_marks_capable_frames_instead_of_losing_them() {
+        let mut p = path("pfifo", "loss 100% ecn");
+        let mut ect = frame(1, 200);
+        ect[15] |= 2; // ECT(0), with the header checksum made right again
+        let mut h = etherparse::Ipv4Header::from_slice(&ect[14..])
+            .expect("ipv4")
+            .0;
+        h.header_checksum = h.calc_header_checksum();
+        ect[14..34].copy_from_slice(&h.to_bytes());
+        p.on_frame(ect, 0);
+        p.on_frame(frame(2, 200), 0);
+        let out = drain(&mut p);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].1[15] & 3, 3, "CE");
+        let h = etherparse::Ipv4Header::from_slice(&out[0].1[14..])
+            .expect("ipv4")
+            .0;
+        assert_eq!(h.header_checksum, h.calc_header_checksum());
+        assert_eq!((p.counters.ecn_marked, p.counters.lost), (1, 1));
+        assert!(p.accounted());
+    }
+
+    /// `duplicate 100%`: every frame twice; the copy is not copied again.
+    #[test]
+    fn duplicate_sends_each_frame_twice_and_counts_it() {
+        let mut p = path("pfifo", "rate 10Mbit delay 1ms duplicate 100%");
+        for i in 0..50 {
+            p.on_frame(numbered(i), u64::from(i) * 1_000_000);
+        }
+        let out = drain(&mut p);
+        assert_eq!(out.len(), 100);
+        assert_eq!(p.counters.duplicated, 50);
+        assert!(p.accounted());
+    }
+
+    /// `limit 10` with a 100 ms delay line: the wire holds 10 frames, the rest are counted.
+    #[test]
+    fn a_limit_drops_what_the_wire_cannot_hold() {
+        let mut p = path("pfifo limit 1000", "delay 100ms limit 10");
+        for i in 0..50 {
+            p.on_frame(numbered(i), 0);
+        }
+        p.poll(0, &mut |_| {});
+        assert_eq!((p.on_wire(), p.counters.overlimit), (10, 40));
+        assert!(p.accounted());
+        assert_eq!(drain(&mut p).len(), 10);
+        assert!(p.accounted());
+    }
+
+    /// `delay 10ms reorder 30%`: reordered frames leave when serialised, ahead of delayed ones;
+    /// delayed frames keep their order among themselves.
+    #[test]
+    fn reordered_frames_overtake_delayed_ones() {
+        let mut p = path("pfifo", "rate 100Mbit delay 10ms reorder 30%");
+        for i in 0..1000u16 {
+            p.on_frame(numbered(i), u64::from(i) * 100_000);
+        }
+        let out = drain(&mut p);
+        assert_eq!(out.len(), 1000);
+        let seq = |d: &[u8]| u16::from(d[50]) | (u16::from(d[51]) << 8);
+        let r = p.counters.reordered as f64 / 1000.0;
+        assert!((0.25..0.35).contains(&r), "reordered share {r}");
+        let late: Vec<u16> = out
+            .iter()
+            .filter(|(t, d)| *t >= u64::from(seq(d)) * 100_000 + 10_000_000)
+            .map(|(_, d)| seq(d))
+            .collect();
+        assert_eq!(late.len() as u64, 1000 - p.counters.reordered);
+        assert!(
+            late.windows(2).all(|w| w[0] < w[1]),
+            "delayed frames in order"
+        );
+        let inversions = out
+            .windows(2)
+            .filter(|w| seq(&w[0].1) > seq(&w[1].1))
+            .count();
+        assert!(inversions > 100, "{inversions}");
+        assert!(p.accounted());
+    }
+
+    /// `loss gemodel 1% 10%` on the path: about p / (p + r) = 9% of frames lost, in bursts.
+    #[test]
+    fn gilbert_elliott_loss_on_the_wire() {
+        let mut p = path("pfifo", "loss gemodel 1% 10%");
+        for i in 0..20_000u32 {
+            p.on_frame(numbered((i % 60_000) as u16), u64::from(i) * 10_000);
+        }
+        drain(&mut p);
+        let rate = p.counters.lost as f64 / 20_000.0;
+        assert!((rate - 0.0909).abs() < 0.02, "{rate}");
+        assert!(p.accounted());
     }
 }

@@ -13,7 +13,7 @@ use std::sync::Arc;
 #[derive(clap::Args, Debug)]
 #[command(
     args_conflicts_with_subcommands = true,
-    after_help = "Examples:\n  debloat gateway --lan eth1 --wan eth0 --egress \"cake bandwidth 19Mbit\" --ingress \"cake bandwidth 95Mbit ingress\"\n  debloat gateway --lan lan0 --wan wan0 --egress fq_codel --emulate-egress \"rate 10Mbit delay 10ms\" --control /run/debloat/gw.sock\n  debloat gateway stats --control /run/debloat/gw.sock --json\n\nThe interfaces should have offloads off (ethtool -K IF tso off gso off gro off): super-frames\nlarger than 9022 bytes are counted as oversized and dropped."
+    after_help = "Examples:\n  debloat gateway --lan eth1 --wan eth0 --egress \"cake bandwidth 19Mbit\" --ingress \"cake bandwidth 95Mbit ingress\"\n  debloat gateway --lan lan0 --wan wan0 --egress fq_codel --emulate-egress \"rate 10Mbit delay 10ms\" --control /run/debloat/gw.sock\n  debloat gateway --lan lan0 --wan wan0 --egress \"cake bandwidth 10Mbit\" --emulate-egress \"rate 10Mbit delay 20ms 2ms distribution normal loss gemodel 1% 20%\"\n  debloat gateway --lan lan0 --wan wan0 --metrics 9464    (Prometheus: curl 127.0.0.1:9464/metrics)\n  debloat gateway stats --control /run/debloat/gw.sock --json\n\nEmulated links take netem's words: rate RATE [PACKETOVERHEAD [CELLSIZE [CELLOVERHEAD]]],\ndelay TIME [JITTER [CORR]] [distribution uniform|normal|pareto|paretonormal], loss [random] P [CORR],\nloss state P13 [P31 [P32 [P23 [P14]]]], loss gemodel P [R [1-H [1-K]]], duplicate P [CORR],\ncorrupt P [CORR], reorder P [CORR] [gap N], ecn, limit PACKETS, seed N. Unlike netem, jitter never\nreorders and there is no default limit.\n\nThe interfaces should have offloads off (ethtool -K IF tso off gso off gro off): super-frames\nlarger than 9022 bytes are counted as oversized and dropped."
 )]
 pub struct Args {
     #[command(subcommand)]
@@ -77,7 +77,8 @@ pub struct RunArgs {
     /// Discipline for WAN → LAN traffic (tc syntax).
     #[arg(long, default_value = "fq_codel")]
     ingress: String,
-    /// Emulated link LAN → WAN, in netem's words: "rate 10Mbit delay 10ms 1ms loss 0.1%".
+    /// Emulated link LAN → WAN, in netem's words: "rate 10Mbit delay 10ms 1ms loss 0.1%"
+    /// (all the words are listed below).
     #[arg(long, default_value = "")]
     emulate_egress: String,
     /// Emulated link WAN → LAN, in netem's words.
@@ -86,6 +87,9 @@ pub struct RunArgs {
     /// Unix socket for `debloat gateway stats` (created with mode 0600).
     #[arg(long)]
     control: Option<PathBuf>,
+    /// Serve Prometheus metrics at http://ADDR/metrics; a bare port binds 127.0.0.1:PORT.
+    #[arg(long, value_name = "PORT|ADDR:PORT")]
+    metrics: Option<String>,
     /// Seed of the flow hash and the emulation's randomness.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -119,6 +123,7 @@ fn forward(a: &RunArgs) -> Result<()> {
         emulate_ingress: emu(&a.emulate_ingress, "--emulate-ingress")?,
         seed: a.seed,
         control: a.control.clone(),
+        metrics: a.metrics.as_deref().map(metrics_addr).transpose()?,
     };
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
@@ -131,10 +136,25 @@ fn forward(a: &RunArgs) -> Result<()> {
         "forwarding {lan} ⇄ {wan}: egress qdisc {} over link {}; ingress qdisc {} over link {}",
         cfg.egress, cfg.emulate_egress, cfg.ingress, cfg.emulate_ingress
     );
+    if let Some(addr) = gw.metrics_addr() {
+        println!("Prometheus metrics at http://{addr}/metrics");
+    }
     let snap = gw.run(&stop)?;
     println!("stopped after {:.1} s; final statistics:\n", snap.uptime_s);
     print!("{}", snap.to_text());
     Ok(())
+}
+
+/// `--metrics 9464` → 127.0.0.1:9464 (loopback unless told otherwise); `--metrics ADDR:PORT`.
+fn metrics_addr(s: &str) -> Result<std::net::SocketAddr> {
+    if let Ok(port) = s.parse::<u16>() {
+        return Ok(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    s.parse().map_err(|_| {
+        anyhow::anyhow!(
+            "--metrics \"{s}\": expected a port (9464, bound to 127.0.0.1) or an address:port (198.18.0.1:9464, [::1]:9464)"
+        )
+    })
 }
 
 /// One request on the control socket; the reply.

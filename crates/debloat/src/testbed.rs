@@ -20,7 +20,7 @@ pub struct Args {
 enum Cmd {
     /// Build the namespaces and start the gateway (replacing a testbed with the same prefix).
     #[command(
-        after_help = "Examples:\n  debloat testbed up --rate 10Mbit --rtt 20ms --egress \"cake bandwidth 10Mbit\"\n  debloat testbed up --rate 20Mbit/2Mbit --rtt 48ms --egress \"pfifo limit 1000\" --ingress fq_codel\n  ip netns exec dbl-client ping 198.18.2.2\n  debloat gateway stats --control /run/debloat/dbl.sock"
+        after_help = "Examples:\n  debloat testbed up --rate 10Mbit --rtt 20ms --egress \"cake bandwidth 10Mbit\"\n  debloat testbed up --rate 20Mbit/2Mbit --rtt 48ms --egress \"pfifo limit 1000\" --ingress fq_codel\n  debloat testbed up --rtt 40ms --impair \"jitter 5ms distribution normal loss gemodel 1% 30%\" --metrics 9464\n  ip netns exec dbl-client ping 198.18.2.2\n  ip netns exec dbl-gw curl -s 127.0.0.1:9464/metrics\n  debloat gateway stats --control /run/debloat/dbl.sock"
     )]
     Up(UpArgs),
     /// Stop the gateway and remove the namespaces.
@@ -64,6 +64,14 @@ pub struct UpArgs {
     /// Discipline for server → client traffic.
     #[arg(long, default_value = "fq_codel")]
     ingress: String,
+    /// More of netem's words for the emulated link, both directions (after rate and delay):
+    /// "loss 1%", "jitter 2ms distribution normal", "loss gemodel 1% 20% reorder 5%".
+    #[arg(long, default_value = "")]
+    impair: String,
+    /// Serve the gateway's Prometheus metrics on this port of 127.0.0.1 inside the gateway's
+    /// namespace (ip netns exec PREFIX-gw curl 127.0.0.1:PORT/metrics).
+    #[arg(long)]
+    metrics: Option<u16>,
     /// Namespace name prefix: PREFIX-client, PREFIX-gw, PREFIX-server.
     #[arg(long, default_value = "dbl")]
     prefix: String,
@@ -135,20 +143,36 @@ fn up(u: &UpArgs) -> Result<()> {
         s.parse::<debloat_core::QdiscSpec>()
             .with_context(|| format!("{what} \"{s}\""))?;
     }
-    let link = |bps: u64| format!("rate {} delay {}", fmt_rate(bps), fmt_time(rtt / 2));
+    let link = |bps: u64| {
+        format!(
+            "rate {} delay {} {}",
+            fmt_rate(bps),
+            fmt_time(rtt / 2),
+            u.impair
+        )
+        .trim_end()
+        .to_string()
+    };
+    link(up_bps)
+        .parse::<debloat_gateway::Emulation>()
+        .with_context(|| format!("--impair \"{}\"", u.impair))?;
+    let mut gateway_args: Vec<String> = vec![
+        "--egress".into(),
+        u.egress.clone(),
+        "--ingress".into(),
+        u.ingress.clone(),
+        "--emulate-egress".into(),
+        link(up_bps),
+        "--emulate-ingress".into(),
+        link(down_bps),
+    ];
+    if let Some(port) = u.metrics {
+        gateway_args.extend(["--metrics".into(), port.to_string()]);
+    }
     let setup = Setup {
         prefix: u.prefix.clone(),
         exe: std::env::current_exe()?,
-        gateway_args: vec![
-            "--egress".into(),
-            u.egress.clone(),
-            "--ingress".into(),
-            u.ingress.clone(),
-            "--emulate-egress".into(),
-            link(up_bps),
-            "--emulate-ingress".into(),
-            link(down_bps),
-        ],
+        gateway_args,
     };
     testbed::up(&setup)?;
     let [c, g, s] = testbed::namespaces(&u.prefix);

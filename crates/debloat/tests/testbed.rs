@@ -63,6 +63,10 @@ fn up(tag: &str, egress: &str) -> Bed {
 }
 
 fn up_with(tag: &str, rate: &str, rtt: &str, egress: &str, ingress: &str) -> Bed {
+    up_extra(tag, rate, rtt, egress, ingress, &[])
+}
+
+fn up_extra(tag: &str, rate: &str, rtt: &str, egress: &str, ingress: &str, extra: &[&str]) -> Bed {
     let prefix = format!("dt{}{tag}", std::process::id() % 100_000);
     let bed = Bed { prefix };
     let o = Command::new(EXE)
@@ -70,6 +74,7 @@ fn up_with(tag: &str, rate: &str, rtt: &str, egress: &str, ingress: &str) -> Bed
             "testbed", "up", "--rate", rate, "--rtt", rtt, "--egress", egress,
         ])
         .args(["--ingress", ingress, "--prefix", &bed.prefix])
+        .args(extra)
         .output()
         .expect("debloat runs");
     assert!(o.status.success(), "testbed up: {}", text(&o));
@@ -295,6 +300,97 @@ fn stock_ping_and_irtt_measure_the_emulated_rtt_and_bad_frames_are_dropped() {
         eg["frames"]
     );
     assert!(eg["oversized"].as_u64() >= Some(50), "{eg}");
+}
+
+/// netem's words on a real path: `jitter 4ms distribution normal loss 10%` in both directions
+/// of a 20 ms testbed. Stock ping sees RTTs of 20 ms with a standard deviation of √2 · 4 ms, and
+/// about 0.9² = 81% of its echoes answered; the gateway's Prometheus endpoint (read from inside
+/// the gateway's namespace) counts one lost frame per unanswered echo (a few more for ARP and
+/// neighbour discovery frames lost on the way).
+#[test]
+fn netem_words_shape_a_real_ping_and_prometheus_counts_the_losses() {
+    let Some(_one) = guard() else { return };
+    let bed = up_extra(
+        "n",
+        "10Mbit",
+        "20ms",
+        "fq_codel",
+        "fq_codel",
+        &[
+            "--impair",
+            "jitter 4ms distribution normal loss 10%",
+            "--metrics",
+            "9464",
+        ],
+    );
+    let sent: u32 = 300;
+    let o = testbed::in_ns(
+        &ns(&bed, "client"),
+        &[
+            "ping",
+            "-n",
+            "-i",
+            "0.05",
+            "-c",
+            &sent.to_string(),
+            testbed::SERVER_V4,
+        ],
+    )
+    .output()
+    .expect("ping runs");
+    let rtts: Vec<f64> = String::from_utf8_lossy(&o.stdout)
+        .split("time=")
+        .skip(1)
+        .filter_map(|s| s.split_whitespace().next()?.parse().ok())
+        .collect();
+    let n = rtts.len() as f64;
+    let mean = rtts.iter().sum::<f64>() / n;
+    let sd = (rtts.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+    let answered = rtts.len() as f64 / f64::from(sent);
+    println!(
+        "ping through `jitter 4ms distribution normal loss 10%` both ways: {} of {sent} answered ({:.0}%), RTT mean {mean:.2} ms, sd {sd:.2} ms (expected 81%, 20 ms, 5.66 ms)",
+        rtts.len(),
+        answered * 100.0
+    );
+    // Binomial(300, 0.81): sd 2.3 points; the band is about ±4 sd.
+    assert!((0.72..0.90).contains(&answered), "answered {answered:.3}");
+    assert!((19.0..22.5).contains(&mean), "RTT mean {mean:.2} ms");
+    // The sample sd of ~240 normal draws is within ±15% of 5.66 ms at 4 sd.
+    assert!((4.6..6.9).contains(&sd), "RTT sd {sd:.2} ms");
+    // The gateway publishes its numbers once a second.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let o = testbed::in_ns(
+        &ns(&bed, "gw"),
+        &[
+            "bash",
+            "-c",
+            "exec 3<>/dev/tcp/127.0.0.1/9464; printf 'GET /metrics HTTP/1.0\\r\\n\\r\\n' >&3; cat <&3",
+        ],
+    )
+    .output()
+    .expect("bash runs");
+    let page = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(page.starts_with("HTTP/1.1 200 OK"), "{}", text(&o));
+    let metric = |dir: &str, fate: &str| -> u64 {
+        let key = format!("debloat_gateway_frames_total{{direction=\"{dir}\",fate=\"{fate}\"}} ");
+        page.lines()
+            .find_map(|l| l.strip_prefix(key.as_str())?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {key} in\n{page}"))
+    };
+    let lost = metric("egress", "lost") + metric("ingress", "lost");
+    let unanswered = u64::from(sent) - rtts.len() as u64;
+    println!(
+        "prometheus: egress received {} lost {}, ingress received {} lost {}; unanswered echoes {unanswered}",
+        metric("egress", "received"),
+        metric("egress", "lost"),
+        metric("ingress", "received"),
+        metric("ingress", "lost")
+    );
+    assert!(
+        (unanswered..=unanswered + 10).contains(&lost),
+        "{lost} frames lost for {unanswered} unanswered echoes"
+    );
+    assert!(metric("egress", "received") >= u64::from(sent));
 }
 
 /// A stock irtt client against a stock irtt server across the gateway, when irtt is installed.

@@ -1,0 +1,217 @@
+//! An emulated link in userspace: what Linux's netem does to packets, decided per frame, sans-IO.
+//!
+//! [`Emulation`] is the configuration (netem's words, [`spec`]); [`Netem`] holds the running
+//! state and makes netem's decisions in netem's order (`netem_enqueue` in sch_netem.c):
+//! 1. duplicate? (one more copy), 2. lost? (the loss model; with `ecn`, an ECN-capable frame is
+//!    marked CE instead), 3. corrupt? (one random bit of one random byte flipped),
+//! 4. `limit` reached? (dropped), 5. reorder? (sent at once, ahead of delayed frames) or else
+//!    delayed by a draw from the delay distribution.
+//!
+//! The duplicate goes through steps 2–5 itself and is never duplicated again (netem re-enqueues
+//! it at the root with duplication off). [`crate::path::Path`] applies these decisions to frames
+//! as the link finishes serialising them.
+//!
+//! Where debloat differs from netem, on purpose:
+//! - **Order of rate and delay.** The rate is the link behind the discipline (frames leave the
+//!   discipline as fast as the link serialises them, `rate` counting the framing overhead);
+//!   loss, corruption, duplication, reordering and delay happen on the wire after it. netem
+//!   applies its impairments at enqueue, then delays and rate-limits its own queue; with a
+//!   constant delay both give the same departure times.
+//! - **Jitter never reorders**: a delayed frame leaves no earlier than the delayed frame before
+//!   it (netem does this only when `rate` is set). Use `reorder` to reorder.
+//! - **A reordered frame skips the delay, not the rate** (it has already been serialised).
+//! - **`limit` has no default** (see [`spec`]).
+//! - The random generator differs (see [`random`]); the distributions do not.
+
+pub mod dist;
+pub mod loss;
+pub mod random;
+pub mod spec;
+
+pub use dist::Distribution;
+pub use loss::Loss;
+pub use random::Prob;
+pub use spec::{EmulateError, Emulation};
+
+use debloat_core::rng::SplitMix64;
+use loss::LossState;
+use random::Correlated;
+
+/// What netem decided at admission (steps 1 and 2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Admit {
+    /// Send one more copy.
+    pub duplicate: bool,
+    /// The loss model chose this frame (to lose, or with `ecn` to mark).
+    pub lost: bool,
+}
+
+/// When a frame leaves the wire (step 5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// Reordered: at once, ahead of delayed frames.
+    Now,
+    /// After this delay, ns (may be negative when jitter exceeds the delay: at once, in order).
+    After(i64),
+}
+
+/// The running emulation.
+pub struct Netem {
+    emu: Emulation,
+    rng: SplitMix64,
+    loss: LossState,
+    delay: Correlated,
+    duplicate: Correlated,
+    corrupt: Correlated,
+    reorder: Correlated,
+    table: Option<&'static [i16]>,
+    /// Frames delayed since the last reordered one (netem's `counter`, for `gap`).
+    counter: u32,
+}
+
+impl Netem {
+    /// Start an emulation; `seed` is used unless the spec names its own.
+    pub fn new(emu: Emulation, seed: u64) -> Netem {
+        let mut rng = SplitMix64::new(emu.seed.unwrap_or(seed));
+        Netem {
+            loss: LossState::new(emu.loss, &mut rng),
+            delay: Correlated::new(emu.delay_corr, &mut rng),
+            duplicate: Correlated::new(emu.duplicate_corr, &mut rng),
+            corrupt: Correlated::new(emu.corrupt_corr, &mut rng),
+            reorder: Correlated::new(emu.reorder_corr, &mut rng),
+            table: emu.distribution.table(),
+            counter: 0,
+            emu,
+            rng,
+        }
+    }
+
+    /// The configuration.
+    pub fn emulation(&self) -> &Emulation {
+        &self.emu
+    }
+
+    /// Steps 1–2 for one frame; `may_duplicate` is false for a frame that is itself a copy.
+    pub fn admit(&mut self, may_duplicate: bool) -> Admit {
+        let duplicate = may_duplicate
+            && self.emu.duplicate.is_set()
+            && self.duplicate.happens(self.emu.duplicate, &mut self.rng);
+        let lost = self.loss.lose(&mut self.rng);
+        Admit { duplicate, lost }
+    }
+
+    /// Step 3: maybe flip one bit of one byte of `data`; true if it did.
+    pub fn corrupt(&mut self, data: &mut [u8]) -> bool {
+        if data.is_empty()
+            || !self.emu.corrupt.is_set()
+            || !self.corrupt.happens(self.emu.corrupt, &mut self.rng)
+        {
+            return false;
+        }
+        let byte = (self.rng.next_u64() % data.len() as u64) as usize;
+        let bit = self.rng.next_u32() % 8;
+        data[byte] ^= 1 << bit;
+        true
+    }
+
+    /// Step 5: reorder this frame, or delay it by how much.
+    pub fn place(&mut self) -> Placement {
+        let gap = self.emu.gap;
+        let delayed = gap == 0
+            || self.counter < gap - 1
+            || self.emu.reorder < Prob(self.reorder.next(&mut self.rng));
+        if !delayed {
+            self.counter = 0;
+            return Placement::Now;
+        }
+        self.counter = self.counter.saturating_add(1);
+        // netem's jitter is an s32 of nanoseconds (about 2.1 s at most).
+        let sigma = self.emu.jitter_ns.min(i32::MAX as u64) as i64;
+        let mu = self.emu.delay_ns.min(i64::MAX as u64) as i64;
+        let rnd = if sigma > 0 {
+            self.delay.next(&mut self.rng)
+        } else {
+            0
+        };
+        Placement::After(dist::tabledist(mu, sigma, rnd, self.table))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn netem(s: &str) -> Netem {
+        Netem::new(s.parse().unwrap(), 1)
+    }
+
+    /// `reorder 25% gap 5`: frames 1–4 delayed, then each later frame sent at once with
+    /// probability 25% until one is, and the count starts again (tc-netem(8)'s example).
+    #[test]
+    fn reorder_with_gap_reorders_at_most_one_frame_in_gap() {
+        let mut n = netem("delay 10ms reorder 25% gap 5");
+        let placed: Vec<Placement> = (0..100_000).map(|_| n.place()).collect();
+        let now: Vec<usize> = placed
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| **p == Placement::Now)
+            .map(|(i, _)| i)
+            .collect();
+        assert!(now[0] >= 4, "the first 4 frames are delayed: {}", now[0]);
+        assert!(
+            now.windows(2).all(|w| w[1] - w[0] >= 5),
+            "at least gap frames between reorders"
+        );
+        // Each cycle: 4 delayed, then geometric(0.25) trials: mean 4 + 4 = 8 frames a cycle.
+        let share = now.len() as f64 / placed.len() as f64;
+        assert!((share - 1.0 / 8.0).abs() < 0.005, "{share}");
+        assert!(placed
+            .iter()
+            .all(|p| matches!(p, Placement::Now | Placement::After(10_000_000))));
+    }
+
+    /// `reorder 25%` (gap 1): a quarter of the frames skip the delay.
+    #[test]
+    fn reorder_alone_sends_that_share_at_once() {
+        let mut n = netem("delay 10ms reorder 25%");
+        let now = (0..100_000).filter(|_| n.place() == Placement::Now).count();
+        assert!((now as f64 / 1e5 - 0.25).abs() < 0.005, "{now}");
+    }
+
+    #[test]
+    fn corruption_flips_exactly_one_bit() {
+        let mut n = netem("corrupt 100%");
+        for _ in 0..1000 {
+            let mut d = vec![0u8; 64];
+            assert!(n.corrupt(&mut d));
+            assert_eq!(d.iter().map(|b| b.count_ones()).sum::<u32>(), 1);
+        }
+        let mut n = netem("corrupt 10%");
+        let hits = (0..100_000).filter(|_| n.corrupt(&mut [0u8; 64])).count();
+        assert!((hits as f64 / 1e5 - 0.1).abs() < 0.005, "{hits}");
+    }
+
+    #[test]
+    fn a_copy_is_never_duplicated_again() {
+        let mut n = netem("duplicate 100%");
+        assert!(n.admit(true).duplicate);
+        assert!(!n.admit(false).duplicate);
+    }
+
+    /// The seed fixes every decision: same seed, same sequence; the spec's `seed` wins.
+    #[test]
+    fn the_seed_fixes_the_decisions() {
+        let run = |s: &str, seed| {
+            let mut n = Netem::new(s.parse().unwrap(), seed);
+            (0..1000)
+                .map(|_| (n.admit(true), n.place()))
+                .collect::<Vec<_>>()
+        };
+        let s = "delay 10ms 5ms loss 10% duplicate 5% reorder 10%";
+        assert_eq!(run(s, 1), run(s, 1));
+        assert_ne!(run(s, 1), run(s, 2));
+        let s = "delay 10ms 5ms loss 10% seed 42";
+        assert_eq!(run(s, 1), run(s, 2));
+    }
+}

@@ -1,0 +1,575 @@
+//! netem's words for the emulated link behind a discipline, parsed as
+//! `tc qdisc add … netem <words>` parses them (iproute2's q_netem.c):
+//!
+//! ```text
+//! rate RATE [PACKETOVERHEAD [CELLSIZE [CELLOVERHEAD]]]
+//! delay TIME [JITTER [CORRELATION]]  distribution {uniform|normal|pareto|paretonormal}
+//! loss [random] PERCENT [CORRELATION]
+//! loss state P13 [P31 [P32 [P23 [P14]]]]
+//! loss gemodel P [R [1-H [1-K]]]
+//! duplicate PERCENT [CORRELATION]    corrupt PERCENT [CORRELATION]
+//! reorder PERCENT [CORRELATION] [gap DISTANCE]
+//! ecn    limit PACKETS    seed SEED
+//! ```
+//!
+//! Percentages are written `0.5%` or `0.5` (both mean half a percent, as in tc). A word's
+//! optional numbers are taken while the next token starts with a digit, as tc does. `jitter
+//! TIME` (debloat's) is the same as `delay`'s second number; `drop` and `latency` are tc's
+//! aliases of `loss` and `delay`. Not supported, and rejected with that said: `slot`.
+//!
+//! Differences from netem, on purpose (see [`super`] for where each applies):
+//! - `limit` has no default: the discipline in front is the queue, and the emulated wire holds
+//!   only what is in flight; netem's default of 1000 packets is a known trap (silent drops once
+//!   rate × delay passes it). Give `limit 1000` to get netem's behaviour.
+//! - jitter never reorders (each frame leaves no earlier than the one before, as netem does
+//!   when `rate` is set); ask for reordering with `reorder`.
+
+use super::dist::Distribution;
+use super::loss::Loss;
+use super::random::Prob;
+use debloat_core::bottleneck::Framing;
+use debloat_core::units::{fmt_rate, fmt_time, parse_rate, parse_time};
+use std::fmt;
+
+/// An emulated link: what netem would do to the frames a discipline sends.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Emulation {
+    /// Link rate, bit/s (None: the link never limits).
+    pub rate_bps: Option<u64>,
+    /// Per-packet and per-cell overhead the rate counts.
+    pub framing: Framing,
+    /// Mean one-way delay added after serialisation, ns.
+    pub delay_ns: u64,
+    /// Spread of the delay, ns (`delay 20ms 2ms`: uniform 18–22 ms unless a distribution is named).
+    pub jitter_ns: u64,
+    /// Correlation of consecutive delays.
+    pub delay_corr: Prob,
+    /// Shape of the delay's spread.
+    pub distribution: Distribution,
+    /// Loss model.
+    pub loss: Loss,
+    /// Mark ECN-capable packets CE instead of losing them.
+    pub ecn: bool,
+    /// Probability a frame is sent twice.
+    pub duplicate: Prob,
+    /// Correlation of consecutive duplications.
+    pub duplicate_corr: Prob,
+    /// Probability one bit of a frame is flipped.
+    pub corrupt: Prob,
+    /// Correlation of consecutive corruptions.
+    pub corrupt_corr: Prob,
+    /// Probability a frame skips the delay (sent at once, ahead of delayed frames).
+    pub reorder: Prob,
+    /// Correlation of consecutive reorder decisions.
+    pub reorder_corr: Prob,
+    /// Reorder at most one frame in `gap` (tc sets 1 when `reorder` is given alone).
+    pub gap: u32,
+    /// Frames the emulated wire holds at most (None: no limit; see the module docs).
+    pub limit: Option<u32>,
+    /// Seed of the emulation's randomness (None: from the gateway's `--seed`).
+    pub seed: Option<u64>,
+}
+
+/// A spec that does not parse: the bad token and what was expected.
+#[derive(Debug, thiserror::Error, PartialEq)]
+#[error("emulation spec: {0}")]
+pub struct EmulateError(pub String);
+
+const WORDS: &str =
+    "rate, delay, jitter, distribution, loss, duplicate, corrupt, reorder, gap, ecn, limit, seed";
+
+fn err<T>(msg: String) -> Result<T, EmulateError> {
+    Err(EmulateError(msg))
+}
+
+/// A cursor over the spec's tokens.
+struct Words<'a> {
+    toks: Vec<&'a str>,
+    i: usize,
+}
+
+impl<'a> Words<'a> {
+    fn next(&mut self) -> Option<&'a str> {
+        let t = self.toks.get(self.i).copied();
+        self.i += 1;
+        t
+    }
+
+    fn need(&mut self, what: &str, example: &str) -> Result<&'a str, EmulateError> {
+        self.next()
+            .ok_or_else(|| EmulateError(format!("`{what}` needs a value, e.g. {what} {example}")))
+    }
+
+    /// The next token, if it is a number (tc's `NEXT_IS_NUMBER`: starts with a digit).
+    fn number(&mut self, signed: bool) -> Option<&'a str> {
+        let t = self.toks.get(self.i)?;
+        let c = t.chars().next()?;
+        if c.is_ascii_digit() || (signed && c == '-') {
+            self.i += 1;
+            Some(t)
+        } else {
+            None
+        }
+    }
+
+    fn percent(&mut self, what: &str) -> Result<Prob, EmulateError> {
+        let t = self.need(what, "0.5%")?;
+        percent(t, what)
+    }
+
+    /// An optional percentage (a correlation or a model's further parameter).
+    fn maybe_percent(&mut self, what: &str) -> Result<Option<Prob>, EmulateError> {
+        self.number(false).map(|t| percent(t, what)).transpose()
+    }
+}
+
+fn percent(t: &str, what: &str) -> Result<Prob, EmulateError> {
+    let v: f64 = match t.strip_suffix('%').unwrap_or(t).parse() {
+        Ok(v) => v,
+        Err(_) => return err(format!("`{what} {t}`: expected a percentage, e.g. 0.5%")),
+    };
+    if !(0.0..=100.0).contains(&v) {
+        return err(format!("`{what} {t}`: must be 0–100%"));
+    }
+    Ok(Prob::from_fraction(v / 100.0))
+}
+
+fn time(t: &str, what: &str) -> Result<u64, EmulateError> {
+    parse_time(t).map_err(|e| EmulateError(format!("`{what} {t}`: {e}")))
+}
+
+fn integer<T: std::str::FromStr>(t: &str, what: &str) -> Result<T, EmulateError> {
+    t.parse()
+        .map_err(|_| EmulateError(format!("`{what} {t}`: expected a whole number")))
+}
+
+impl std::str::FromStr for Emulation {
+    type Err = EmulateError;
+    fn from_str(s: &str) -> Result<Emulation, EmulateError> {
+        let mut w = Words {
+            toks: s.split_whitespace().collect(),
+            i: 0,
+        };
+        let mut e = Emulation::default();
+        if w.toks.first() == Some(&"netem") {
+            w.i = 1;
+        }
+        let mut reorder_given = false;
+        let mut gap_given = false;
+        let mut dist_given = false;
+        while let Some(word) = w.next() {
+            match word {
+                "rate" => {
+                    let t = w.need("rate", "10Mbit")?;
+                    let r = parse_rate(t).map_err(|x| EmulateError(format!("`rate {t}`: {x}")))?;
+                    if r == 0 {
+                        return err("`rate` must be above 0".into());
+                    }
+                    e.rate_bps = Some(r);
+                    if let Some(t) = w.number(true) {
+                        e.framing.overhead = integer(t, "rate … packetoverhead")?;
+                        if let Some(t) = w.number(false) {
+                            e.framing.cell_size = integer(t, "rate … cellsize")?;
+                            if let Some(t) = w.number(true) {
+                                e.framing.cell_overhead = integer(t, "rate … celloverhead")?;
+                            }
+                        }
+                    }
+                }
+                "delay" | "latency" => {
+                    e.delay_ns = time(w.need(word, "20ms")?, word)?;
+                    if let Some(t) = w.number(false) {
+                        e.jitter_ns = time(t, "delay … jitter")?;
+                        if let Some(c) = w.maybe_percent("delay … correlation")? {
+                            e.delay_corr = c;
+                        }
+                    }
+                }
+                "jitter" => {
+                    e.jitter_ns = time(w.need("jitter", "2ms")?, "jitter")?;
+                    if let Some(c) = w.maybe_percent("jitter … correlation")? {
+                        e.delay_corr = c;
+                    }
+                }
+                "distribution" => {
+                    let t = w.need("distribution", "normal")?;
+                    e.distribution = Distribution::from_name(t).ok_or_else(|| {
+                        EmulateError(format!(
+                            "unknown distribution `{t}`: expected one of {}",
+                            Distribution::NAMES
+                        ))
+                    })?;
+                    dist_given = true;
+                }
+                "loss" | "drop" => e.loss = loss(&mut w)?,
+                "duplicate" => {
+                    e.duplicate = w.percent("duplicate")?;
+                    e.duplicate_corr = w
+                        .maybe_percent("duplicate … correlation")?
+                        .unwrap_or_default();
+                }
+                "corrupt" => {
+                    e.corrupt = w.percent("corrupt")?;
+                    e.corrupt_corr = w
+                        .maybe_percent("corrupt … correlation")?
+                        .unwrap_or_default();
+                }
+                "reorder" => {
+                    e.reorder = w.percent("reorder")?;
+                    e.reorder_corr = w
+                        .maybe_percent("reorder … correlation")?
+                        .unwrap_or_default();
+                    reorder_given = true;
+                }
+                "gap" => {
+                    e.gap = integer(w.need("gap", "5")?, "gap")?;
+                    gap_given = true;
+                }
+                "ecn" => e.ecn = true,
+                "limit" => {
+                    let n: u32 = integer(w.need("limit", "1000")?, "limit")?;
+                    if n == 0 {
+                        return err("`limit` must be at least 1 packet".into());
+                    }
+                    e.limit = Some(n);
+                }
+                "seed" => e.seed = Some(integer(w.need("seed", "42")?, "seed")?),
+                "slot" => return err(format!("`slot` is not supported yet (supported: {WORDS})")),
+                other => return err(format!("unknown word `{other}`: expected one of {WORDS}")),
+            }
+        }
+        // iproute2's checks, with its reasons.
+        if reorder_given && e.reorder.is_set() {
+            if e.delay_ns == 0 {
+                return err(
+                    "`reorder` is not possible without some delay: add e.g. `delay 10ms`".into(),
+                );
+            }
+            if e.gap == 0 {
+                e.gap = 1;
+            }
+        } else if gap_given && e.gap > 0 {
+            return err("`gap` given without a reorder probability: add e.g. `reorder 25%`".into());
+        }
+        if dist_given && (e.delay_ns == 0 || e.jitter_ns == 0) {
+            return err(
+                "`distribution` needs a delay and a jitter: e.g. `delay 20ms 2ms distribution normal`"
+                    .into(),
+            );
+        }
+        if e.ecn && e.loss == Loss::None {
+            return err("`ecn` given without a loss model: add e.g. `loss 1%`".into());
+        }
+        Ok(e)
+    }
+}
+
+/// `loss [random] P [CORR]`, `loss state …`, `loss gemodel …` (after the word `loss`).
+fn loss(w: &mut Words) -> Result<Loss, EmulateError> {
+    match w.toks.get(w.i).copied() {
+        Some("state") => {
+            w.i += 1;
+            let p13 = w.percent("loss state p13")?;
+            let mut m = (
+                p13,
+                Prob(u32::MAX - p13.0),
+                Prob::ZERO,
+                Prob::ONE,
+                Prob::ZERO,
+            );
+            if let Some(v) = w.maybe_percent("loss state p31")? {
+                m.1 = v;
+                if let Some(v) = w.maybe_percent("loss state p32")? {
+                    m.2 = v;
+                    if let Some(v) = w.maybe_percent("loss state p23")? {
+                        m.3 = v;
+                        if let Some(v) = w.maybe_percent("loss state p14")? {
+                            m.4 = v;
+                        }
+                    }
+                }
+            }
+            Ok(Loss::State {
+                p13: m.0,
+                p31: m.1,
+                p32: m.2,
+                p23: m.3,
+                p14: m.4,
+            })
+        }
+        Some("gemodel") => {
+            w.i += 1;
+            let p = w.percent("loss gemodel p")?;
+            let mut r = Prob(u32::MAX - p.0);
+            // tc's third number is 1-h (the loss in Bad); the model holds h.
+            let mut h = Prob::ZERO;
+            let mut k1 = Prob::ZERO;
+            if let Some(v) = w.maybe_percent("loss gemodel r")? {
+                r = v;
+                if let Some(v) = w.maybe_percent("loss gemodel 1-h")? {
+                    h = Prob(u32::MAX - v.0);
+                    if let Some(v) = w.maybe_percent("loss gemodel 1-k")? {
+                        k1 = v;
+                    }
+                }
+            }
+            Ok(Loss::Gemodel { p, r, h, k1 })
+        }
+        Some("random") => {
+            w.i += 1;
+            random_loss(w)
+        }
+        _ => random_loss(w),
+    }
+}
+
+fn random_loss(w: &mut Words) -> Result<Loss, EmulateError> {
+    let p = w.percent("loss")?;
+    let corr = w.maybe_percent("loss … correlation")?.unwrap_or_default();
+    Ok(if p.is_set() {
+        Loss::Random { p, corr }
+    } else {
+        Loss::None
+    })
+}
+
+fn with_corr(word: &str, p: Prob, corr: Prob) -> String {
+    if corr.is_set() {
+        format!("{word} {} {}", p.percent(), corr.percent())
+    } else {
+        format!("{word} {}", p.percent())
+    }
+}
+
+impl fmt::Display for Emulation {
+    /// The words that parse back to this emulation (as `tc qdisc show` would print them).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut parts = Vec::new();
+        if let Some(r) = self.rate_bps {
+            let fr = self.framing;
+            let mut s = format!("rate {}", fmt_rate(r));
+            if fr != Framing::default() {
+                s += &format!(" {}", fr.overhead);
+                if fr.cell_size > 0 || fr.cell_overhead != 0 {
+                    s += &format!(" {} {}", fr.cell_size, fr.cell_overhead);
+                }
+            }
+            parts.push(s);
+        }
+        if self.delay_ns > 0 || self.jitter_ns > 0 {
+            let mut s = format!("delay {}", fmt_time(self.delay_ns));
+            if self.jitter_ns > 0 {
+                s += &format!(" {}", fmt_time(self.jitter_ns));
+                if self.delay_corr.is_set() {
+                    s += &format!(" {}", self.delay_corr.percent());
+                }
+                if self.distribution != Distribution::Uniform {
+                    s += &format!(" distribution {}", self.distribution.name());
+                }
+            }
+            parts.push(s);
+        }
+        match self.loss {
+            Loss::None => {}
+            Loss::Random { p, corr } => parts.push(with_corr("loss", p, corr)),
+            Loss::State {
+                p13,
+                p31,
+                p32,
+                p23,
+                p14,
+            } => parts.push(format!(
+                "loss state {} {} {} {} {}",
+                p13.percent(),
+                p31.percent(),
+                p32.percent(),
+                p23.percent(),
+                p14.percent()
+            )),
+            Loss::Gemodel { p, r, h, k1 } => parts.push(format!(
+                "loss gemodel {} {} {} {}",
+                p.percent(),
+                r.percent(),
+                Prob(u32::MAX - h.0).percent(),
+                k1.percent()
+            )),
+        }
+        if self.ecn {
+            parts.push("ecn".into());
+        }
+        if self.duplicate.is_set() {
+            parts.push(with_corr("duplicate", self.duplicate, self.duplicate_corr));
+        }
+        if self.corrupt.is_set() {
+            parts.push(with_corr("corrupt", self.corrupt, self.corrupt_corr));
+        }
+        if self.reorder.is_set() {
+            let mut s = with_corr("reorder", self.reorder, self.reorder_corr);
+            if self.gap > 1 {
+                s += &format!(" gap {}", self.gap);
+            }
+            parts.push(s);
+        }
+        if let Some(n) = self.limit {
+            parts.push(format!("limit {n}"));
+        }
+        if let Some(s) = self.seed {
+            parts.push(format!("seed {s}"));
+        }
+        if parts.is_empty() {
+            parts.push("none".into());
+        }
+        write!(f, "{}", parts.join(" "))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn pc(p: f64) -> Prob {
+        Prob::from_fraction(p / 100.0)
+    }
+
+    #[test]
+    fn parses_netems_words() {
+        let e: Emulation = "rate 10Mbit delay 20ms 2ms loss random 0.5%"
+            .parse()
+            .unwrap();
+        assert_eq!(e.rate_bps, Some(10_000_000));
+        assert_eq!((e.delay_ns, e.jitter_ns), (20_000_000, 2_000_000));
+        assert_eq!(
+            e.loss,
+            Loss::Random {
+                p: pc(0.5),
+                corr: Prob::ZERO
+            }
+        );
+        let e: Emulation = "netem delay 10ms jitter 1ms duplicate 1%".parse().unwrap();
+        assert_eq!((e.delay_ns, e.jitter_ns), (10_000_000, 1_000_000));
+        assert_eq!((e.rate_bps, e.duplicate), (None, pc(1.0)));
+    }
+
+    #[test]
+    fn parses_every_optional_number() {
+        let e: Emulation = "delay 100ms 10ms 25% distribution normal loss 0.3% 25% \
+                            duplicate 1 50% corrupt 0.1% reorder 25% 50% gap 5 \
+                            rate 1Mbit -4 48 5 ecn limit 1000 seed 7"
+            .parse()
+            .unwrap();
+        assert_eq!(e.delay_corr, pc(25.0));
+        assert_eq!(e.distribution, Distribution::Normal);
+        assert_eq!(
+            e.loss,
+            Loss::Random {
+                p: pc(0.3),
+                corr: pc(25.0)
+            }
+        );
+        assert_eq!((e.duplicate, e.duplicate_corr), (pc(1.0), pc(50.0)));
+        assert_eq!(e.corrupt, pc(0.1));
+        assert_eq!((e.reorder, e.reorder_corr, e.gap), (pc(25.0), pc(50.0), 5));
+        assert_eq!(
+            e.framing,
+            Framing {
+                overhead: -4,
+                cell_size: 48,
+                cell_overhead: 5
+            }
+        );
+        assert!(e.ecn);
+        assert_eq!((e.limit, e.seed), (Some(1000), Some(7)));
+    }
+
+    /// iproute2's defaults for the Markov models.
+    #[test]
+    fn loss_models_take_iproute2s_defaults() {
+        let e: Emulation = "loss gemodel 1%".parse().unwrap();
+        assert_eq!(
+            e.loss,
+            Loss::Gemodel {
+                p: pc(1.0),
+                r: Prob(u32::MAX - pc(1.0).0),
+                h: Prob::ZERO,
+                k1: Prob::ZERO
+            }
+        );
+        let e: Emulation = "loss gemodel 1% 10% 70% 0.1%".parse().unwrap();
+        let Loss::Gemodel { r, h, k1, .. } = e.loss else {
+            panic!("gemodel")
+        };
+        assert_eq!((r, k1), (pc(10.0), pc(0.1)));
+        assert!((h.fraction() - 0.3).abs() < 1e-9, "1-h = 70% means h = 30%");
+        let e: Emulation = "loss state 2%".parse().unwrap();
+        assert_eq!(
+            e.loss,
+            Loss::State {
+                p13: pc(2.0),
+                p31: Prob(u32::MAX - pc(2.0).0),
+                p32: Prob::ZERO,
+                p23: Prob::ONE,
+                p14: Prob::ZERO
+            }
+        );
+    }
+
+    /// `reorder` alone gets gap 1, as tc sets it.
+    #[test]
+    fn reorder_alone_gets_gap_one() {
+        let e: Emulation = "delay 10ms reorder 25%".parse().unwrap();
+        assert_eq!(e.gap, 1);
+    }
+
+    #[test]
+    fn what_it_prints_parses_back_to_the_same_link() {
+        for s in [
+            "rate 10Mbit delay 20ms 2ms loss 0.5%",
+            "delay 100ms 10ms 25% distribution pareto loss gemodel 1% 10% 70% 0.1% ecn",
+            "rate 1Mbit -4 48 5 loss state 1% 30% 5% 20% 0.5% duplicate 1% 50%",
+            "delay 10ms reorder 25% 50% gap 5 corrupt 0.1% limit 1000 seed 9",
+            "",
+        ] {
+            let e: Emulation = s.parse().unwrap();
+            let printed = e.to_string();
+            let back: Emulation = if printed == "none" {
+                Emulation::default()
+            } else {
+                printed.parse().unwrap()
+            };
+            assert_eq!(back, e, "{s} → {printed}");
+        }
+    }
+
+    #[test]
+    fn bad_words_name_the_token_and_the_choices() {
+        let e = "delay 20ms colour red".parse::<Emulation>().unwrap_err();
+        assert!(e.0.contains("`colour`") && e.0.contains("reorder"), "{e}");
+        let e = "slot 1ms".parse::<Emulation>().unwrap_err();
+        assert!(e.0.contains("not supported yet"), "{e}");
+        let e = "delay 20ms 2ms distribution cauchy"
+            .parse::<Emulation>()
+            .unwrap_err();
+        assert!(
+            e.0.contains("`cauchy`") && e.0.contains("paretonormal"),
+            "{e}"
+        );
+        let e = "reorder 25%".parse::<Emulation>().unwrap_err();
+        assert!(e.0.contains("delay"), "{e}");
+        let e = "delay 10ms gap 5".parse::<Emulation>().unwrap_err();
+        assert!(e.0.contains("reorder"), "{e}");
+        let e = "delay 10ms distribution normal"
+            .parse::<Emulation>()
+            .unwrap_err();
+        assert!(e.0.contains("jitter"), "{e}");
+        let e = "ecn".parse::<Emulation>().unwrap_err();
+        assert!(e.0.contains("loss"), "{e}");
+        let e = "loss gemodel".parse::<Emulation>().unwrap_err();
+        assert!(e.0.contains("loss gemodel p"), "{e}");
+        assert!("loss 150%".parse::<Emulation>().is_err());
+        assert!("rate".parse::<Emulation>().is_err());
+        assert!("rate 0bit".parse::<Emulation>().is_err());
+        assert!("limit 0".parse::<Emulation>().is_err());
+        assert!("rate 1Mbit 4x".parse::<Emulation>().is_err());
+    }
+}

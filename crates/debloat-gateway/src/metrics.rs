@@ -1,0 +1,437 @@
+//! The gateway's numbers for Prometheus: `GET /metrics` on a small HTTP listener (127.0.0.1
+//! unless told otherwise), in the OpenMetrics text format written by `prometheus-client`.
+//!
+//! The forwarding loop never waits for a scraper: it hands a fresh [`Snapshot`] to the
+//! [`Exporter`] about once a second, and the exporter's own thread answers requests from the
+//! latest one. Metrics (labels `direction` = egress | ingress, and `qdisc` = the discipline's kind):
+//! - `debloat_gateway_uptime_seconds`, `debloat_gateway_info{…, from, to, qdisc, link} 1`;
+//! - `debloat_gateway_frames_total{direction, fate}` — fate is received, malformed, oversized,
+//!   qdisc_dropped, lost, ecn_marked, duplicated, corrupted, reordered, overlimit, sent, tx_error;
+//! - `debloat_gateway_on_wire_frames` — frames on the emulated wire now;
+//! - `debloat_qdisc_{bytes,packets,drops,overlimits,ecn_marks}_total` and
+//!   `debloat_qdisc_{backlog_bytes,qlen_packets}` — as `tc -s qdisc show` reports them;
+//! - for cake, per tin (`tin` label as tc's column heading):
+//!   `debloat_cake_tin_{peak,avg,base}_delay_seconds`, `debloat_cake_tin_backlog_bytes`,
+//!   `debloat_cake_tin_{packets,bytes,drops,ecn_marks,ack_drops}_total`.
+
+use crate::forward::{DirectionStats, Snapshot};
+use debloat_core::stats::Xstats;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::registry::Registry;
+use std::io::{self, BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+/// A snapshot as a Prometheus collector.
+#[derive(Debug)]
+struct Collect(Snapshot);
+
+type Labels = Vec<(&'static str, String)>;
+
+fn counter(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    rows: &[(Labels, u64)],
+) -> Result<(), std::fmt::Error> {
+    let mut m = enc.encode_descriptor(name, help, None, ConstCounter::new(0u64).metric_type())?;
+    for (labels, v) in rows {
+        ConstCounter::new(*v).encode(m.encode_family(labels)?)?;
+    }
+    Ok(())
+}
+
+fn gauge(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    rows: &[(Labels, f64)],
+) -> Result<(), std::fmt::Error> {
+    let mut m = enc.encode_descriptor(name, help, None, ConstGauge::new(0f64).metric_type())?;
+    if let [(labels, v)] = rows {
+        if labels.is_empty() {
+            return ConstGauge::new(*v).encode(m);
+        }
+    }
+    for (labels, v) in rows {
+        ConstGauge::new(*v).encode(m.encode_family(labels)?)?;
+    }
+    Ok(())
+}
+
+fn dirs(s: &Snapshot) -> [(&'static str, &DirectionStats); 2] {
+    [("egress", &s.egress), ("ingress", &s.ingress)]
+}
+
+fn qlabels(dir: &'static str, d: &DirectionStats) -> Labels {
+    vec![
+        ("direction", dir.to_string()),
+        ("qdisc", d.stats.kind.clone()),
+    ]
+}
+
+fn ecn_marks(x: &Xstats) -> u64 {
+    match x {
+        Xstats::Codel { ecn_mark, .. } | Xstats::FqCodel { ecn_mark, .. } => u64::from(*ecn_mark),
+        Xstats::Deadline { ecn_mark, .. } => u64::from(*ecn_mark),
+        Xstats::Cake(c) => c.tins.iter().map(|t| u64::from(t.ecn_mark)).sum(),
+        Xstats::None => 0,
+    }
+}
+
+impl Collector for Collect {
+    fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let s = &self.0;
+        gauge(
+            &mut enc,
+            "debloat_gateway_uptime_seconds",
+            "Seconds since the gateway started.",
+            &[(vec![], s.uptime_s)],
+        )?;
+        let info: Vec<(Labels, f64)> = dirs(s)
+            .into_iter()
+            .map(|(dir, d)| {
+                let (from, to) = d.path.split_once(" → ").unwrap_or((&d.path, ""));
+                let l = vec![
+                    ("direction", dir.to_string()),
+                    ("from", from.to_string()),
+                    ("to", to.to_string()),
+                    ("qdisc", d.qdisc.clone()),
+                    ("link", d.link.clone()),
+                ];
+                (l, 1.0)
+            })
+            .collect();
+        gauge(
+            &mut enc,
+            "debloat_gateway_info",
+            "The interfaces, discipline and emulated link of each direction.",
+            &info,
+        )?;
+        let mut frames = Vec::new();
+        for (dir, d) in dirs(s) {
+            let f = d.frames;
+            for (fate, v) in [
+                ("received", f.received),
+                ("malformed", f.malformed),
+                ("oversized", d.oversized),
+                ("qdisc_dropped", f.qdisc_dropped),
+                ("lost", f.lost),
+                ("ecn_marked", f.ecn_marked),
+                ("duplicated", f.duplicated),
+                ("corrupted", f.corrupted),
+                ("reordered", f.reordered),
+                ("overlimit", f.overlimit),
+                ("sent", f.sent),
+                ("tx_error", d.tx_errors),
+            ] {
+                frames.push((
+                    vec![("direction", dir.to_string()), ("fate", fate.into())],
+                    v,
+                ));
+            }
+        }
+        counter(
+            &mut enc,
+            "debloat_gateway_frames",
+            "Frames by what happened to them.",
+            &frames,
+        )?;
+        let rows = |g: &dyn Fn(&DirectionStats) -> f64| -> Vec<(Labels, f64)> {
+            dirs(s)
+                .into_iter()
+                .map(|(dir, d)| (qlabels(dir, d), g(d)))
+                .collect()
+        };
+        let crows = |g: &dyn Fn(&DirectionStats) -> u64| -> Vec<(Labels, u64)> {
+            dirs(s)
+                .into_iter()
+                .map(|(dir, d)| (qlabels(dir, d), g(d)))
+                .collect()
+        };
+        gauge(
+            &mut enc,
+            "debloat_gateway_on_wire_frames",
+            "Frames on the emulated wire now.",
+            &rows(&|d| d.on_wire as f64),
+        )?;
+        for (name, help, f) in [
+            (
+                "debloat_qdisc_bytes",
+                "Bytes the discipline sent.",
+                (|d: &DirectionStats| d.stats.bytes) as fn(&DirectionStats) -> u64,
+            ),
+            (
+                "debloat_qdisc_packets",
+                "Packets the discipline sent.",
+                |d| d.stats.packets,
+            ),
+            (
+                "debloat_qdisc_drops",
+                "Packets the discipline dropped.",
+                |d| d.stats.drops,
+            ),
+            (
+                "debloat_qdisc_overlimits",
+                "Times the shaper held packets back.",
+                |d| d.stats.overlimits,
+            ),
+            (
+                "debloat_qdisc_ecn_marks",
+                "Packets the discipline marked CE.",
+                |d| ecn_marks(&d.stats.xstats),
+            ),
+        ] {
+            counter(&mut enc, name, help, &crows(&f))?;
+        }
+        gauge(
+            &mut enc,
+            "debloat_qdisc_backlog_bytes",
+            "Bytes queued in the discipline.",
+            &rows(&|d| d.stats.backlog as f64),
+        )?;
+        gauge(
+            &mut enc,
+            "debloat_qdisc_qlen_packets",
+            "Packets queued in the discipline.",
+            &rows(&|d| d.stats.qlen as f64),
+        )?;
+        self.encode_tins(&mut enc)
+    }
+}
+
+impl Collect {
+    fn encode_tins(&self, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let mut tins = Vec::new();
+        for (dir, d) in dirs(&self.0) {
+            if let Xstats::Cake(c) = &d.stats.xstats {
+                for t in &c.tins {
+                    tins.push((
+                        vec![("direction", dir.to_string()), ("tin", t.name.clone())],
+                        t,
+                    ));
+                }
+            }
+        }
+        if tins.is_empty() {
+            return Ok(());
+        }
+        type Tin = debloat_core::stats::TinStats;
+        fn us(v: u64) -> f64 {
+            v as f64 / 1e6
+        }
+        for (name, help, f) in [
+            (
+                "debloat_cake_tin_peak_delay_seconds",
+                "Peak sojourn time (tc pk_delay).",
+                (|t: &Tin| us(t.peak_delay_us)) as fn(&Tin) -> f64,
+            ),
+            (
+                "debloat_cake_tin_avg_delay_seconds",
+                "Average sojourn time (tc av_delay).",
+                |t| us(t.avg_delay_us),
+            ),
+            (
+                "debloat_cake_tin_base_delay_seconds",
+                "Sparse-flow sojourn time (tc sp_delay).",
+                |t| us(t.base_delay_us),
+            ),
+            (
+                "debloat_cake_tin_backlog_bytes",
+                "Bytes queued in the tin.",
+                |t| t.backlog_bytes as f64,
+            ),
+        ] {
+            let rows: Vec<(Labels, f64)> = tins.iter().map(|(l, t)| (l.clone(), f(t))).collect();
+            gauge(enc, name, help, &rows)?;
+        }
+        for (name, help, f) in [
+            (
+                "debloat_cake_tin_packets",
+                "Packets enqueued in the tin.",
+                (|t: &Tin| u64::from(t.sent_packets)) as fn(&Tin) -> u64,
+            ),
+            (
+                "debloat_cake_tin_bytes",
+                "Bytes enqueued in the tin.",
+                |t| t.sent_bytes,
+            ),
+            ("debloat_cake_tin_drops", "Packets the tin dropped.", |t| {
+                u64::from(t.drops)
+            }),
+            (
+                "debloat_cake_tin_ecn_marks",
+                "Packets the tin marked CE.",
+                |t| u64::from(t.ecn_mark),
+            ),
+            (
+                "debloat_cake_tin_ack_drops",
+                "ACKs the ACK filter dropped.",
+                |t| u64::from(t.ack_drops),
+            ),
+        ] {
+            let rows: Vec<(Labels, u64)> = tins.iter().map(|(l, t)| (l.clone(), f(t))).collect();
+            counter(enc, name, help, &rows)?;
+        }
+        Ok(())
+    }
+}
+
+/// The metrics page for a snapshot.
+pub fn render(snap: Snapshot) -> String {
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(Collect(snap)));
+    let mut out = String::new();
+    // Writing into a String cannot fail.
+    let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
+    out
+}
+
+/// The HTTP listener and the latest snapshot it serves.
+pub struct Exporter {
+    latest: Arc<Mutex<Option<Snapshot>>>,
+    addr: SocketAddr,
+}
+
+impl Exporter {
+    /// Listen on `addr` and answer from a thread of its own.
+    pub fn spawn(addr: SocketAddr) -> io::Result<Exporter> {
+        let listener = TcpListener::bind(addr)?;
+        let addr = listener.local_addr()?;
+        let latest: Arc<Mutex<Option<Snapshot>>> = Arc::new(Mutex::new(None));
+        let shared = Arc::clone(&latest);
+        std::thread::Builder::new()
+            .name("metrics".into())
+            .spawn(move || {
+                for stream in listener.incoming().flatten() {
+                    let snap = shared
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .clone();
+                    let _ = answer(stream, snap);
+                }
+            })?;
+        Ok(Exporter { latest, addr })
+    }
+
+    /// Where it listens.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Serve this snapshot from now on.
+    pub fn publish(&self, snap: Snapshot) {
+        *self.latest.lock().unwrap_or_else(PoisonError::into_inner) = Some(snap);
+    }
+}
+
+/// One request: `GET /metrics` gets the page, anything else a 404; one request per connection.
+fn answer(stream: TcpStream, snap: Option<Snapshot>) -> io::Result<()> {
+    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
+    stream.set_write_timeout(Some(Duration::from_secs(2)))?;
+    let mut reader = BufReader::new(&stream);
+    let mut line = String::new();
+    reader.read_line(&mut line)?;
+    // Skip the headers.
+    let mut h = String::new();
+    while reader.read_line(&mut h)? > 2 {
+        h.clear();
+    }
+    let mut parts = line.split_whitespace();
+    let (status, body) = match (parts.next(), parts.next(), snap) {
+        (Some("GET"), Some("/metrics"), Some(s)) => ("200 OK", render(s)),
+        (Some("GET"), Some("/metrics"), None) => (
+            "503 Service Unavailable",
+            "the gateway has not published its first numbers yet\n".into(),
+        ),
+        _ => ("404 Not Found", "try GET /metrics\n".into()),
+    };
+    let mut w = &stream;
+    write!(
+        w,
+        "HTTP/1.1 {status}\r\nContent-Type: application/openmetrics-text; version=1.0.0; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )?;
+    w.flush()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::path::Counters;
+    use debloat_core::{FlowHasher, Qdisc, QdiscSpec};
+    use std::io::Read;
+
+    fn snapshot(spec: &str) -> Snapshot {
+        let q: QdiscSpec = spec.parse().unwrap();
+        let stats = q
+            .build::<crate::frame::Frame>(FlowHasher::new([1, 2]), 1)
+            .stats();
+        let d = |path: &str| DirectionStats {
+            path: path.into(),
+            qdisc: spec.into(),
+            link: "rate 10Mbit delay 10ms".into(),
+            stats: stats.clone(),
+            frames: Counters {
+                received: 10,
+                lost: 2,
+                sent: 8,
+                ..Counters::default()
+            },
+            oversized: 1,
+            tx_errors: 0,
+            on_wire: 0,
+        };
+        Snapshot {
+            uptime_s: 3.5,
+            egress: d("lan0 → wan0"),
+            ingress: d("wan0 → lan0"),
+        }
+    }
+
+    #[test]
+    fn the_page_has_every_family_with_labels() {
+        let page = render(snapshot("cake bandwidth 10Mbit diffserv4"));
+        for want in [
+            "debloat_gateway_uptime_seconds 3.5",
+            r#"debloat_gateway_frames_total{direction="egress",fate="received"} 10"#,
+            r#"debloat_gateway_frames_total{direction="ingress",fate="lost"} 2"#,
+            r#"debloat_gateway_frames_total{direction="egress",fate="oversized"} 1"#,
+            r#"debloat_gateway_info{direction="egress",from="lan0",to="wan0",qdisc="cake bandwidth 10Mbit diffserv4",link="rate 10Mbit delay 10ms"} 1"#,
+            r#"debloat_qdisc_drops_total{direction="egress",qdisc="cake"} 0"#,
+            r#"debloat_cake_tin_peak_delay_seconds{direction="ingress",tin="Voice"} 0"#,
+            "# TYPE debloat_qdisc_backlog_bytes gauge",
+            "# EOF",
+        ] {
+            assert!(page.contains(want), "missing {want}:\n{page}");
+        }
+        let fifo = render(snapshot("pfifo"));
+        assert!(!fifo.contains("debloat_cake_tin"), "no tins without cake");
+    }
+
+    #[test]
+    fn the_listener_answers_get_metrics_and_404s_the_rest() {
+        let e = Exporter::spawn("127.0.0.1:0".parse().unwrap()).unwrap();
+        let get = |path: &str| {
+            let mut s = TcpStream::connect(e.addr()).unwrap();
+            write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+            let mut out = String::new();
+            s.read_to_string(&mut out).unwrap();
+            out
+        };
+        assert!(
+            get("/metrics").starts_with("HTTP/1.1 503"),
+            "nothing published yet"
+        );
+        e.publish(snapshot("fq_codel"));
+        let page = get("/metrics");
+        assert!(page.starts_with("HTTP/1.1 200 OK"), "{page}");
+        assert!(page.contains(r#"debloat_gateway_frames_total{direction="egress",fate="sent"} 8"#));
+        assert!(get("/").starts_with("HTTP/1.1 404"));
+    }
+}
