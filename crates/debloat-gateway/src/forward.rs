@@ -78,6 +78,8 @@ pub struct DirectionStats {
     pub tx_errors: u64,
     /// Frames on the emulated wire.
     pub on_wire: usize,
+    /// Frames in the link's own buffer (`buffer N`).
+    pub in_buffer: usize,
 }
 
 struct Side {
@@ -204,6 +206,7 @@ impl Gateway {
             oversized: s.oversized,
             tx_errors: s.tx_errors,
             on_wire: s.path.on_wire(),
+            in_buffer: s.path.in_buffer(),
         };
         Snapshot {
             uptime_s: self.start.elapsed().as_secs_f64(),
@@ -262,8 +265,7 @@ impl Gateway {
             "emulate-egress" | "emulate-ingress" => {
                 let emu: Emulation = words.parse().map_err(|e: crate::emulate::EmulateError| e.0)?;
                 let side = if what == "emulate-egress" { &mut self.egress } else { &mut self.ingress };
-                side.path.change_emulation(emu);
-                Ok(())
+                side.path.change_emulation(emu)
             }
             other => Err(format!(
                 "unknown setting `{other}`: expected egress, ingress, emulate-egress or emulate-ingress"
@@ -312,8 +314,8 @@ impl Snapshot {
                 f.received, f.malformed, d.oversized, f.qdisc_dropped, f.sent, d.tx_errors, d.on_wire
             ));
             s.push_str(&format!(
-                " link: lost {} ecn_marked {} duplicated {} corrupted {} reordered {} overlimit {}\n\n",
-                f.lost, f.ecn_marked, f.duplicated, f.corrupted, f.reordered, f.overlimit
+                " link: lost {} ecn_marked {} duplicated {} corrupted {} reordered {} overlimit {} buffer_dropped {} in_buffer {}\n\n",
+                f.lost, f.ecn_marked, f.duplicated, f.corrupted, f.reordered, f.overlimit, f.buffer_dropped, d.in_buffer
             ));
         }
         s

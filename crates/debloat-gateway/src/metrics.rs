@@ -6,8 +6,10 @@
 //! latest one. Metrics (labels `direction` = egress | ingress, and `qdisc` = the discipline's kind):
 //! - `debloat_gateway_uptime_seconds`, `debloat_gateway_info{…, from, to, qdisc, link} 1`;
 //! - `debloat_gateway_frames_total{direction, fate}` — fate is received, malformed, oversized,
-//!   qdisc_dropped, lost, ecn_marked, duplicated, corrupted, reordered, overlimit, sent, tx_error;
-//! - `debloat_gateway_on_wire_frames` — frames on the emulated wire now;
+//!   qdisc_dropped, lost, ecn_marked, duplicated, corrupted, reordered, overlimit,
+//!   buffer_dropped, sent, tx_error;
+//! - `debloat_gateway_on_wire_frames`, `debloat_gateway_in_buffer_frames` — frames on the
+//!   emulated wire and in the link's own buffer now;
 //! - `debloat_qdisc_{bytes,packets,drops,overlimits,ecn_marks}_total` and
 //!   `debloat_qdisc_{backlog_bytes,qlen_packets}` — as `tc -s qdisc show` reports them;
 //! - for cake, per tin (`tin` label as tc's column heading):
@@ -126,6 +128,7 @@ impl Collector for Collect {
                 ("corrupted", f.corrupted),
                 ("reordered", f.reordered),
                 ("overlimit", f.overlimit),
+                ("buffer_dropped", f.buffer_dropped),
                 ("sent", f.sent),
                 ("tx_error", d.tx_errors),
             ] {
@@ -158,6 +161,12 @@ impl Collector for Collect {
             "debloat_gateway_on_wire_frames",
             "Frames on the emulated wire now.",
             &rows(&|d| d.on_wire as f64),
+        )?;
+        gauge(
+            &mut enc,
+            "debloat_gateway_in_buffer_frames",
+            "Frames in the emulated link's own buffer (`buffer N`) now.",
+            &rows(&|d| d.in_buffer as f64),
         )?;
         for (name, help, f) in [
             (
@@ -386,6 +395,7 @@ mod tests {
             oversized: 1,
             tx_errors: 0,
             on_wire: 0,
+            in_buffer: 0,
         };
         Snapshot {
             uptime_s: 3.5,

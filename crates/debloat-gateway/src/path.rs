@@ -2,11 +2,15 @@
 //! the emulated link (rate, then netem's impairments on the wire), frames out when due.
 //!
 //! ```text
-//! on_frame(bytes, now) ─► classify ─► qdisc ─► link at `rate` ─► wire: duplicate, loss/ECN,
-//!                            │ malformed       │ drops              corrupt, limit, reorder/delay ─► poll(now)
-//!                            ▼                 ▼                       │ lost, over limit
-//!                         counted           counted                    ▼ counted
+//! on_frame(bytes, now) ─► classify ─► qdisc ─► [buffer] ─► link at `rate` ─► wire: duplicate, loss/ECN,
+//!                            │ malformed       │ drops  │ drops            corrupt, limit, reorder/delay ─► poll(now)
+//!                            ▼                 ▼        ▼                      │ lost, over limit
+//!                         counted           counted  counted                   ▼ counted
 //! ```
+//!
+//! Without `buffer N` the link pulls from the discipline whenever it is free, so the
+//! discipline is the queue. With it, the discipline hands frames on at once (or at its own
+//! shaper's pace) into a drop-tail buffer of N frames that the link drains: a modem's FIFO.
 //!
 //! Every frame handed in is exactly one of: malformed, dropped by the discipline, lost on the
 //! wire, dropped over the wire's `limit`, queued (discipline or wire), or sent; a duplicate
@@ -16,6 +20,7 @@
 use crate::emulate::{Emulation, Netem, Placement};
 use crate::frame::Frame;
 use debloat_core::bottleneck::{Bottleneck, Event};
+use debloat_core::fifo::{Fifo, Limit};
 use debloat_core::packet::Packet;
 use debloat_core::{FlowHasher, Qdisc, QdiscSpec};
 use serde::Serialize;
@@ -40,6 +45,8 @@ pub struct Counters {
     pub reordered: u64,
     /// Frames dropped because the wire held `limit` frames.
     pub overlimit: u64,
+    /// Frames dropped because the link's `buffer` was full.
+    pub buffer_dropped: u64,
     /// Extra copies made by `duplicate`.
     pub duplicated: u64,
     /// Frames handed out to be sent.
@@ -49,6 +56,8 @@ pub struct Counters {
 /// One direction.
 pub struct Path {
     link: Bottleneck<Box<dyn Qdisc<Frame>>>,
+    /// The link's own buffer (`buffer N`): the discipline feeds it, the link drains it.
+    buffer: Option<Bottleneck<Fifo<Frame>>>,
     netem: Netem,
     seed: u64,
     /// Delayed frames, in departure order.
@@ -58,6 +67,8 @@ pub struct Path {
     last_release: u64,
     /// Scratch space for the link's events, reused so a frame costs no extra allocation.
     events: Vec<Event<Frame>>,
+    /// The same for the buffer's.
+    buffer_events: Vec<Event<Frame>>,
     /// Counters.
     pub counters: Counters,
 }
@@ -65,11 +76,24 @@ pub struct Path {
 impl Path {
     /// A direction with this discipline in front of this emulated link.
     pub fn new(spec: &QdiscSpec, emu: Emulation, hasher: FlowHasher, seed: u64) -> Path {
-        let mut link = Bottleneck::new(spec.build(hasher, seed), emu.rate_bps);
-        link.set_framing(emu.framing);
+        let qdisc = spec.build(hasher, seed);
+        let (link, buffer) = match emu.buffer {
+            None => {
+                let mut link = Bottleneck::new(qdisc, emu.rate_bps);
+                link.set_framing(emu.framing);
+                (link, None)
+            }
+            Some(n) => {
+                let mut b = Bottleneck::new(Fifo::new(Limit::Packets(n)), emu.rate_bps);
+                b.set_framing(emu.framing);
+                (Bottleneck::new(qdisc, None), Some(b))
+            }
+        };
         let seed = seed ^ 0x5eed;
         Path {
             link,
+            buffer,
+            buffer_events: Vec::new(),
             netem: Netem::new(emu, seed),
             seed,
             wire: VecDeque::new(),
@@ -119,12 +143,30 @@ impl Path {
 
     /// Change the emulated link at run time (netem's words); queued frames are kept, and a
     /// frame already on the wire keeps its timing. The impairments start afresh (a loss
-    /// model's state, correlations), as `tc qdisc change … netem` does.
-    pub fn change_emulation(&mut self, emu: Emulation) {
-        self.link.set_rate(emu.rate_bps);
-        self.link.set_framing(emu.framing);
+    /// model's state, correlations), as `tc qdisc change … netem` does. A `buffer` cannot be
+    /// added, removed or resized at run time.
+    pub fn change_emulation(&mut self, emu: Emulation) -> Result<(), String> {
+        if emu.buffer != self.netem.emulation().buffer {
+            return Err("`buffer` cannot change at run time: restart the gateway".into());
+        }
+        match &mut self.buffer {
+            Some(b) => {
+                b.set_rate(emu.rate_bps);
+                b.set_framing(emu.framing);
+            }
+            None => {
+                self.link.set_rate(emu.rate_bps);
+                self.link.set_framing(emu.framing);
+            }
+        }
         self.seed = self.seed.wrapping_add(1);
         self.netem = Netem::new(emu, self.seed);
+        Ok(())
+    }
+
+    /// Frames in the link's `buffer`.
+    pub fn in_buffer(&self) -> usize {
+        self.buffer.as_ref().map_or(0, |b| b.qdisc().qlen())
     }
 
     /// Frames waiting on the emulated wire.
@@ -148,11 +190,32 @@ impl Path {
         self.events = events;
     }
 
+    /// The discipline's events: a sent frame goes into the buffer, if there is one, or onto
+    /// the wire.
     fn handle(&mut self, events: &mut Vec<Event<Frame>>) {
         for e in events.drain(..) {
             match e {
-                Event::Sent { packet, end, .. } => self.onto_wire(packet, end, true),
+                Event::Sent { packet, end, .. } => {
+                    if let Some(b) = self.buffer.as_mut() {
+                        let mut be = std::mem::take(&mut self.buffer_events);
+                        b.arrive(packet, end, &mut |e| be.push(e));
+                        self.handle_buffer(&mut be);
+                        self.buffer_events = be;
+                    } else {
+                        self.onto_wire(packet, end, true);
+                    }
+                }
                 Event::Dropped { .. } => self.counters.qdisc_dropped += 1,
+            }
+        }
+    }
+
+    /// The buffer's events: sent frames go onto the wire.
+    fn handle_buffer(&mut self, events: &mut Vec<Event<Frame>>) {
+        for e in events.drain(..) {
+            match e {
+                Event::Sent { packet, end, .. } => self.onto_wire(packet, end, true),
+                Event::Dropped { .. } => self.counters.buffer_dropped += 1,
             }
         }
     }
@@ -223,6 +286,12 @@ impl Path {
         self.link.advance_to(now, &mut |e| events.push(e));
         self.handle(&mut events);
         self.events = events;
+        if let Some(b) = self.buffer.as_mut() {
+            let mut be = std::mem::take(&mut self.buffer_events);
+            b.advance_to(now, &mut |e| be.push(e));
+            self.handle_buffer(&mut be);
+            self.buffer_events = be;
+        }
         while let Some((t, express)) = self.next_out() {
             if t > now {
                 break;
@@ -241,19 +310,29 @@ impl Path {
 
     /// When to poll next (None: nothing pending).
     pub fn next_wakeup(&self) -> Option<u64> {
-        let wire = self.next_out().map(|(t, _)| t);
-        match (self.link.next_wakeup(), wire) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [
+            self.link.next_wakeup(),
+            self.buffer.as_ref().and_then(Bottleneck::next_wakeup),
+            self.next_out().map(|(t, _)| t),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
-    /// Frames received + duplicates = malformed + dropped + lost + over limit + queued + sent.
+    /// Frames received + duplicates = malformed + dropped (discipline, buffer) + lost + over
+    /// limit + queued (discipline, buffer, wire) + sent.
     pub fn accounted(&self) -> bool {
         let c = self.counters;
-        let queued = self.link.qdisc().qlen() as u64 + self.on_wire() as u64;
+        let queued = (self.link.qdisc().qlen() + self.in_buffer() + self.on_wire()) as u64;
         c.received + c.duplicated
-            == c.malformed + c.qdisc_dropped + c.lost + c.overlimit + queued + c.sent
+            == c.malformed
+                + c.qdisc_dropped
+                + c.buffer_dropped
+                + c.lost
+                + c.overlimit
+                + queued
+                + c.sent
     }
 }
 
@@ -506,5 +585,47 @@ mod tests {
         let rate = p.counters.lost as f64 / 20_000.0;
         assert!((rate - 0.0909).abs() < 0.02, "{rate}");
         assert!(p.accounted());
+    }
+
+    /// `buffer 10` behind an unshaped fq_codel: the queue forms in the buffer (drop-tail), not
+    /// in fq_codel, and the link drains it at its rate; with cake shaping below the link rate
+    /// the buffer stays empty.
+    #[test]
+    fn a_link_buffer_holds_the_queue_unless_the_discipline_shapes() {
+        let mut p = path("fq_codel", "rate 8Mbit buffer 10");
+        for i in 0..50 {
+            p.on_frame(numbered(i), 0);
+        }
+        p.poll(0, &mut |_| {});
+        assert_eq!(p.qdisc().qlen(), 0, "fq_codel hands frames on at once");
+        // One frame on the link, ten waiting in the buffer, the rest dropped by it.
+        assert_eq!(p.in_buffer(), 10);
+        assert_eq!(p.counters.buffer_dropped, 39);
+        assert!(p.accounted());
+        let out = drain(&mut p);
+        assert_eq!(out.len(), 11);
+        // 200-byte frames at 8 Mbit/s: 200 µs each, back to back.
+        assert_eq!(out[10].0, 11 * 200_000);
+        assert!(p.accounted());
+
+        let mut p = path("cake bandwidth 4Mbit", "rate 8Mbit buffer 10");
+        for i in 0..50 {
+            p.on_frame(numbered(i), 0);
+            p.poll(0, &mut |_| {});
+        }
+        let mut most = 0;
+        while let Some(t) = p.next_wakeup() {
+            most = most.max(p.in_buffer());
+            p.poll(t, &mut |_| {});
+        }
+        assert!(
+            most <= 1,
+            "cake below the link rate keeps the buffer empty: {most}"
+        );
+        assert_eq!(p.counters.buffer_dropped, 0);
+        assert!(p.accounted());
+        assert!(p
+            .change_emulation("rate 8Mbit".parse().expect("valid"))
+            .is_err());
     }
 }

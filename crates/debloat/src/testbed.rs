@@ -111,6 +111,9 @@ pub struct SendArgs {
     /// Congestion control (TCP_CONGESTION), e.g. cubic or bbr.
     #[arg(long, default_value = "cubic")]
     cc: String,
+    /// Send from this local address (e.g. a second host address in the client namespace).
+    #[arg(long)]
+    bind: Option<std::net::IpAddr>,
 }
 
 /// Run the command.
@@ -249,6 +252,10 @@ fn send(a: &SendArgs) -> Result<()> {
         )?;
         sock.set_tcp_congestion(a.cc.as_bytes())
             .with_context(|| format!("--cc {}: not available in this kernel (see /proc/sys/net/ipv4/tcp_available_congestion_control)", a.cc))?;
+        if let Some(ip) = a.bind {
+            sock.bind(&SocketAddr::new(ip, 0).into())
+                .with_context(|| format!("--bind {ip}: not an address of this host"))?;
+        }
         sock.connect(&a.to.into())
             .with_context(|| format!("connecting to {}", a.to))?;
         let mut s: TcpStream = sock.into();

@@ -10,6 +10,7 @@
 //! duplicate PERCENT [CORRELATION]    corrupt PERCENT [CORRELATION]
 //! reorder PERCENT [CORRELATION] [gap DISTANCE]
 //! ecn    limit PACKETS    seed SEED
+//! buffer PACKETS                      (debloat's word, not netem's: see below)
 //! ```
 //!
 //! Percentages are written `0.5%` or `0.5` (both mean half a percent, as in tc). A word's
@@ -23,6 +24,11 @@
 //!   rate × delay passes it). Give `limit 1000` to get netem's behaviour.
 //! - jitter never reorders (each frame leaves no earlier than the one before, as netem does
 //!   when `rate` is set); ask for reordering with `reorder`.
+//!
+//! `buffer N` gives the link a drop-tail buffer of its own, N packets, between the discipline
+//! and the wire, as a cable or DSL modem has: the discipline then hands frames on at once and
+//! the queue forms in the buffer, unless the discipline shapes below the link's rate (the
+//! situation SQM exists for). Without it the discipline is the link's only queue.
 
 use super::dist::Distribution;
 use super::loss::Loss;
@@ -68,6 +74,8 @@ pub struct Emulation {
     pub limit: Option<u32>,
     /// Seed of the emulation's randomness (None: from the gateway's `--seed`).
     pub seed: Option<u64>,
+    /// The link's own drop-tail buffer behind the discipline, packets (debloat's word).
+    pub buffer: Option<u32>,
 }
 
 /// A spec that does not parse: the bad token and what was expected.
@@ -75,8 +83,8 @@ pub struct Emulation {
 #[error("emulation spec: {0}")]
 pub struct EmulateError(pub String);
 
-const WORDS: &str =
-    "rate, delay, jitter, distribution, loss, duplicate, corrupt, reorder, gap, ecn, limit, seed";
+const WORDS: &str = "rate, delay, jitter, distribution, loss, duplicate, corrupt, reorder, gap, \
+                     ecn, limit, seed, buffer";
 
 fn err<T>(msg: String) -> Result<T, EmulateError> {
     Err(EmulateError(msg))
@@ -234,6 +242,13 @@ impl std::str::FromStr for Emulation {
                     e.limit = Some(n);
                 }
                 "seed" => e.seed = Some(integer(w.need("seed", "42")?, "seed")?),
+                "buffer" => {
+                    let n: u32 = integer(w.need("buffer", "1000")?, "buffer")?;
+                    if n == 0 {
+                        return err("`buffer` must be at least 1 packet".into());
+                    }
+                    e.buffer = Some(n);
+                }
                 "slot" => return err(format!("`slot` is not supported yet (supported: {WORDS})")),
                 other => return err(format!("unknown word `{other}`: expected one of {WORDS}")),
             }
@@ -256,6 +271,9 @@ impl std::str::FromStr for Emulation {
                 "`distribution` needs a delay and a jitter: e.g. `delay 20ms 2ms distribution normal`"
                     .into(),
             );
+        }
+        if e.buffer.is_some() && e.rate_bps.is_none() {
+            return err("`buffer` needs a `rate`: the buffer drains at the link's rate".into());
         }
         if e.ecn && e.loss == Loss::None {
             return err("`ecn` given without a loss model: add e.g. `loss 1%`".into());
@@ -416,6 +434,9 @@ impl fmt::Display for Emulation {
         if let Some(s) = self.seed {
             parts.push(format!("seed {s}"));
         }
+        if let Some(n) = self.buffer {
+            parts.push(format!("buffer {n}"));
+        }
         if parts.is_empty() {
             parts.push("none".into());
         }
@@ -528,6 +549,7 @@ mod tests {
             "delay 100ms 10ms 25% distribution pareto loss gemodel 1% 10% 70% 0.1% ecn",
             "rate 1Mbit -4 48 5 loss state 1% 30% 5% 20% 0.5% duplicate 1% 50%",
             "delay 10ms reorder 25% 50% gap 5 corrupt 0.1% limit 1000 seed 9",
+            "rate 20Mbit buffer 1000",
             "",
         ] {
             let e: Emulation = s.parse().unwrap();
@@ -570,6 +592,8 @@ mod tests {
         assert!("rate".parse::<Emulation>().is_err());
         assert!("rate 0bit".parse::<Emulation>().is_err());
         assert!("limit 0".parse::<Emulation>().is_err());
+        let e = "buffer 100".parse::<Emulation>().unwrap_err();
+        assert!(e.0.contains("needs a `rate`"), "{e}");
         assert!("rate 1Mbit 4x".parse::<Emulation>().is_err());
     }
 }
