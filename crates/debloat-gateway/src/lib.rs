@@ -14,6 +14,7 @@
 pub mod emulate;
 pub mod forward;
 pub mod frame;
+pub mod loadgen;
 pub mod metrics;
 pub mod path;
 pub mod sys;

@@ -145,6 +145,69 @@ impl PacketSocket {
     }
 }
 
+impl PacketSocket {
+    /// Send several whole frames with one system call (`sendmmsg`). Returns how many the
+    /// kernel took: fewer than `frames.len()` when it refused one (its error is in `Err` only
+    /// when it refused the first).
+    pub fn send_batch(&self, frames: &[&[u8]]) -> io::Result<usize> {
+        if frames.is_empty() {
+            return Ok(0);
+        }
+        let mut iov: Vec<libc::iovec> = frames
+            .iter()
+            .map(|f| libc::iovec {
+                iov_base: f.as_ptr() as *mut libc::c_void,
+                iov_len: f.len(),
+            })
+            .collect();
+        let mut msgs: Vec<libc::mmsghdr> = iov
+            .iter_mut()
+            .map(|v| {
+                // SAFETY: msghdr is plain old data; zeroed is a valid value.
+                let mut h: libc::msghdr = unsafe { std::mem::zeroed() };
+                h.msg_iov = v;
+                h.msg_iovlen = 1;
+                libc::mmsghdr {
+                    msg_hdr: h,
+                    msg_len: 0,
+                }
+            })
+            .collect();
+        // SAFETY: `msgs` holds `msgs.len()` headers, each pointing to one live iovec of a
+        // live frame; the kernel only reads the frames.
+        let n = unsafe {
+            libc::sendmmsg(
+                self.fd.as_raw_fd(),
+                msgs.as_mut_ptr(),
+                msgs.len() as libc::c_uint,
+                0,
+            )
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(n as usize)
+    }
+}
+
+/// Run the calling thread on one CPU only (`sched_setaffinity`).
+pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
+    // SAFETY: cpu_set_t is plain old data; CPU_SET writes inside it (cpu checked below).
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    if cpu >= 8 * std::mem::size_of::<libc::cpu_set_t>() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("no CPU {cpu} here"),
+        ));
+    }
+    // SAFETY: `cpu` is within the set's bits (checked above).
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: `set` is a valid cpu_set_t of the size passed; 0 is the calling thread.
+    check(unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) })
+        .map(|_| ())
+        .map_err(|e| io::Error::new(e.kind(), format!("pinning to CPU {cpu}: {e}")))
+}
+
 impl AsRawFd for PacketSocket {
     fn as_raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()

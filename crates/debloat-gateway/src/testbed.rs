@@ -90,11 +90,23 @@ pub fn sh(args: &[&str]) -> Result<String, TestbedError> {
 
 /// Build the testbed (replacing one with the same prefix) and start the gateway in it.
 pub fn up(s: &Setup) -> Result<(), TestbedError> {
-    down(&s.prefix)?;
-    let [c, g, v] = namespaces(&s.prefix);
-    let res = build(&c, &g, &v).and_then(|()| start_gateway(s, &g));
+    build_namespaces(&s.prefix)?;
+    let res = start_gateway(s);
     if res.is_err() {
         let _ = down(&s.prefix);
+    }
+    res
+}
+
+/// Build the namespaces, veth pairs, addresses and routes with nothing forwarding between
+/// `lan0` and `wan0` yet (replacing a testbed with the same prefix). Start a gateway with
+/// [`start_gateway`], or bridge the two in the kernel for comparison.
+pub fn build_namespaces(prefix: &str) -> Result<(), TestbedError> {
+    down(prefix)?;
+    let [c, g, v] = namespaces(prefix);
+    let res = build(&c, &g, &v);
+    if res.is_err() {
+        let _ = down(prefix);
     }
     res
 }
@@ -151,7 +163,11 @@ fn offloads_off(ns: &str, dev: &str) -> Result<(), TestbedError> {
     .map(|_| ())
 }
 
-fn start_gateway(s: &Setup, g: &str) -> Result<(), TestbedError> {
+/// Start the gateway between `lan0` and `wan0` of built namespaces, in the background; returns
+/// once its control socket is there.
+pub fn start_gateway(s: &Setup) -> Result<(), TestbedError> {
+    let [_, g, _] = namespaces(&s.prefix);
+    let g = g.as_str();
     let io = |e: std::io::Error| TestbedError(format!("{}: {e}", run_dir().display()));
     std::fs::create_dir_all(run_dir()).map_err(io)?;
     let sock = control_socket(&s.prefix);
@@ -207,6 +223,21 @@ fn alive(pid: u32) -> bool {
 /// Stop the gateway (SIGTERM; it prints its final statistics to its log) and remove the
 /// namespaces. Removing what is not there is not an error.
 pub fn down(prefix: &str) -> Result<(), TestbedError> {
+    stop_gateway(prefix);
+    let existing = sh(&["ip", "netns", "list"]).unwrap_or_default();
+    for ns in namespaces(prefix) {
+        if existing
+            .lines()
+            .any(|l| l.split_whitespace().next() == Some(ns.as_str()))
+        {
+            sh(&["ip", "netns", "del", &ns])?;
+        }
+    }
+    Ok(())
+}
+
+/// Stop a testbed's gateway (SIGTERM, then SIGKILL after 3 s), leaving the namespaces.
+pub fn stop_gateway(prefix: &str) {
     if let Ok(pid) = std::fs::read_to_string(pid_file(prefix)) {
         let pid = pid.trim();
         if let Ok(n) = pid.parse::<u32>() {
@@ -223,17 +254,7 @@ pub fn down(prefix: &str) -> Result<(), TestbedError> {
         }
         let _ = std::fs::remove_file(pid_file(prefix));
     }
-    let existing = sh(&["ip", "netns", "list"]).unwrap_or_default();
-    for ns in namespaces(prefix) {
-        if existing
-            .lines()
-            .any(|l| l.split_whitespace().next() == Some(ns.as_str()))
-        {
-            sh(&["ip", "netns", "del", &ns])?;
-        }
-    }
     let _ = std::fs::remove_file(control_socket(prefix));
-    Ok(())
 }
 
 /// Whether this process can build a testbed here (root, and `ip netns` works).

@@ -93,6 +93,9 @@ pub struct RunArgs {
     /// Seed of the flow hash and the emulation's randomness.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Run on this CPU only (keep the forwarding loop on one core, away from other work).
+    #[arg(long)]
+    cpu: Option<usize>,
 }
 
 /// Run the command.
@@ -125,6 +128,9 @@ fn forward(a: &RunArgs) -> Result<()> {
         control: a.control.clone(),
         metrics: a.metrics.as_deref().map(metrics_addr).transpose()?,
     };
+    if let Some(cpu) = a.cpu {
+        debloat_gateway::sys::pin_to_cpu(cpu)?;
+    }
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(sig, Arc::clone(&stop))?;

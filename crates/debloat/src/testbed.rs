@@ -32,6 +32,41 @@ enum Cmd {
     /// Send malformed frames out of an interface (for testing the gateway's input checks).
     #[command(hide = true)]
     SendFrames(FramesArgs),
+    /// Send UDP frames out of an interface as fast as it takes them (for `debloat bench gateway`).
+    #[command(hide = true)]
+    Blast(BlastArgs),
+}
+
+/// Arguments of `testbed blast`.
+#[derive(clap::Args, Debug)]
+pub struct BlastArgs {
+    /// Interface to send from.
+    #[arg(long)]
+    iface: String,
+    /// The receiver's MAC address (aa:bb:cc:dd:ee:ff).
+    #[arg(long)]
+    dst_mac: String,
+    /// Source and destination IPv4 addresses.
+    #[arg(long, default_value = testbed::CLIENT_V4)]
+    src_ip: std::net::Ipv4Addr,
+    /// The receiver's IPv4 address (UDP port 9).
+    #[arg(long, default_value = testbed::SERVER_V4)]
+    dst_ip: std::net::Ipv4Addr,
+    /// Frame length without FCS, 60 to 1514 bytes.
+    #[arg(long, default_value_t = 60)]
+    size: usize,
+    /// Distinct flows.
+    #[arg(long, default_value_t = 64)]
+    flows: u16,
+    /// Frames per second (0: as fast as possible).
+    #[arg(long, default_value_t = 0)]
+    pps: u64,
+    /// Seconds.
+    #[arg(long, default_value_t = 5.0)]
+    seconds: f64,
+    /// Run on this CPU only.
+    #[arg(long)]
+    cpu: Option<usize>,
 }
 
 /// Arguments of `testbed send-frames`.
@@ -128,6 +163,7 @@ pub fn run(a: &Args) -> Result<()> {
         Cmd::TcpSink(s) => sink(s),
         Cmd::TcpSend(s) => send(s),
         Cmd::SendFrames(f) => send_frames(f),
+        Cmd::Blast(b) => blast(b),
     }
 }
 
@@ -314,5 +350,46 @@ fn send_frames(a: &FramesArgs) -> Result<()> {
         }
     }
     println!("sent {sent} {} frames of {} bytes", a.kind, f.len());
+    Ok(())
+}
+
+/// `aa:bb:cc:dd:ee:ff` → bytes.
+pub fn parse_mac(s: &str) -> Result<[u8; 6]> {
+    let mut mac = [0u8; 6];
+    let parts: Vec<&str> = s.split(':').collect();
+    if parts.len() != 6 {
+        bail!("MAC address `{s}`: expected six hex bytes like 02:00:00:00:00:01");
+    }
+    for (m, p) in mac.iter_mut().zip(parts) {
+        *m = u8::from_str_radix(p, 16)
+            .with_context(|| format!("MAC address `{s}`: `{p}` is not a hex byte"))?;
+    }
+    Ok(mac)
+}
+
+fn blast(a: &BlastArgs) -> Result<()> {
+    if let Some(cpu) = a.cpu {
+        debloat_gateway::sys::pin_to_cpu(cpu)?;
+    }
+    let src = std::fs::read_to_string(format!("/sys/class/net/{}/address", a.iface))
+        .with_context(|| format!("no interface `{}` here", a.iface))?;
+    let b = debloat_gateway::loadgen::Blast {
+        frame_len: a.size,
+        flows: a.flows,
+        pps: a.pps,
+        duration: Duration::from_secs_f64(a.seconds.max(0.0)),
+        src_mac: parse_mac(src.trim())?,
+        dst_mac: parse_mac(&a.dst_mac)?,
+        src_ip: a.src_ip.octets(),
+        dst_ip: a.dst_ip.octets(),
+    };
+    let s = debloat_gateway::sys::PacketSocket::open(&a.iface)?;
+    let r = b.run(&s)?;
+    println!(
+        "{{\"sent\": {}, \"refused\": {}, \"elapsed_s\": {:.6}}}",
+        r.sent,
+        r.refused,
+        r.elapsed.as_secs_f64()
+    );
     Ok(())
 }

@@ -5,11 +5,9 @@ use anyhow::Result;
 use debloat_sim::scenario::{Config, Test};
 use debloat_sim::tcp::cc::Algorithm;
 
-/// Arguments of `debloat bench`.
+/// Arguments of `debloat bench sim`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// What to benchmark: `sim`.
-    what: String,
     /// Simulated seconds of load.
     #[arg(long, default_value_t = 60.0)]
     length: f64,
@@ -17,9 +15,6 @@ pub struct Args {
 
 /// Run the benchmark.
 pub fn run(a: &Args) -> Result<()> {
-    if a.what != "sim" {
-        anyhow::bail!("unknown benchmark `{}`: available: sim (for the disciplines, run `cargo bench -p debloat-core --bench qdisc`)", a.what);
-    }
     let mut rates = Vec::new();
     for (label, test, streams, wifi) in [
         ("4 CUBIC uploads (tcp_nup)", Test::TcpNUp, 4, false),

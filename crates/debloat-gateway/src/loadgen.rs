@@ -1,0 +1,163 @@
+//! A frame blaster for forwarding benchmarks: UDP/IPv4 frames of one size, spread over many
+//! flows, sent out of an AF_PACKET socket in batches (`sendmmsg`) as fast as the kernel takes
+//! them or at a set rate. It stands in for a traffic generator (pktgen, TRex) on machines that
+//! have none; what arrives at the far side is counted there, from the interface's counters.
+
+use crate::sys::PacketSocket;
+use std::io;
+use std::time::{Duration, Instant};
+
+/// What to send.
+#[derive(Clone, Debug)]
+pub struct Blast {
+    /// Ethernet frame length without the 4-byte FCS (60 for "64-byte frames", 1514 for
+    /// 1500-byte IP packets).
+    pub frame_len: usize,
+    /// Distinct flows (UDP source ports), sent round-robin.
+    pub flows: u16,
+    /// Frames per second; 0 for as fast as the kernel takes them.
+    pub pps: u64,
+    /// How long.
+    pub duration: Duration,
+    /// Source and destination MAC addresses.
+    pub src_mac: [u8; 6],
+    /// The receiver's MAC address.
+    pub dst_mac: [u8; 6],
+    /// Source and destination IPv4 addresses.
+    pub src_ip: [u8; 4],
+    /// The receiver's address (UDP port 9, discard).
+    pub dst_ip: [u8; 4],
+}
+
+/// What was sent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BlastReport {
+    /// Frames the kernel took.
+    pub sent: u64,
+    /// Frames it refused (ENOBUFS: the receiving side's backlog was full).
+    pub refused: u64,
+    /// How long it ran.
+    pub elapsed: Duration,
+}
+
+/// The smallest frame: Ethernet + IPv4 + UDP headers (42 bytes) padded to Ethernet's 60.
+pub const MIN_FRAME: usize = 60;
+/// The largest: a 1500-byte IP packet.
+pub const MAX_FRAME: usize = 1514;
+
+/// Frames sent per system call.
+const BATCH: usize = 32;
+
+impl Blast {
+    /// The frames, one per flow: valid UDP/IPv4 with checksums.
+    pub fn frames(&self) -> io::Result<Vec<Vec<u8>>> {
+        if !(MIN_FRAME..=MAX_FRAME).contains(&self.frame_len) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "frame length {} B: choose {MIN_FRAME} to {MAX_FRAME} (without FCS)",
+                    self.frame_len
+                ),
+            ));
+        }
+        let payload = vec![0u8; self.frame_len - 42];
+        (0..self.flows.max(1))
+            .map(|i| {
+                let b = etherparse::PacketBuilder::ethernet2(self.src_mac, self.dst_mac)
+                    .ipv4(self.src_ip, self.dst_ip, 64)
+                    .udp(10_000u16.wrapping_add(i), 9);
+                let mut f = Vec::with_capacity(self.frame_len);
+                b.write(&mut f, &payload)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+                Ok(f)
+            })
+            .collect()
+    }
+
+    /// Send out of `sock` until the duration is over.
+    pub fn run(&self, sock: &PacketSocket) -> io::Result<BlastReport> {
+        let frames = self.frames()?;
+        let start = Instant::now();
+        let mut r = BlastReport::default();
+        let mut next = 0usize;
+        let batch_gap = (self.pps > 0).then(|| Duration::from_secs(BATCH as u64) / self.pps as u32);
+        let mut due = start;
+        while start.elapsed() < self.duration {
+            if let Some(gap) = batch_gap {
+                let now = Instant::now();
+                if now < due {
+                    std::thread::sleep(due - now);
+                }
+                due += gap;
+            }
+            let batch: Vec<&[u8]> = (0..BATCH)
+                .map(|k| frames[(next + k) % frames.len()].as_slice())
+                .collect();
+            match sock.send_batch(&batch) {
+                Ok(n) => {
+                    r.sent += n as u64;
+                    next += n;
+                    if n < BATCH {
+                        // The kernel refused frame n: count it and go past it.
+                        r.refused += 1;
+                        next += 1;
+                    }
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
+                    r.refused += 1;
+                    next += 1;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
+                Err(e) => return Err(e),
+            }
+            next %= frames.len();
+        }
+        r.elapsed = start.elapsed();
+        Ok(r)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn blast(len: usize) -> Blast {
+        Blast {
+            frame_len: len,
+            flows: 8,
+            pps: 0,
+            duration: Duration::from_millis(1),
+            src_mac: [2, 0, 0, 0, 0, 1],
+            dst_mac: [2, 0, 0, 0, 0, 2],
+            src_ip: [198, 18, 1, 2],
+            dst_ip: [198, 18, 2, 2],
+        }
+    }
+
+    #[test]
+    fn frames_have_the_asked_length_and_one_flow_each() {
+        for len in [MIN_FRAME, 128, MAX_FRAME] {
+            let f = blast(len).frames().unwrap();
+            assert_eq!(f.len(), 8);
+            let mut ports = std::collections::BTreeSet::new();
+            for x in &f {
+                assert_eq!(x.len(), len);
+                let p = etherparse::SlicedPacket::from_ethernet(x).unwrap();
+                let Some(etherparse::TransportSlice::Udp(u)) = p.transport else {
+                    panic!("not UDP")
+                };
+                assert_eq!(u.destination_port(), 9);
+                ports.insert(u.source_port());
+            }
+            assert_eq!(ports.len(), 8);
+        }
+    }
+
+    #[test]
+    fn lengths_outside_ethernet_are_refused_with_the_range() {
+        let e = blast(59).frames().unwrap_err().to_string();
+        assert!(e.contains("59 B") && e.contains("60 to 1514"), "{e}");
+        assert!(blast(1515).frames().is_err());
+    }
+}
