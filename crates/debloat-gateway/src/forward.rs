@@ -7,16 +7,15 @@
 //! other frame pass through the disciplines as their own flows, so the hosts on either side
 //! address each other directly.
 
+use crate::control::ControlServer;
 use crate::emulate::Emulation;
 use crate::metrics::Exporter;
 use crate::path::{Counters, Path};
-use crate::sys::{wait, PacketSocket};
+use crate::sys::{wait, PacketSocket, Received};
 use debloat_core::{FlowHasher, QdiscSpec};
 use serde::Serialize;
-use std::io::{self, BufRead, BufReader, Write};
+use std::io;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::PermissionsExt;
-use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -45,7 +44,8 @@ pub struct Config {
 }
 
 /// Largest frame accepted: a 9000-byte jumbo frame plus headers. Bigger ones (GSO/GRO
-/// super-frames) are counted as oversized and dropped: turn offloads off on the interfaces.
+/// super-frames), and frames longer than the interface's MTU allows for, are counted as
+/// oversized and dropped: turn offloads off on the interfaces.
 pub const MAX_FRAME: usize = 9022;
 
 /// The running gateway's numbers.
@@ -97,7 +97,7 @@ pub struct Gateway {
     egress: Side,
     ingress: Side,
     start: Instant,
-    control: Option<UnixListener>,
+    control: Option<ControlServer>,
     metrics: Option<Exporter>,
 }
 
@@ -116,19 +116,11 @@ impl Gateway {
             oversized: 0,
             tx_errors: 0,
         };
-        let control = match &cfg.control {
-            Some(p) => {
-                if let Some(dir) = p.parent() {
-                    std::fs::create_dir_all(dir)?;
-                }
-                let _ = std::fs::remove_file(p);
-                let l = UnixListener::bind(p)?;
-                std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o600))?;
-                l.set_nonblocking(true)?;
-                Some(l)
-            }
-            None => None,
-        };
+        let control = cfg
+            .control
+            .as_deref()
+            .map(ControlServer::spawn)
+            .transpose()?;
         let metrics = cfg.metrics.map(Exporter::spawn).transpose()?;
         Ok(Gateway {
             egress: side(&cfg.egress, cfg.emulate_egress, 1),
@@ -148,12 +140,12 @@ impl Gateway {
 
     /// Forward until `stop` is set; returns the final numbers.
     pub fn run(&mut self, stop: &AtomicBool) -> io::Result<Snapshot> {
-        let mut buf = vec![0u8; 65536];
+        let mut batch = Vec::with_capacity(SEND_BATCH);
         let mut publish_at = 0;
         while !stop.load(Ordering::Relaxed) {
             let now = self.now();
-            send_due(&mut self.egress, &self.wan, now);
-            send_due(&mut self.ingress, &self.lan, now);
+            send_due(&mut self.egress, &self.wan, now, &mut batch);
+            send_due(&mut self.ingress, &self.lan, now, &mut batch);
             if let Some(m) = &self.metrics {
                 if now >= publish_at {
                     m.publish(self.snapshot());
@@ -178,10 +170,10 @@ impl Gateway {
                 Some(timeout),
             )?;
             if ready[0] {
-                receive(&self.lan, &mut self.egress, &mut buf, self.start)?;
+                receive(&mut self.lan, &mut self.egress, self.start)?;
             }
             if ready[1] {
-                receive(&self.wan, &mut self.ingress, &mut buf, self.start)?;
+                receive(&mut self.wan, &mut self.ingress, self.start)?;
             }
             if ready[2] {
                 self.serve_control();
@@ -216,28 +208,19 @@ impl Gateway {
     }
 
     fn serve_control(&mut self) {
-        let mut streams = Vec::new();
-        if let Some(l) = &self.control {
-            while let Ok((stream, _)) = l.accept() {
-                streams.push(stream);
-            }
-        }
-        for stream in streams {
-            let _ = stream.set_read_timeout(Some(std::time::Duration::from_millis(200)));
-            let mut line = String::new();
-            let _ = BufReader::new(&stream).read_line(&mut line);
-            let line = line.trim();
-            let reply = if let Some(cmd) = line.strip_prefix("set ") {
+        let Some(c) = &self.control else { return };
+        for req in c.take() {
+            let reply = if let Some(cmd) = req.line.strip_prefix("set ") {
                 match self.set(cmd) {
                     Ok(()) => format!("ok: {cmd}\n"),
                     Err(e) => format!("error: {e}\n"),
                 }
-            } else if line == "json" {
+            } else if req.line == "json" {
                 serde_json::to_string_pretty(&self.snapshot()).unwrap_or_default() + "\n"
             } else {
                 self.snapshot().to_text()
             };
-            let _ = (&stream).write_all(reply.as_bytes());
+            req.answer(reply);
         }
     }
 }
@@ -274,26 +257,53 @@ impl Gateway {
     }
 }
 
-fn send_due(side: &mut Side, out: &PacketSocket, now: u64) {
+/// Frames handed to the kernel per `sendmmsg`.
+const SEND_BATCH: usize = 64;
+
+fn send_due(side: &mut Side, out: &PacketSocket, now: u64, batch: &mut Vec<Vec<u8>>) {
     let mut errors = 0;
     side.path.poll(now, &mut |f| {
-        if out.send(f).is_err() {
-            errors += 1;
+        batch.push(f);
+        if batch.len() == SEND_BATCH {
+            errors += send_all(out, batch);
         }
     });
+    errors += send_all(out, batch);
     side.tx_errors += errors;
 }
 
-/// Read what is waiting (at most a batch, so the other direction is not starved).
-fn receive(sock: &PacketSocket, side: &mut Side, buf: &mut [u8], start: Instant) -> io::Result<()> {
-    for _ in 0..256 {
-        let Some(n) = sock.recv(buf)? else { break };
-        let now = start.elapsed().as_nanos() as u64;
-        if n > MAX_FRAME || n > buf.len() {
-            side.oversized += 1;
-            continue;
+/// Send the batch (emptying it); returns how many frames the kernel refused.
+fn send_all(out: &PacketSocket, batch: &mut Vec<Vec<u8>>) -> u64 {
+    let mut errors = 0;
+    let mut from = 0;
+    while from < batch.len() {
+        let slices: Vec<&[u8]> = batch[from..].iter().map(Vec::as_slice).collect();
+        match out.send_batch(&slices) {
+            // sendmmsg stops at the first frame it refuses: count it, go on after it.
+            Ok(n) if n < slices.len() => {
+                errors += 1;
+                from += n + 1;
+            }
+            Ok(n) => from += n,
+            Err(_) => {
+                errors += 1;
+                from += 1;
+            }
         }
-        side.path.on_frame(buf[..n].to_vec(), now);
+    }
+    batch.clear();
+    errors
+}
+
+/// Read what is waiting (at most a batch, so the other direction is not starved).
+fn receive(sock: &mut PacketSocket, side: &mut Side, start: Instant) -> io::Result<()> {
+    for _ in 0..256 {
+        let Some(got) = sock.recv_frame()? else { break };
+        let now = start.elapsed().as_nanos() as u64;
+        match got {
+            Received::Frame(f) if f.len() <= MAX_FRAME => side.path.on_frame(f, now),
+            _ => side.oversized += 1,
+        }
     }
     Ok(())
 }

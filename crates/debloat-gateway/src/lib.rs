@@ -7,10 +7,11 @@
 //!
 //! [`path::Path`] is sans-IO (frames and `now` in, frames out, "wake me at T"), so it is tested
 //! without sockets; [`forward::Gateway`] drives two of them from real interfaces with a
-//! monotonic clock; [`testbed`] builds three network namespaces joined by veth pairs with the
+//! monotonic clock and [`control`] serves its Unix socket from a thread of its own; [`testbed`] builds three network namespaces joined by veth pairs with the
 //! gateway between them; [`metrics`] serves the numbers to Prometheus. All `unsafe` is in
 //! [`sys`].
 
+pub mod control;
 pub mod emulate;
 pub mod forward;
 pub mod frame;

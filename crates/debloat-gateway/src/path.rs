@@ -281,7 +281,7 @@ impl Path {
     }
 
     /// Hand out every frame due by `now`.
-    pub fn poll(&mut self, now: u64, out: &mut impl FnMut(&[u8])) {
+    pub fn poll(&mut self, now: u64, out: &mut impl FnMut(Vec<u8>)) {
         let mut events = std::mem::take(&mut self.events);
         self.link.advance_to(now, &mut |e| events.push(e));
         self.handle(&mut events);
@@ -303,7 +303,7 @@ impl Path {
             };
             if let Some((_, f)) = q.pop_front() {
                 self.counters.sent += 1;
-                out(&f.data);
+                out(f.data);
             }
         }
     }

@@ -35,6 +35,20 @@ enum Cmd {
     /// Send UDP frames out of an interface as fast as it takes them (for `debloat bench gateway`).
     #[command(hide = true)]
     Blast(BlastArgs),
+    /// Print the frames arriving on an interface, in hex (for testing what the gateway forwards).
+    #[command(hide = true)]
+    Capture(CaptureArgs),
+}
+
+/// Arguments of `testbed capture`.
+#[derive(clap::Args, Debug)]
+pub struct CaptureArgs {
+    /// Interface to listen on.
+    #[arg(long)]
+    iface: String,
+    /// Seconds.
+    #[arg(long, default_value_t = 2.0)]
+    seconds: f64,
 }
 
 /// Arguments of `testbed blast`.
@@ -76,7 +90,9 @@ pub struct FramesArgs {
     #[arg(long)]
     iface: String,
     /// garbage (an IPv4 ethertype with no IPv4 header), truncated (an IPv4 header claiming
-    /// more bytes than the frame has) or oversized (9100 bytes; the MTU must allow it).
+    /// more bytes than the frame has), oversized (9100 bytes; the MTU must allow it), or the
+    /// well-formed vlan (802.1Q, VLAN 100, priority 5) and qinq (802.1ad 200 outside 802.1Q
+    /// 100) UDP frames.
     #[arg(long)]
     kind: String,
     /// How many.
@@ -164,6 +180,7 @@ pub fn run(a: &Args) -> Result<()> {
         Cmd::TcpSend(s) => send(s),
         Cmd::SendFrames(f) => send_frames(f),
         Cmd::Blast(b) => blast(b),
+        Cmd::Capture(c) => capture(c),
     }
 }
 
@@ -340,9 +357,22 @@ fn send_frames(a: &FramesArgs) -> Result<()> {
             f.extend_from_slice(&ip);
         }
         "oversized" => f.resize(9100, 0),
-        k => bail!("--kind {k}: expected garbage, truncated or oversized"),
+        "vlan" | "qinq" => {
+            let b = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 0x99], [0xff; 6])
+                .ipv4([198, 18, 1, 2], [198, 18, 2, 2], 64)
+                .udp(4000, 9);
+            f.clear();
+            b.write(&mut f, b"tagged")?;
+            let mut tags = Vec::new();
+            if a.kind == "qinq" {
+                tags.extend_from_slice(&[0x88, 0xa8, 0x00, 200]);
+            }
+            tags.extend_from_slice(&[0x81, 0x00, 0xa0, 100]);
+            f.splice(12..12, tags);
+        }
+        k => bail!("--kind {k}: expected garbage, truncated, oversized, vlan or qinq"),
     }
-    let s = debloat_gateway::sys::PacketSocket::open(&a.iface)?;
+    let s = debloat_gateway::sys::PacketSocket::open_sender(&a.iface)?;
     let mut sent = 0;
     for _ in 0..a.count {
         if s.send(&f).is_ok() {
@@ -350,6 +380,31 @@ fn send_frames(a: &FramesArgs) -> Result<()> {
         }
     }
     println!("sent {sent} {} frames of {} bytes", a.kind, f.len());
+    println!("frame: {}", hex(&f));
+    Ok(())
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Print every frame that arrives on an interface for a while, one hex line each.
+fn capture(a: &CaptureArgs) -> Result<()> {
+    let mut s = debloat_gateway::sys::PacketSocket::open(&a.iface)?;
+    let end = Instant::now() + Duration::from_secs_f64(a.seconds);
+    while Instant::now() < end {
+        match s.recv_frame()? {
+            Some(debloat_gateway::sys::Received::Frame(f)) => println!("{}", hex(&f)),
+            Some(debloat_gateway::sys::Received::Oversized(n)) => println!("oversized {n}"),
+            None => {
+                let left = end.saturating_duration_since(Instant::now());
+                debloat_gateway::sys::wait(
+                    [std::os::fd::AsRawFd::as_raw_fd(&s)],
+                    Some(left.as_nanos() as u64),
+                )?;
+            }
+        }
+    }
     Ok(())
 }
 
@@ -383,7 +438,7 @@ fn blast(a: &BlastArgs) -> Result<()> {
         src_ip: a.src_ip.octets(),
         dst_ip: a.dst_ip.octets(),
     };
-    let s = debloat_gateway::sys::PacketSocket::open(&a.iface)?;
+    let s = debloat_gateway::sys::PacketSocket::open_sender(&a.iface)?;
     let r = b.run(&s)?;
     println!(
         "{{\"sent\": {}, \"refused\": {}, \"elapsed_s\": {:.6}}}",

@@ -36,7 +36,7 @@ pub struct Args {
     #[arg(long, default_value_t = 1.5)]
     trial: f64,
     /// Pings for the idle latency (5 ms apart).
-    #[arg(long, default_value_t = 500)]
+    #[arg(long, default_value_t = 1000)]
     pings: u32,
     /// Loss allowed at the reported throughput, in percent.
     #[arg(long, default_value_t = 0.1)]
