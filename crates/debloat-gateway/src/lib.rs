@@ -17,6 +17,7 @@ pub mod forward;
 pub mod frame;
 pub mod loadgen;
 pub mod metrics;
+pub mod offload;
 pub mod path;
 pub mod sys;
 pub mod testbed;

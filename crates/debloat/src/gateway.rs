@@ -13,7 +13,7 @@ use std::sync::Arc;
 #[derive(clap::Args, Debug)]
 #[command(
     args_conflicts_with_subcommands = true,
-    after_help = "Examples:\n  debloat gateway --lan eth1 --wan eth0 --egress \"cake bandwidth 19Mbit\" --ingress \"cake bandwidth 95Mbit ingress\"\n  debloat gateway --lan lan0 --wan wan0 --egress fq_codel --emulate-egress \"rate 10Mbit delay 10ms\" --control /run/debloat/gw.sock\n  debloat gateway --lan lan0 --wan wan0 --egress \"cake bandwidth 10Mbit\" --emulate-egress \"rate 10Mbit delay 20ms 2ms distribution normal loss gemodel 1% 20%\"\n  debloat gateway --lan lan0 --wan wan0 --metrics 9464    (Prometheus: curl 127.0.0.1:9464/metrics)\n  debloat gateway stats --control /run/debloat/gw.sock --json\n\nEmulated links take netem's words: rate RATE [PACKETOVERHEAD [CELLSIZE [CELLOVERHEAD]]],\ndelay TIME [JITTER [CORR]] [distribution uniform|normal|pareto|paretonormal], loss [random] P [CORR],\nloss state P13 [P31 [P32 [P23 [P14]]]], loss gemodel P [R [1-H [1-K]]], duplicate P [CORR],\ncorrupt P [CORR], reorder P [CORR] [gap N], ecn, limit PACKETS, seed N. Unlike netem, jitter never\nreorders and there is no default limit.\n\nThe interfaces should have offloads off (ethtool -K IF tso off gso off gro off): super-frames\nlarger than 9022 bytes are counted as oversized and dropped."
+    after_help = "Examples:\n  debloat gateway --lan eth1 --wan eth0 --egress \"cake bandwidth 19Mbit\" --ingress \"cake bandwidth 95Mbit ingress\"\n  debloat gateway --lan lan0 --wan wan0 --egress fq_codel --emulate-egress \"rate 10Mbit delay 10ms\" --control /run/debloat/gw.sock\n  debloat gateway --lan lan0 --wan wan0 --egress \"cake bandwidth 10Mbit\" --emulate-egress \"rate 10Mbit delay 20ms 2ms distribution normal loss gemodel 1% 20%\"\n  debloat gateway --lan lan0 --wan wan0 --metrics 9464    (Prometheus: curl 127.0.0.1:9464/metrics)\n  debloat gateway stats --control /run/debloat/gw.sock --json\n\nEmulated links take netem's words: rate RATE [PACKETOVERHEAD [CELLSIZE [CELLOVERHEAD]]],\ndelay TIME [JITTER [CORR]] [distribution uniform|normal|pareto|paretonormal], loss [random] P [CORR],\nloss state P13 [P31 [P32 [P23 [P14]]]], loss gemodel P [R [1-H [1-K]]], duplicate P [CORR],\ncorrupt P [CORR], reorder P [CORR] [gap N], ecn, limit PACKETS, seed N. Unlike netem, jitter never\nreorders and there is no default limit.\n\nGRO, LRO, GSO and TSO are turned off on both interfaces while the gateway runs (ethtool; turned\nback on at exit; --keep-offloads leaves them): super-frames larger than the MTU are counted as\noversized and dropped."
 )]
 pub struct Args {
     #[command(subcommand)]
@@ -96,6 +96,10 @@ pub struct RunArgs {
     /// Run on this CPU only (keep the forwarding loop on one core, away from other work).
     #[arg(long)]
     cpu: Option<usize>,
+    /// Leave GRO/LRO/GSO/TSO as they are (by default they are turned off on both interfaces
+    /// while the gateway runs, and turned back on at exit; super-frames are dropped as oversized).
+    #[arg(long)]
+    keep_offloads: bool,
 }
 
 /// Run the command.
@@ -135,7 +139,36 @@ fn forward(a: &RunArgs) -> Result<()> {
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(sig, Arc::clone(&stop))?;
     }
-    let mut gw = Gateway::open(cfg.clone()).with_context(|| {
+    let mut changed = Vec::new();
+    if !a.keep_offloads {
+        for ifname in [lan, wan] {
+            match debloat_gateway::offload::turn_off(ifname) {
+                Ok(c) if c.turned_off.is_empty() => {}
+                Ok(c) => {
+                    println!(
+                        "offloads turned off on {ifname} while forwarding: {} (turned back on at exit)",
+                        c.turned_off.join(", ")
+                    );
+                    changed.push(c);
+                }
+                Err(e) => eprintln!(
+                    "warning: could not check the offloads of {ifname}: {e}. GRO/GSO super-frames will be counted as oversized and dropped; turn them off with `ethtool -K {ifname} gro off gso off tso off`"
+                ),
+            }
+        }
+    }
+    let opened = Gateway::open(cfg.clone());
+    let restore = |changed: &[debloat_gateway::offload::Changed]| {
+        for c in changed {
+            if let Err(e) = c.restore() {
+                eprintln!("warning: turning the offloads back on: {e}");
+            }
+        }
+    };
+    if opened.is_err() {
+        restore(&changed);
+    }
+    let mut gw = opened.with_context(|| {
         format!("opening {lan} and {wan} (needs root or CAP_NET_RAW, and both interfaces up)")
     })?;
     println!(
@@ -145,7 +178,9 @@ fn forward(a: &RunArgs) -> Result<()> {
     if let Some(addr) = gw.metrics_addr() {
         println!("Prometheus metrics at http://{addr}/metrics");
     }
-    let snap = gw.run(&stop)?;
+    let res = gw.run(&stop);
+    restore(&changed);
+    let snap = res?;
     println!("stopped after {:.1} s; final statistics:\n", snap.uptime_s);
     print!("{}", snap.to_text());
     Ok(())

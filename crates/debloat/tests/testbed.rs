@@ -360,6 +360,76 @@ fn vlan_and_qinq_tags_cross_the_gateway_intact() {
     }
 }
 
+/// Offloads make super-frames the gateway cannot forward: it turns GRO, GSO and TSO off on both
+/// interfaces at start, says so in its log, and turns them back on when it stops.
+#[test]
+fn the_gateway_turns_offloads_off_while_it_runs_and_back_on_after() {
+    let Some(_one) = guard() else { return };
+    let bed = Bed {
+        prefix: format!("dt{}o", std::process::id() % 100_000),
+    };
+    testbed::build_namespaces(&bed.prefix).expect("namespaces");
+    let g = ns(&bed, "gw");
+    let state = |dev: &str| -> Vec<String> {
+        let o = testbed::in_ns(&g, &["ethtool", "-k", dev])
+            .output()
+            .expect("ethtool");
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter(|l| {
+                l.starts_with("generic-receive-offload:")
+                    || l.starts_with("generic-segmentation-offload:")
+                    || l.starts_with("tcp-segmentation-offload:")
+            })
+            .map(str::to_string)
+            .collect()
+    };
+    for dev in ["lan0", "wan0"] {
+        let o = testbed::in_ns(
+            &g,
+            &[
+                "ethtool", "-K", dev, "gro", "on", "gso", "on", "tso", "on", "tx", "on",
+            ],
+        )
+        .output()
+        .expect("ethtool");
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(
+            state(dev).iter().all(|l| l.ends_with(": on")),
+            "{:?}",
+            state(dev)
+        );
+    }
+    testbed::start_gateway(&testbed::Setup {
+        prefix: bed.prefix.clone(),
+        exe: EXE.into(),
+        gateway_args: Vec::new(),
+    })
+    .expect("gateway starts");
+    for dev in ["lan0", "wan0"] {
+        let s = state(dev);
+        println!("{dev} while forwarding: {s:?}");
+        assert!(
+            s.len() == 3 && s.iter().all(|l| l.ends_with(": off")),
+            "{s:?}"
+        );
+    }
+    let log = testbed::read_log(&bed.prefix);
+    assert!(
+        log.contains("offloads turned off on lan0") && log.contains("offloads turned off on wan0"),
+        "{log}"
+    );
+    testbed::stop_gateway(&bed.prefix);
+    for dev in ["lan0", "wan0"] {
+        let s = state(dev);
+        println!("{dev} after: {s:?}");
+        assert!(
+            s.len() == 3 && s.iter().all(|l| l.ends_with(": on")),
+            "{s:?}"
+        );
+    }
+}
+
 /// netem's words on a real path: `jitter 4ms distribution normal loss 10%` in both directions
 /// of a 20 ms testbed. Stock ping sees RTTs of 20 ms with a standard deviation of √2 · 4 ms, and
 /// about 0.9² = 81% of its echoes answered; the gateway's Prometheus endpoint (read from inside
