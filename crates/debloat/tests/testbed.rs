@@ -81,6 +81,26 @@ fn up_extra(tag: &str, rate: &str, rtt: &str, egress: &str, ingress: &str, extra
     bed
 }
 
+/// `debloat testbed send-frames` of `kind` from the client namespace `client`'s eth0.
+fn send_frames(client: &str, kind: &str, count: u32) -> std::process::Output {
+    testbed::in_ns(
+        client,
+        &[
+            EXE,
+            "testbed",
+            "send-frames",
+            "--iface",
+            "eth0",
+            "--kind",
+            kind,
+            "--count",
+            &count.to_string(),
+        ],
+    )
+    .output()
+    .expect("send-frames runs")
+}
+
 fn ns(bed: &Bed, role: &str) -> String {
     format!("{}-{role}", bed.prefix)
 }
@@ -264,22 +284,7 @@ fn stock_ping_and_irtt_measure_the_emulated_rtt_and_bad_frames_are_dropped() {
         assert!(o.status.success(), "{}", text(&o));
     }
     for kind in ["garbage", "truncated", "oversized"] {
-        let o = testbed::in_ns(
-            &c,
-            &[
-                EXE,
-                "testbed",
-                "send-frames",
-                "--iface",
-                "eth0",
-                "--kind",
-                kind,
-                "--count",
-                "50",
-            ],
-        )
-        .output()
-        .expect("runs");
+        let o = send_frames(&c, kind, 50);
         assert!(o.status.success(), "send-frames {kind}: {}", text(&o));
     }
     std::thread::sleep(std::time::Duration::from_millis(300));
@@ -328,22 +333,7 @@ fn vlan_and_qinq_tags_cross_the_gateway_intact() {
         .spawn()
         .expect("capture runs");
         std::thread::sleep(std::time::Duration::from_millis(300));
-        let o = testbed::in_ns(
-            &c,
-            &[
-                EXE,
-                "testbed",
-                "send-frames",
-                "--iface",
-                "eth0",
-                "--kind",
-                kind,
-                "--count",
-                "10",
-            ],
-        )
-        .output()
-        .expect("send-frames runs");
+        let o = send_frames(&c, kind, 10);
         assert!(o.status.success(), "send-frames {kind}: {}", text(&o));
         let sent = String::from_utf8_lossy(&o.stdout)
             .lines()
