@@ -145,6 +145,13 @@ pub struct SinkArgs {
     /// Stop after this many seconds.
     #[arg(long, default_value_t = 60.0)]
     seconds: f64,
+    /// Also print each connection's goodput every this many seconds (0: only the totals).
+    #[arg(long, default_value_t = 0.0)]
+    interval: f64,
+    /// Leave each connection's first this many seconds (from its first byte) out of its total,
+    /// to skip past slow start and the first loss epochs, as iperf3's --omit does.
+    #[arg(long, default_value_t = 0.0)]
+    omit: f64,
 }
 
 /// Arguments of `testbed tcp-send`.
@@ -250,28 +257,77 @@ fn up(u: &UpArgs) -> Result<()> {
     Ok(())
 }
 
+/// One accepted connection of `tcp-sink`.
+struct Conn {
+    stream: TcpStream,
+    /// Bytes received in all.
+    bytes: u64,
+    /// Bytes received after the omitted start (`--omit`).
+    counted: u64,
+    /// When the first byte arrived.
+    first: Option<Instant>,
+    /// When the last byte arrived.
+    last: Option<Instant>,
+    /// `bytes` at the previous interval report.
+    reported: u64,
+}
+
 fn sink(a: &SinkArgs) -> Result<()> {
     let l = TcpListener::bind(a.listen).with_context(|| format!("listening on {}", a.listen))?;
     l.set_nonblocking(true)?;
-    let end = Instant::now() + Duration::from_secs_f64(a.seconds);
-    let mut conns: Vec<(TcpStream, u64, Option<Instant>, Option<Instant>)> = Vec::new();
+    let start = Instant::now();
+    let end = start + Duration::from_secs_f64(a.seconds);
+    let omit = Duration::from_secs_f64(a.omit);
+    let mut conns: Vec<Conn> = Vec::new();
     let mut buf = vec![0u8; 1 << 16];
+    let every = (a.interval > 0.0).then(|| Duration::from_secs_f64(a.interval));
+    let mut next_report = every.map(|e| start + e);
     while Instant::now() < end {
-        if let Ok((s, _)) = l.accept() {
-            s.set_nonblocking(true)?;
-            conns.push((s, 0, None, None));
+        if let (Some(e), Some(at)) = (every, next_report) {
+            if Instant::now() >= at {
+                let t = (at - start).as_secs_f64();
+                let rates: Vec<String> = conns
+                    .iter_mut()
+                    .enumerate()
+                    .map(|(i, c)| {
+                        let mbps = (c.bytes - c.reported) as f64 * 8.0 / e.as_secs_f64() / 1e6;
+                        c.reported = c.bytes;
+                        format!("#{} {mbps:.2}", i + 1)
+                    })
+                    .collect();
+                println!(
+                    "interval {:.1}-{t:.1} s (Mbit/s): {}",
+                    t - e.as_secs_f64(),
+                    rates.join(" ")
+                );
+                next_report = Some(at + e);
+            }
+        }
+        if let Ok((stream, _)) = l.accept() {
+            stream.set_nonblocking(true)?;
+            conns.push(Conn {
+                stream,
+                bytes: 0,
+                counted: 0,
+                first: None,
+                last: None,
+                reported: 0,
+            });
         }
         let mut idle = true;
         for c in conns.iter_mut() {
             loop {
-                match c.0.read(&mut buf) {
+                match c.stream.read(&mut buf) {
                     Ok(0) => break,
                     Ok(n) => {
                         idle = false;
                         let now = Instant::now();
-                        c.2.get_or_insert(now);
-                        c.3 = Some(now);
-                        c.1 += n as u64;
+                        let first = *c.first.get_or_insert(now);
+                        c.last = Some(now);
+                        c.bytes += n as u64;
+                        if now - first >= omit {
+                            c.counted += n as u64;
+                        }
                     }
                     Err(_) => break,
                 }
@@ -281,15 +337,25 @@ fn sink(a: &SinkArgs) -> Result<()> {
             std::thread::sleep(Duration::from_millis(1));
         }
     }
-    for (i, (_, bytes, first, last)) in conns.iter().enumerate() {
-        let secs = match (first, last) {
-            (Some(f), Some(l)) => (*l - *f).as_secs_f64().max(1e-3),
+    for (i, c) in conns.iter().enumerate() {
+        // Goodput over the counted part: from the first byte plus the omitted start to the last.
+        let secs = match (c.first, c.last) {
+            (Some(f), Some(l)) => l
+                .saturating_duration_since(f + omit)
+                .as_secs_f64()
+                .max(1e-3),
             _ => 1.0,
         };
+        let omitted = if a.omit > 0.0 {
+            format!(" (first {} s omitted)", a.omit)
+        } else {
+            String::new()
+        };
         println!(
-            "connection {} received {bytes} bytes in {secs:.3} s: {:.3} Mbit/s",
+            "connection {} received {} bytes in {secs:.3} s{omitted}: {:.3} Mbit/s",
             i + 1,
-            *bytes as f64 * 8.0 / secs / 1e6
+            c.counted,
+            c.counted as f64 * 8.0 / secs / 1e6
         );
     }
     Ok(())
