@@ -367,6 +367,30 @@ pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
         .map_err(|e| io::Error::new(e.kind(), format!("pinning to CPU {cpu}: {e}")))
 }
 
+/// Run the calling thread under SCHED_FIFO at `priority` (1–99), so that a frame's wake-up
+/// is not queued behind ordinary tasks on the same CPU. The kernel's RT throttling
+/// (`kernel.sched_rt_runtime_us`, 95 % by default) still leaves the CPU to others now and then.
+pub fn realtime(priority: u8) -> io::Result<()> {
+    if !(1..=99).contains(&priority) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("realtime priority {priority}: expected 1–99"),
+        ));
+    }
+    let param = libc::sched_param {
+        sched_priority: i32::from(priority),
+    };
+    // SAFETY: `param` is a valid sched_param; 0 is the calling thread.
+    check(unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) })
+        .map(|_| ())
+        .map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("SCHED_FIFO priority {priority}: {e} (needs root or CAP_SYS_NICE)"),
+            )
+        })
+}
+
 impl AsRawFd for PacketSocket {
     fn as_raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
@@ -398,4 +422,40 @@ pub fn wait<const N: usize>(fds: [RawFd; N], timeout_ns: Option<u64>) -> io::Res
         return Err(e);
     }
     Ok(p.map(|x| x.revents & (libc::POLLIN | libc::POLLERR) != 0))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn realtime_refuses_priorities_outside_1_to_99() {
+        for p in [0, 100, 255] {
+            let e = realtime(p).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+            assert!(e.to_string().contains("expected 1–99"), "{e}");
+        }
+    }
+
+    /// On a thread of its own, so the test runner's threads keep their policy.
+    #[test]
+    fn realtime_puts_the_calling_thread_under_sched_fifo() {
+        let got = std::thread::spawn(|| {
+            let r = realtime(10);
+            // SAFETY: plain syscall on the calling thread.
+            let policy = unsafe { libc::sched_getscheduler(0) };
+            (r, policy)
+        })
+        .join()
+        .unwrap();
+        match got {
+            (Ok(()), policy) => assert_eq!(policy, libc::SCHED_FIFO),
+            (Err(e), policy) if e.kind() == io::ErrorKind::PermissionDenied => {
+                assert_eq!(policy, libc::SCHED_OTHER, "policy changed though refused");
+                println!("SKIP: not allowed to use SCHED_FIFO here (needs root or CAP_SYS_NICE): {e}");
+            }
+            (Err(e), _) => panic!("realtime(10): {e}"),
+        }
+    }
 }

@@ -96,6 +96,11 @@ pub struct RunArgs {
     /// Run on this CPU only (keep the forwarding loop on one core, away from other work).
     #[arg(long)]
     cpu: Option<usize>,
+    /// Run the forwarding loop under SCHED_FIFO at this priority (1–99), as `chrt -f` would:
+    /// a frame's wake-up then never waits behind ordinary tasks (cuts the idle latency's
+    /// millisecond tail; see the README). Threads serving stats and metrics stay ordinary.
+    #[arg(long, value_name = "PRIO", value_parser = clap::value_parser!(u8).range(1..=99))]
+    realtime: Option<u8>,
     /// Leave GRO/LRO/GSO/TSO as they are (by default they are turned off on both interfaces
     /// while the gateway runs, and turned back on at exit; super-frames are dropped as oversized).
     #[arg(long)]
@@ -177,6 +182,13 @@ fn forward(a: &RunArgs) -> Result<()> {
     );
     if let Some(addr) = gw.metrics_addr() {
         println!("Prometheus metrics at http://{addr}/metrics");
+    }
+    // After opening: the control and metrics threads started there stay ordinary.
+    if let Some(prio) = a.realtime {
+        if let Err(e) = debloat_gateway::sys::realtime(prio) {
+            restore(&changed);
+            return Err(e).context("--realtime");
+        }
     }
     let res = gw.run(&stop);
     restore(&changed);
