@@ -270,16 +270,6 @@ impl Path {
         }
     }
 
-    /// The next frame due on the wire: reordered frames first when times tie.
-    fn next_out(&self) -> Option<(u64, bool)> {
-        match (self.express.front(), self.wire.front()) {
-            (Some((a, _)), Some((b, _))) if a <= b => Some((*a, true)),
-            (Some((a, _)), None) => Some((*a, true)),
-            (_, Some((b, _))) => Some((*b, false)),
-            (None, None) => None,
-        }
-    }
-
     /// Hand out every frame due by `now`.
     pub fn poll(&mut self, now: u64, out: &mut impl FnMut(Vec<u8>)) {
         let mut events = std::mem::take(&mut self.events);
@@ -292,16 +282,26 @@ impl Path {
             self.handle_buffer(&mut be);
             self.buffer_events = be;
         }
-        while let Some((t, express)) = self.next_out() {
-            if t > now {
+        loop {
+            // Reordered frames first, as netem hands its requeued frames out before the
+            // delayed ones; they skip slots.
+            if let Some(&(t, _)) = self.express.front() {
+                if t <= now {
+                    if let Some((_, f)) = self.express.pop_front() {
+                        self.counters.sent += 1;
+                        out(f.data);
+                    }
+                    continue;
+                }
+            }
+            let Some(&(due, _)) = self.wire.front() else {
+                break;
+            };
+            if self.netem.slot_gate(due, now) > now {
                 break;
             }
-            let q = if express {
-                &mut self.express
-            } else {
-                &mut self.wire
-            };
-            if let Some((_, f)) = q.pop_front() {
+            if let Some((_, f)) = self.wire.pop_front() {
+                self.netem.slot_sent(f.data.len(), now);
                 self.counters.sent += 1;
                 out(f.data);
             }
@@ -313,7 +313,8 @@ impl Path {
         [
             self.link.next_wakeup(),
             self.buffer.as_ref().and_then(Bottleneck::next_wakeup),
-            self.next_out().map(|(t, _)| t),
+            self.express.front().map(|(t, _)| *t),
+            self.wire.front().map(|(t, _)| self.netem.slot_wait(*t)),
         ]
         .into_iter()
         .flatten()
@@ -627,5 +628,77 @@ mod tests {
         assert!(p
             .change_emulation("rate 8Mbit".parse().expect("valid"))
             .is_err());
+    }
+
+    /// Release times of `n` frames of `len` bytes that all arrive at 1 ms.
+    fn slot_releases(emu: &str, n: u16, len: usize) -> Vec<u64> {
+        let mut p = path("pfifo limit 1000", emu);
+        for i in 0..n {
+            p.on_frame(frame(i, len), 1_000_000);
+        }
+        let out: Vec<u64> = drain(&mut p).into_iter().map(|(t, _)| t).collect();
+        assert!(p.accounted());
+        out
+    }
+
+    /// `slot 10ms packets 4`: the burst waits for a slot (one gap after the idle link saw it),
+    /// and each slot carries 4 frames, the next opening 10 ms after the last one closed.
+    #[test]
+    fn slots_carry_their_packet_budget_a_gap_apart() {
+        let out = slot_releases("slot 10ms packets 4", 20, 1000);
+        let ms: Vec<u64> = out.iter().map(|t| t / 1_000_000).collect();
+        assert_eq!(
+            ms,
+            [11, 11, 11, 11, 21, 21, 21, 21, 31, 31, 31, 31, 41, 41, 41, 41, 51, 51, 51, 51]
+        );
+    }
+
+    /// `bytes 2500` with 1000-byte frames: the third frame crosses the budget and still goes
+    /// (netem checks after sending), so three frames a slot.
+    #[test]
+    fn a_slots_byte_budget_lets_the_crossing_frame_go() {
+        let out = slot_releases("slot 10ms bytes 2500", 9, 1000);
+        let ms: Vec<u64> = out.iter().map(|t| t / 1_000_000).collect();
+        assert_eq!(ms, [11, 11, 11, 21, 21, 21, 31, 31, 31]);
+    }
+
+    /// `slot 5ms 15ms packets 1`: gaps uniform in [5, 15) ms, mean 10 ms.
+    #[test]
+    fn uniform_slot_gaps_span_min_to_max() {
+        let out = slot_releases("slot 5ms 15ms packets 1", 4000, 100);
+        let gaps: Vec<f64> = out.windows(2).map(|w| (w[1] - w[0]) as f64 / 1e6).collect();
+        assert!(
+            gaps.iter().all(|g| (5.0..15.0).contains(g)),
+            "a gap outside [5, 15) ms"
+        );
+        let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+        assert!((mean - 10.0).abs() < 0.2, "mean gap {mean:.2} ms");
+    }
+
+    /// `slot distribution normal 10ms 2ms packets 1`: gaps with mean 10 ms, sd 2 ms.
+    #[test]
+    fn slot_gaps_follow_a_named_distribution() {
+        let out = slot_releases("slot distribution normal 10ms 2ms packets 1", 4000, 100);
+        let gaps: Vec<f64> = out.windows(2).map(|w| (w[1] - w[0]) as f64 / 1e6).collect();
+        let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+        let sd = (gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / gaps.len() as f64).sqrt();
+        assert!((mean - 10.0).abs() < 0.15, "mean gap {mean:.2} ms");
+        assert!((sd - 2.0).abs() < 0.15, "sd {sd:.2} ms");
+    }
+
+    /// Slots come after the delay: `delay 20ms slot 10ms`, one frame at 1 ms is due at 21 ms,
+    /// finds the slot opened long before, and waits one gap from then (netem's redraw).
+    #[test]
+    fn a_frame_due_after_the_slot_opened_waits_one_more_gap() {
+        let out = slot_releases("delay 20ms slot 10ms", 1, 1000);
+        // At 1 ms the slot is redrawn to 11 ms (< 21 ms due): redrawn again at 21 ms → 31 ms.
+        assert_eq!(out, [31_000_000]);
+    }
+
+    /// Reordered frames skip slots, as netem's requeued frames skip its slot check.
+    #[test]
+    fn reordered_frames_skip_slots() {
+        let out = slot_releases("delay 10ms reorder 100% slot 50ms", 5, 1000);
+        assert_eq!(out, [1_000_000; 5]);
     }
 }

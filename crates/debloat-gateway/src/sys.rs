@@ -453,7 +453,9 @@ mod tests {
             (Ok(()), policy) => assert_eq!(policy, libc::SCHED_FIFO),
             (Err(e), policy) if e.kind() == io::ErrorKind::PermissionDenied => {
                 assert_eq!(policy, libc::SCHED_OTHER, "policy changed though refused");
-                println!("SKIP: not allowed to use SCHED_FIFO here (needs root or CAP_SYS_NICE): {e}");
+                println!(
+                    "SKIP: not allowed to use SCHED_FIFO here (needs root or CAP_SYS_NICE): {e}"
+                );
             }
             (Err(e), _) => panic!("realtime(10): {e}"),
         }

@@ -7,6 +7,12 @@
 //! 4. `limit` reached? (dropped), 5. reorder? (sent at once, ahead of delayed frames) or else
 //!    delayed by a draw from the delay distribution.
 //!
+//! With `slot`, a delayed frame that is due leaves only while a slot is open, as in
+//! `netem_dequeue`: a slot opens at `slot_next` and stays open for `packets`/`bytes`; when
+//! those run out the next opening is drawn (from now). And when the slot opened before the
+//! head frame was due, the next opening is redrawn from now, so a frame reaching an idle link
+//! waits one slot gap. Reordered frames skip slots, as netem's requeued frames do.
+//!
 //! The duplicate goes through steps 2–5 itself and is never duplicated again (netem re-enqueues
 //! it at the root with duplication off). [`crate::path::Path`] applies these decisions to frames
 //! as the link finishes serialising them.
@@ -31,7 +37,7 @@ pub mod spec;
 pub use dist::Distribution;
 pub use loss::Loss;
 pub use random::Prob;
-pub use spec::{EmulateError, Emulation};
+pub use spec::{EmulateError, Emulation, Slot, SlotGap};
 
 use debloat_core::rng::SplitMix64;
 use loss::LossState;
@@ -67,6 +73,18 @@ pub struct Netem {
     table: Option<&'static [i16]>,
     /// Frames delayed since the last reordered one (netem's `counter`, for `gap`).
     counter: u32,
+    /// The slot state (with `slot`).
+    slot: Option<SlotState>,
+}
+
+/// netem's `q->slot`.
+#[derive(Clone, Copy, Debug)]
+struct SlotState {
+    /// When the current (or next) slot opens, ns.
+    next: u64,
+    /// What the open slot may still carry.
+    packets_left: i64,
+    bytes_left: i64,
 }
 
 impl Netem {
@@ -81,9 +99,76 @@ impl Netem {
             reorder: Correlated::new(emu.reorder_corr, &mut rng),
             table: emu.distribution.table(),
             counter: 0,
+            // netem starts the first slot when configured; the first frame then redraws it.
+            slot: emu.slot.map(|s| SlotState {
+                next: 0,
+                packets_left: slot_packets(&s),
+                bytes_left: slot_bytes(&s),
+            }),
             emu,
             rng,
         }
+    }
+
+    /// `netem_dequeue`'s slot rule for the wire's head frame, due at `due`, looked at `now`:
+    /// when it may leave. Without `slot`, `due`.
+    pub fn slot_gate(&mut self, due: u64, now: u64) -> u64 {
+        let Some(st) = self.slot else { return due };
+        let next = if st.next < due {
+            self.next_slot(now)
+        } else {
+            st.next
+        };
+        due.max(next)
+    }
+
+    /// When the wire's head frame, due at `due`, may leave as things stand (for timers).
+    pub fn slot_wait(&self, due: u64) -> u64 {
+        self.slot.map_or(due, |st| due.max(st.next))
+    }
+
+    /// A frame of `len` bytes left in the open slot at `now`: spend the slot's budget, and
+    /// draw the next opening once it is used up.
+    pub fn slot_sent(&mut self, len: usize, now: u64) {
+        let Some(st) = self.slot.as_mut() else { return };
+        st.packets_left -= 1;
+        st.bytes_left -= len as i64;
+        if st.packets_left <= 0 || st.bytes_left <= 0 {
+            self.next_slot(now);
+        }
+    }
+
+    /// `get_slot_next`: the next slot opens a draw after `now`, with a fresh budget.
+    fn next_slot(&mut self, now: u64) -> u64 {
+        let Some(slot) = self.emu.slot else {
+            return now;
+        };
+        let gap = match slot.gap {
+            // min + (max − min) · u32 / 2³², in 128 bits, as Linux's 2026 fix does (6.18's
+            // 64-bit product overflows for ranges above about 2.1 s).
+            SlotGap::Uniform { min_ns, max_ns } => {
+                let r = u128::from(self.rng.next_u32());
+                min_ns + ((u128::from(max_ns - min_ns) * r) >> 32) as u64
+            }
+            SlotGap::Distribution {
+                dist,
+                delay_ns,
+                jitter_ns,
+            } => {
+                let mu = delay_ns.min(i64::MAX as u64) as i64;
+                // netem caps the slot jitter at INT_MAX ns.
+                let sigma = jitter_ns.min(i32::MAX as u64) as i64;
+                let rnd = self.rng.next_u32();
+                dist::tabledist(mu, sigma, rnd, dist.table()).max(0) as u64
+            }
+        };
+        let next = now.saturating_add(gap);
+        self.slot = Some(SlotState {
+            next,
+            packets_left: slot_packets(&slot),
+            bytes_left: slot_bytes(&slot),
+        });
+        next
     }
 
     /// The configuration.
@@ -135,6 +220,16 @@ impl Netem {
         };
         Placement::After(dist::tabledist(mu, sigma, rnd, self.table))
     }
+}
+
+/// A slot's frame budget (netem: 0 means INT_MAX).
+fn slot_packets(s: &Slot) -> i64 {
+    s.packets.map_or(i64::from(i32::MAX), i64::from)
+}
+
+/// A slot's byte budget (netem: 0 means INT_MAX).
+fn slot_bytes(s: &Slot) -> i64 {
+    s.bytes.map_or(i64::from(i32::MAX), i64::from)
 }
 
 #[cfg(test)]

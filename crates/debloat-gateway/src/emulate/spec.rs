@@ -10,13 +10,16 @@
 //! duplicate PERCENT [CORRELATION]    corrupt PERCENT [CORRELATION]
 //! reorder PERCENT [CORRELATION] [gap DISTANCE]
 //! ecn    limit PACKETS    seed SEED
+//! slot MIN [MAX] [packets N] [bytes N]
+//! slot distribution {uniform|normal|pareto|paretonormal} DELAY JITTER [packets N] [bytes N]
 //! buffer PACKETS                      (debloat's word, not netem's: see below)
 //! ```
 //!
 //! Percentages are written `0.5%` or `0.5` (both mean half a percent, as in tc). A word's
 //! optional numbers are taken while the next token starts with a digit, as tc does. `jitter
 //! TIME` (debloat's) is the same as `delay`'s second number; `drop` and `latency` are tc's
-//! aliases of `loss` and `delay`. Not supported, and rejected with that said: `slot`.
+//! aliases of `loss` and `delay`. `slot distribution uniform` (tc has no table file for it) is
+//! uniform over DELAY ± JITTER, as `delay`'s uniform jitter is.
 //!
 //! Differences from netem, on purpose (see [`super`] for where each applies):
 //! - `limit` has no default: the discipline in front is the queue, and the emulated wire holds
@@ -34,8 +37,42 @@ use super::dist::Distribution;
 use super::loss::Loss;
 use super::random::Prob;
 use debloat_core::bottleneck::Framing;
-use debloat_core::units::{fmt_rate, fmt_time, parse_rate, parse_time};
+use debloat_core::units::{fmt_rate, fmt_size, fmt_time, parse_rate, parse_size, parse_time};
 use std::fmt;
+
+/// netem's `slot`: the wire hands frames out in bursts, one burst ("slot") at a time, the next
+/// slot opening a random time after the previous one closed, as Wi-Fi aggregation, DOCSIS
+/// request-grant cycles or LTE scheduling do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Slot {
+    /// The time between slots.
+    pub gap: SlotGap,
+    /// Frames per slot at most (None: no limit).
+    pub packets: Option<u32>,
+    /// Bytes per slot at most (None: no limit); the frame that crosses it still goes.
+    pub bytes: Option<u32>,
+}
+
+/// How long until the next slot opens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SlotGap {
+    /// Uniform in [min, max), ns (`slot MIN [MAX]`; MAX defaults to MIN).
+    Uniform {
+        /// Shortest, ns.
+        min_ns: u64,
+        /// Longest, ns.
+        max_ns: u64,
+    },
+    /// `slot distribution NAME DELAY JITTER`.
+    Distribution {
+        /// Shape.
+        dist: Distribution,
+        /// Mean, ns.
+        delay_ns: u64,
+        /// Spread, ns (above 0).
+        jitter_ns: u64,
+    },
+}
 
 /// An emulated link: what netem would do to the frames a discipline sends.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -76,6 +113,8 @@ pub struct Emulation {
     pub seed: Option<u64>,
     /// The link's own drop-tail buffer behind the discipline, packets (debloat's word).
     pub buffer: Option<u32>,
+    /// Frames leave the wire in slots (netem's `slot`).
+    pub slot: Option<Slot>,
 }
 
 /// A spec that does not parse: the bad token and what was expected.
@@ -84,7 +123,7 @@ pub struct Emulation {
 pub struct EmulateError(pub String);
 
 const WORDS: &str = "rate, delay, jitter, distribution, loss, duplicate, corrupt, reorder, gap, \
-                     ecn, limit, seed, buffer";
+                     ecn, limit, seed, slot, buffer";
 
 fn err<T>(msg: String) -> Result<T, EmulateError> {
     Err(EmulateError(msg))
@@ -249,7 +288,7 @@ impl std::str::FromStr for Emulation {
                     }
                     e.buffer = Some(n);
                 }
-                "slot" => return err(format!("`slot` is not supported yet (supported: {WORDS})")),
+                "slot" => e.slot = Some(slot(&mut w)?),
                 other => return err(format!("unknown word `{other}`: expected one of {WORDS}")),
             }
         }
@@ -280,6 +319,72 @@ impl std::str::FromStr for Emulation {
         }
         Ok(e)
     }
+}
+
+/// `slot MIN [MAX] | slot distribution NAME DELAY JITTER`, then `[packets N] [bytes N]` in
+/// that order (after the word `slot`), with iproute2's checks.
+fn slot(w: &mut Words) -> Result<Slot, EmulateError> {
+    let gap = if let Some(t) = w.number(false) {
+        let min_ns = time(t, "slot")?;
+        let max_ns = match w.number(false) {
+            Some(t) => time(t, "slot … max")?,
+            None => min_ns,
+        };
+        if max_ns < min_ns {
+            return err(format!(
+                "`slot {t} {}`: the longest gap is shorter than the shortest",
+                fmt_time(max_ns)
+            ));
+        }
+        SlotGap::Uniform { min_ns, max_ns }
+    } else {
+        match w.next() {
+            Some("distribution") => {
+                let name = w.need("slot distribution", "normal 10ms 2ms")?;
+                let dist = Distribution::from_name(name).ok_or_else(|| {
+                    EmulateError(format!(
+                        "unknown slot distribution `{name}`: expected one of {}",
+                        Distribution::NAMES
+                    ))
+                })?;
+                let delay_ns = time(w.need("slot distribution … delay", "10ms")?, "slot delay")?;
+                let jitter_ns = time(w.need("slot distribution … jitter", "2ms")?, "slot jitter")?;
+                if jitter_ns == 0 {
+                    return err("`slot distribution` needs a jitter above 0".into());
+                }
+                SlotGap::Distribution {
+                    dist,
+                    delay_ns,
+                    jitter_ns,
+                }
+            }
+            Some(t) => return err(format!(
+                "`slot {t}`: expected a time (slot MIN [MAX], e.g. slot 1ms 5ms) or `distribution`"
+            )),
+            None => return err("`slot` needs a value, e.g. slot 1ms 5ms".into()),
+        }
+    };
+    let mut slot = Slot {
+        gap,
+        packets: None,
+        bytes: None,
+    };
+    if w.toks.get(w.i) == Some(&"packets") {
+        w.i += 1;
+        let n: u32 = integer(w.need("slot … packets", "32")?, "slot … packets")?;
+        slot.packets = (n > 0).then_some(n);
+    }
+    if w.toks.get(w.i) == Some(&"bytes") {
+        w.i += 1;
+        let t = w.need("slot … bytes", "64kb")?;
+        let n = parse_size(t).map_err(|e| EmulateError(format!("`slot … bytes {t}`: {e}")))?;
+        let n = u32::try_from(n)
+            .ok()
+            .filter(|&n| n <= i32::MAX as u32)
+            .ok_or_else(|| EmulateError(format!("`slot … bytes {t}`: at most 2 GB")))?;
+        slot.bytes = (n > 0).then_some(n);
+    }
+    Ok(slot)
 }
 
 /// `loss [random] P [CORR]`, `loss state …`, `loss gemodel …` (after the word `loss`).
@@ -434,6 +539,30 @@ impl fmt::Display for Emulation {
         if let Some(s) = self.seed {
             parts.push(format!("seed {s}"));
         }
+        if let Some(slot) = self.slot {
+            let mut s = match slot.gap {
+                SlotGap::Uniform { min_ns, max_ns } => {
+                    format!("slot {} {}", fmt_time(min_ns), fmt_time(max_ns))
+                }
+                SlotGap::Distribution {
+                    dist,
+                    delay_ns,
+                    jitter_ns,
+                } => format!(
+                    "slot distribution {} {} {}",
+                    dist.name(),
+                    fmt_time(delay_ns),
+                    fmt_time(jitter_ns)
+                ),
+            };
+            if let Some(n) = slot.packets {
+                s += &format!(" packets {n}");
+            }
+            if let Some(n) = slot.bytes {
+                s += &format!(" bytes {}", fmt_size(u64::from(n)));
+            }
+            parts.push(s);
+        }
         if let Some(n) = self.buffer {
             parts.push(format!("buffer {n}"));
         }
@@ -550,6 +679,7 @@ mod tests {
             "rate 1Mbit -4 48 5 loss state 1% 30% 5% 20% 0.5% duplicate 1% 50%",
             "delay 10ms reorder 25% 50% gap 5 corrupt 0.1% limit 1000 seed 9",
             "rate 20Mbit buffer 1000",
+            "rate 20Mbit slot distribution paretonormal 4ms 1ms packets 32 buffer 100",
             "",
         ] {
             let e: Emulation = s.parse().unwrap();
@@ -567,8 +697,6 @@ mod tests {
     fn bad_words_name_the_token_and_the_choices() {
         let e = "delay 20ms colour red".parse::<Emulation>().unwrap_err();
         assert!(e.0.contains("`colour`") && e.0.contains("reorder"), "{e}");
-        let e = "slot 1ms".parse::<Emulation>().unwrap_err();
-        assert!(e.0.contains("not supported yet"), "{e}");
         let e = "delay 20ms 2ms distribution cauchy"
             .parse::<Emulation>()
             .unwrap_err();
@@ -595,5 +723,76 @@ mod tests {
         let e = "buffer 100".parse::<Emulation>().unwrap_err();
         assert!(e.0.contains("needs a `rate`"), "{e}");
         assert!("rate 1Mbit 4x".parse::<Emulation>().is_err());
+    }
+
+    #[test]
+    fn parses_slot_as_tc_does() {
+        let e: Emulation = "slot 1ms 5ms packets 32 bytes 64kb".parse().unwrap();
+        assert_eq!(
+            e.slot,
+            Some(Slot {
+                gap: SlotGap::Uniform {
+                    min_ns: 1_000_000,
+                    max_ns: 5_000_000
+                },
+                packets: Some(32),
+                bytes: Some(65536)
+            })
+        );
+        let e: Emulation = "delay 5ms slot 2ms".parse().unwrap();
+        assert_eq!(
+            e.slot.map(|s| (s.gap, s.packets, s.bytes)),
+            Some((
+                SlotGap::Uniform {
+                    min_ns: 2_000_000,
+                    max_ns: 2_000_000
+                },
+                None,
+                None
+            ))
+        );
+        assert_eq!(e.delay_ns, 5_000_000);
+        let e: Emulation = "slot distribution pareto 10ms 2ms bytes 3000 loss 1%"
+            .parse()
+            .unwrap();
+        assert_eq!(
+            e.slot,
+            Some(Slot {
+                gap: SlotGap::Distribution {
+                    dist: Distribution::Pareto,
+                    delay_ns: 10_000_000,
+                    jitter_ns: 2_000_000
+                },
+                packets: None,
+                bytes: Some(3000)
+            })
+        );
+        assert!(e.loss != Loss::None, "words after the slot still parse");
+        for s in [
+            "slot 1ms 5ms packets 32 bytes 64Kb",
+            "slot distribution normal 10ms 2ms packets 8",
+            "rate 10Mbit slot 800us 1ms packets 16",
+        ] {
+            let e: Emulation = s.parse().unwrap();
+            assert_eq!(e.to_string().parse::<Emulation>().unwrap(), e, "{s} → {e}");
+        }
+    }
+
+    #[test]
+    fn bad_slots_name_the_problem() {
+        for (s, says) in [
+            ("slot", "needs a value"),
+            ("slot 5ms 1ms", "shorter than the shortest"),
+            ("slot often", "expected a time"),
+            ("slot distribution normal 10ms 0ms", "jitter above 0"),
+            ("slot distribution lumpy 10ms 1ms", "expected one of"),
+            ("slot distribution normal 10ms", "needs a value"),
+            ("slot 1ms packets many", "whole number"),
+            ("slot 1ms bytes lots", "bytes lots"),
+            ("slot 1ms bytes 3gb", "at most 2 GB"),
+        ] {
+            let e = s.parse::<Emulation>().unwrap_err().to_string();
+            assert!(e.contains(says), "{s}: {e}");
+        }
     }
 }
