@@ -148,7 +148,8 @@ impl Netem {
             // 64-bit product overflows for ranges above about 2.1 s).
             SlotGap::Uniform { min_ns, max_ns } => {
                 let r = u128::from(self.rng.next_u32());
-                min_ns + ((u128::from(max_ns - min_ns) * r) >> 32) as u64
+                min_ns
+                    .saturating_add(((u128::from(max_ns.saturating_sub(min_ns)) * r) >> 32) as u64)
             }
             SlotGap::Distribution {
                 dist,

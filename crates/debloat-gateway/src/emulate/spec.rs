@@ -358,9 +358,11 @@ fn slot(w: &mut Words) -> Result<Slot, EmulateError> {
                     jitter_ns,
                 }
             }
-            Some(t) => return err(format!(
+            Some(t) => {
+                return err(format!(
                 "`slot {t}`: expected a time (slot MIN [MAX], e.g. slot 1ms 5ms) or `distribution`"
-            )),
+            ))
+            }
             None => return err("`slot` needs a value, e.g. slot 1ms 5ms".into()),
         }
     };
