@@ -12,8 +12,9 @@
 //! process, the transmit on `wan0` — runs on CPU 1. The throughput is RFC 2544's: the highest
 //! offered rate that is forwarded with at most 0.1 % loss, found by bisection; CPU per packet
 //! is the forwarding core's busy time (/proc/stat) over the packets delivered at that rate.
-//! Idle latency is `ping`'s round trip through each forwarder. A machine this noisy is
-//! compared only within one run.
+//! Idle latency is `ping`'s round trip through each forwarder (the bridge, the gateway, the
+//! gateway with `--realtime`), the forwarders taking turns in rounds so that the machine's
+//! drift falls on all of them alike. A machine this noisy is compared only within one run.
 
 use anyhow::{bail, Context, Result};
 use debloat_core::FlowHasher;
