@@ -5,6 +5,11 @@
 //! Timing follows flent: TCP flows start at DELAY and run LENGTH; latency probes run from 0 to
 //! TOTAL_LENGTH = LENGTH + 2·DELAY, recording an idle baseline before and after the load.
 //! `ping` and `voip` have no delay; `tcp_4up_squarewave` starts its flows at 0, D, 3D, 5D.
+//!
+//! One test is debloat's own, not flent's: `bufferbloat` loads the link the way DSLReports'
+//! speed test did, one direction after the other (downloads for LENGTH/2, an idle DELAY so the
+//! download's queue drains, uploads for LENGTH/2), so the grade can follow DSLReports' rule
+//! (the mean of the two directions' increases) and show each direction's own.
 
 use crate::flow::{Direction, FlowSpec};
 use std::net::SocketAddr;
@@ -35,6 +40,10 @@ pub const TESTS: &[(&str, &str)] = &[
     (
         "rtt_fair_var_down",
         "one TCP download + ICMP per server given",
+    ),
+    (
+        "bufferbloat",
+        "debloat's own, DSLReports-style: N downloads, idle, N uploads (LENGTH/2 each) + ICMP and UDP ping; graded per direction",
     ),
 ];
 
@@ -73,8 +82,12 @@ pub struct IcmpSpec {
 /// What one test runs.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Plan {
-    /// flent's test name.
+    /// The test's name (flent's, or `bufferbloat`).
     pub name: String,
+    /// The name written as the flent file's NAME: flent opens a file only under a test it
+    /// has a definition for, so `bufferbloat` is written as `rrul_be_nflows` (its series are
+    /// named to match); every other test under its own name.
+    pub flent_name: String,
     /// TCP flows.
     pub flows: Vec<FlowSpec>,
     /// UDP latency probes.
@@ -95,23 +108,45 @@ pub struct Plan {
     pub parameters: Vec<(String, String)>,
 }
 
+/// The window `[first start, last end]` of some flows, s.
+fn window<'a>(flows: impl Iterator<Item = &'a FlowSpec>) -> Option<(f64, f64)> {
+    flows
+        .map(|f| (f.start_s, f.start_s + f.length_s))
+        .reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)))
+}
+
 impl Plan {
     /// The window the load runs in: [DELAY, DELAY + LENGTH] (flent's cut-off for summaries).
     pub fn load_window(&self) -> (f64, f64) {
-        if self.flows.is_empty() {
-            return (0.0, self.total_s);
+        window(self.flows.iter()).unwrap_or((0.0, self.total_s))
+    }
+
+    /// The loaded phases, in order, each with its direction and window: one per direction when
+    /// the uploads and downloads run at different times (`bufferbloat`), otherwise one phase
+    /// over the load window, named after the directions it loads. Empty without flows.
+    pub fn phases(&self) -> Vec<(&'static str, (f64, f64))> {
+        let of = |d: Direction| window(self.flows.iter().filter(|f| f.dir == d));
+        match (of(Direction::Down), of(Direction::Up)) {
+            (Some(d), Some(u)) if d.1 <= u.0 || u.1 <= d.0 => {
+                let mut v = vec![("download", d), ("upload", u)];
+                v.sort_by(|a, b| a.1 .0.total_cmp(&b.1 .0));
+                v
+            }
+            (Some(_), Some(_)) => vec![("bidirectional", self.load_window())],
+            (Some(d), None) => vec![("download", d)],
+            (None, Some(u)) => vec![("upload", u)],
+            (None, None) => Vec::new(),
         }
-        let a = self
-            .flows
-            .iter()
-            .map(|f| f.start_s)
-            .fold(f64::MAX, f64::min);
-        let b = self
-            .flows
-            .iter()
-            .map(|f| f.start_s + f.length_s)
-            .fold(0.0, f64::max);
-        (a, b)
+    }
+
+    /// The window the responsiveness (RPM) is measured in: the load window, or the first phase
+    /// when the directions load the link in turn (the draft measures one working condition;
+    /// an idle gap between phases is not one).
+    pub fn rpm_window(&self) -> (f64, f64) {
+        match self.phases().as_slice() {
+            [first, _, ..] => first.1,
+            _ => self.load_window(),
+        }
     }
 }
 
@@ -193,6 +228,7 @@ pub fn plan(name: &str, o: &Options) -> Result<Plan, String> {
     let total = l + 2.0 * d;
     let mut p = Plan {
         name: name.to_string(),
+        flent_name: name.to_string(),
         flows: Vec::new(),
         udp: Vec::new(),
         voip: None,
@@ -329,6 +365,33 @@ pub fn plan(name: &str, o: &Options) -> Result<Plan, String> {
                     .push(icmp(&format!("Ping (ms) ICMP {host}"), *addr, total));
             }
         }
+        "bufferbloat" => {
+            if o.streams == 0 {
+                return Err(format!("{name} needs --streams of at least 1"));
+            }
+            let half = l / 2.0;
+            p.total_s = l + 3.0 * d;
+            p.flent_name = "rrul_be_nflows".into();
+            for (dir, word, start) in [(Down, "download", d), (Up, "upload", 2.0 * d + half)] {
+                for i in 1..=o.streams {
+                    p.flows.push(flow(
+                        &format!("TCP {word} BE::{i}"),
+                        dir,
+                        None,
+                        CS0,
+                        start,
+                        half,
+                        first,
+                    ));
+                }
+            }
+            p.parameters
+                .push(("download_streams".into(), o.streams.to_string()));
+            p.parameters
+                .push(("upload_streams".into(), o.streams.to_string()));
+            p.udp.push(udp("Ping (ms) UDP BE", CS0, 0.0, p.total_s));
+            p.icmp.push(icmp("Ping (ms) ICMP", first, p.total_s));
+        }
         other => {
             let names: Vec<&str> = TESTS.iter().map(|t| t.0).collect();
             return Err(format!(
@@ -391,6 +454,37 @@ mod tests {
         assert_eq!(starts, [0.0, 5.0, 15.0, 25.0]);
         assert_eq!(p.flows[1].cc.as_deref(), Some("cubic"));
         assert_eq!(p.total_s, 90.0);
+    }
+
+    #[test]
+    fn bufferbloat_loads_one_direction_then_the_other() {
+        let p = plan("bufferbloat", &opts()).expect("bufferbloat");
+        assert_eq!(p.total_s, 75.0);
+        let down: Vec<(f64, f64)> = p
+            .flows
+            .iter()
+            .filter(|f| f.dir == Direction::Down)
+            .map(|f| (f.start_s, f.length_s))
+            .collect();
+        assert_eq!(down, [(5.0, 30.0); 4]);
+        assert!(p
+            .flows
+            .iter()
+            .filter(|f| f.dir == Direction::Up)
+            .all(|f| (f.start_s, f.length_s) == (40.0, 30.0)));
+        assert_eq!(
+            p.phases(),
+            [("download", (5.0, 35.0)), ("upload", (40.0, 70.0))]
+        );
+        assert_eq!(p.rpm_window(), (5.0, 35.0));
+        assert_eq!(p.load_window(), (5.0, 70.0));
+        // Tests that load both directions together have one phase.
+        let rrul = plan("rrul", &opts()).expect("rrul");
+        assert_eq!(rrul.phases(), [("bidirectional", (5.0, 65.0))]);
+        assert_eq!(rrul.rpm_window(), (5.0, 65.0));
+        let up = plan("tcp_nup", &opts()).expect("tcp_nup");
+        assert_eq!(up.phases(), [("upload", (5.0, 65.0))]);
+        assert!(plan("ping", &opts()).expect("ping").phases().is_empty());
     }
 
     #[test]

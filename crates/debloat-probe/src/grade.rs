@@ -2,12 +2,14 @@
 //! latency under load over the idle baseline, A+ < 5 ms, A < 30, B < 60, C < 200, D < 400,
 //! F otherwise (no E).
 //!
-//! The baseline is the latency measured before the load starts (flent's probes run from 0,
-//! the flows from DELAY); the loaded latency is taken over the load window [DELAY,
-//! DELAY + LENGTH]. DSLReports averages the increase during download and during upload; a
-//! flent test runs its directions together (rrul) or one only (tcp_1up), so the grade is of the
-//! test's one loaded phase, labelled with its direction. The statistic is the mean by default
-//! (`--grade-stat median|p95` to change it).
+//! The baseline is the latency measured before the first load starts (flent's probes run from
+//! 0, the flows from DELAY); the loaded latency is taken over each loaded phase's window.
+//! DSLReports grades (increase during download + increase during upload) / 2: a test whose
+//! directions load the link one after the other (`bufferbloat`) is graded exactly so, with
+//! each phase's increase and letter kept beside the overall one. A flent test runs its
+//! directions together (rrul) or one only (tcp_1up); its one loaded phase is graded alone,
+//! labelled with its direction. The statistic is the mean by default (`--grade-stat
+//! median|p95` to change it).
 
 /// Which statistic of the idle and loaded samples is compared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
@@ -51,6 +53,21 @@ impl GradeStat {
     }
 }
 
+/// One loaded phase: the latency under it and its own letter.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Phase {
+    /// `upload`, `download` or `bidirectional`.
+    pub direction: &'static str,
+    /// Window, s since the test's start.
+    pub window_s: (f64, f64),
+    /// Latency under this load, ms.
+    pub loaded_ms: f64,
+    /// Increase over idle, ms.
+    pub increase_ms: f64,
+    /// This phase's letter alone.
+    pub letter: &'static str,
+}
+
 /// A grade with what it was computed from.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Grade {
@@ -58,14 +75,16 @@ pub struct Grade {
     pub letter: &'static str,
     /// Idle latency, ms.
     pub idle_ms: f64,
-    /// Latency under load, ms.
+    /// Latency under load, ms (the mean of the phases' when there are several).
     pub loaded_ms: f64,
-    /// Increase, ms.
+    /// Increase, ms (the mean of the phases' increases when there are several).
     pub increase_ms: f64,
-    /// `upload`, `download` or `bidirectional`.
-    pub direction: &'static str,
+    /// `upload`, `download`, `bidirectional`, or the phases in order (`download, upload`).
+    pub direction: String,
     /// The statistic used.
     pub stat: GradeStat,
+    /// Each loaded phase, in order.
+    pub phases: Vec<Phase>,
     /// The scale, for the report.
     pub definition: &'static str,
 }
@@ -82,25 +101,52 @@ pub fn letter(increase_ms: f64) -> &'static str {
     }
 }
 
-/// Grade from latency samples `(t s, ms)`: idle before `load.0`, loaded within `load`.
+/// Grade from latency samples `(t s, ms)` with one loaded phase `(direction, window)` or
+/// several: idle is everything before the first phase starts, each phase's loaded latency is
+/// taken within its window, and the grade is of the mean of the phases' increases. A phase
+/// without samples (a test stopped before it) is left out and the grade says which phases it
+/// is of; None when the idle baseline or every phase has no sample.
 pub fn grade(
     samples: &[(f64, f64)],
-    load: (f64, f64),
+    phases: &[(&'static str, (f64, f64))],
     stat: GradeStat,
-    direction: &'static str,
 ) -> Option<Grade> {
+    let start = phases.iter().map(|p| p.1 .0).reduce(f64::min)?;
     let idle: Vec<f64> = samples
         .iter()
-        .filter(|s| s.0 < load.0)
+        .filter(|s| s.0 < start)
         .map(|s| s.1)
         .collect();
-    let loaded: Vec<f64> = samples
+    let idle_ms = stat.of(&idle)?;
+    let mut out = Vec::with_capacity(phases.len());
+    for &(direction, (a, b)) in phases {
+        let loaded: Vec<f64> = samples
+            .iter()
+            .filter(|s| s.0 >= a && s.0 <= b)
+            .map(|s| s.1)
+            .collect();
+        let Some(loaded_ms) = stat.of(&loaded) else {
+            continue;
+        };
+        out.push(Phase {
+            direction,
+            window_s: (a, b),
+            loaded_ms,
+            increase_ms: loaded_ms - idle_ms,
+            letter: letter(loaded_ms - idle_ms),
+        });
+    }
+    if out.is_empty() {
+        return None;
+    }
+    let n = out.len() as f64;
+    let increase_ms = out.iter().map(|p| p.increase_ms).sum::<f64>() / n;
+    let loaded_ms = out.iter().map(|p| p.loaded_ms).sum::<f64>() / n;
+    let direction = out
         .iter()
-        .filter(|s| s.0 >= load.0 && s.0 <= load.1)
-        .map(|s| s.1)
-        .collect();
-    let (idle_ms, loaded_ms) = (stat.of(&idle)?, stat.of(&loaded)?);
-    let increase_ms = loaded_ms - idle_ms;
+        .map(|p| p.direction)
+        .collect::<Vec<_>>()
+        .join(", ");
     Some(Grade {
         letter: letter(increase_ms),
         idle_ms,
@@ -108,7 +154,12 @@ pub fn grade(
         increase_ms,
         direction,
         stat,
-        definition: "bufferbloat grade, DSLReports scale: latency increase under load over idle; A+ < 5 ms, A < 30, B < 60, C < 200, D < 400, F otherwise",
+        phases: out,
+        definition: if n > 1.0 {
+            "bufferbloat grade, DSLReports scale: the mean of the latency increases over idle during download and during upload; A+ < 5 ms, A < 30, B < 60, C < 200, D < 400, F otherwise"
+        } else {
+            "bufferbloat grade, DSLReports scale: latency increase under load over idle; A+ < 5 ms, A < 30, B < 60, C < 200, D < 400, F otherwise"
+        },
     })
 }
 
@@ -140,10 +191,12 @@ mod tests {
     fn increase_is_loaded_minus_idle() {
         let mut s: Vec<(f64, f64)> = (0..25).map(|i| (i as f64 * 0.2, 20.0)).collect();
         s.extend((25..325).map(|i| (i as f64 * 0.2, 120.0)));
-        let g = grade(&s, (5.0, 65.0), GradeStat::Mean, "upload").expect("grade");
+        let up = [("upload", (5.0, 65.0))];
+        let g = grade(&s, &up, GradeStat::Mean).expect("grade");
         assert_eq!((g.idle_ms, g.loaded_ms, g.letter), (20.0, 120.0, "C"));
+        assert_eq!((g.direction.as_str(), g.phases.len()), ("upload", 1));
         assert!(
-            grade(&s[25..], (5.0, 65.0), GradeStat::Mean, "upload").is_none(),
+            grade(&s[25..], &up, GradeStat::Mean).is_none(),
             "no idle baseline"
         );
         assert_eq!("p95".parse::<GradeStat>(), Ok(GradeStat::P95));
@@ -151,5 +204,48 @@ mod tests {
             .parse::<GradeStat>()
             .expect_err("must fail")
             .contains("mean, median or p95"));
+    }
+
+    /// DSLReports' rule: download and upload graded apart, the overall letter from the mean of
+    /// the two increases (here +300 ms and +10 ms: D and A alone, C together), with the idle
+    /// gap between the phases and the idle tail in neither.
+    #[test]
+    fn phases_are_graded_apart_and_averaged() {
+        let at = |t: f64| match t {
+            t if t < 5.0 => 20.0,
+            t if t <= 15.0 => 320.0,
+            t if t < 20.0 => 900.0, // the gap: a draining queue, not part of either phase
+            t if t <= 30.0 => 30.0,
+            _ => 5000.0,
+        };
+        let s: Vec<(f64, f64)> = (0..175)
+            .map(|i| (i as f64 * 0.2, at(i as f64 * 0.2)))
+            .collect();
+        let g = grade(
+            &s,
+            &[("download", (5.0, 15.0)), ("upload", (20.0, 30.0))],
+            GradeStat::Mean,
+        )
+        .expect("grade");
+        let p: Vec<(&str, f64, &str)> = g
+            .phases
+            .iter()
+            .map(|p| (p.direction, p.increase_ms, p.letter))
+            .collect();
+        assert_eq!(p, [("download", 300.0, "D"), ("upload", 10.0, "A")]);
+        assert_eq!((g.idle_ms, g.increase_ms, g.letter), (20.0, 155.0, "C"));
+        assert_eq!(g.direction, "download, upload");
+        assert!(g.definition.contains("during download and during upload"));
+        // Stopped before the upload phase: graded on the download phase, and labelled so.
+        let g = grade(
+            &s[..90],
+            &[("download", (5.0, 15.0)), ("upload", (20.0, 30.0))],
+            GradeStat::Mean,
+        )
+        .expect("grade");
+        assert_eq!(
+            (g.direction.as_str(), g.letter, g.phases.len()),
+            ("download", "D", 1)
+        );
     }
 }

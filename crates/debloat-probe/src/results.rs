@@ -86,30 +86,15 @@ pub fn latency_samples(o: &Outcome) -> Vec<(f64, f64)> {
     v
 }
 
-/// The test's grade, if it has both a load and latency probes running before it.
+/// The test's grade, if it has both a load and latency probes running before it: of its one
+/// loaded phase, or DSLReports' mean over the download and upload phases (`bufferbloat`).
 pub fn grade_of(o: &Outcome, stat: GradeStat) -> Option<Grade> {
-    if o.flows.is_empty() {
-        return None;
-    }
-    let up = o
-        .flows
-        .iter()
-        .any(|f| f.spec.dir == crate::flow::Direction::Up);
-    let down = o
-        .flows
-        .iter()
-        .any(|f| f.spec.dir == crate::flow::Direction::Down);
-    let dir = match (up, down) {
-        (true, true) => "bidirectional",
-        (true, false) => "upload",
-        _ => "download",
-    };
-    grade::grade(&latency_samples(o), o.plan.load_window(), stat, dir)
+    grade::grade(&latency_samples(o), &o.plan.phases(), stat)
 }
 
 /// The run's RPM, if it had load and foreign probes answered.
 pub fn rpm_of(o: &Outcome) -> Option<Rpm> {
-    let (a, b) = o.plan.load_window();
+    let (a, b) = o.plan.rpm_window();
     let b = b.min(o.elapsed_s);
     let tcp_f: Vec<rpm::Timed> = o.foreign.iter().map(|s| (s.t, s.tcp_ms)).collect();
     let http_f: Vec<rpm::Timed> = o.foreign.iter().map(|s| (s.t, s.req_ms)).collect();
@@ -253,9 +238,14 @@ pub fn flent_file(o: &Outcome, title: &str) -> Value {
     json!({
         "version": 4,
         "metadata": {
-            "NAME": p.name,
+            "NAME": p.flent_name,
             "TITLE": title,
-            "NOTE": format!("debloat test {} (real network){}", p.name, if o.interrupted { ", stopped early by the user" } else { "" }),
+            "NOTE": format!(
+                "debloat test {} (real network{}){}",
+                p.name,
+                if p.flent_name == p.name { String::new() } else { format!("; written as flent's {} so flent opens it", p.flent_name) },
+                if o.interrupted { ", stopped early by the user" } else { "" }
+            ),
             "TIME": iso(t0),
             "T0": iso(t0),
             "HOST": hosts.first().cloned().unwrap_or_default(),

@@ -16,7 +16,8 @@
 //!   averages < 5 % of the current one), Medium otherwise.
 //!
 //! Deviation, stated: the draft ramps up load connections until goodput saturates; flent's
-//! tests fix the flows, so the intervals are those of the test's load window.
+//! tests fix the flows, so the intervals are those of the test's load window (for `bufferbloat`,
+//! whose directions load the link in turn, its download phase).
 //! The P90 figure goresponsiveness prints (60000 / mean of the P90 RTTs) is given beside it,
 //! labelled as that.
 

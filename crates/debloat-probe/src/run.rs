@@ -111,7 +111,7 @@ pub fn run(plan: &Plan, o: &RunOptions, stop: &AtomicBool) -> Outcome {
         .collect();
     let done = AtomicBool::new(false);
     let any_stop = || stop.load(Ordering::Relaxed);
-    let (load_a, load_b) = plan.load_window();
+    let (load_a, load_b) = plan.rpm_window();
     let mut out = std::thread::scope(|s| {
         let mut flow_h = Vec::new();
         for (f, live) in plan.flows.iter().zip(&flows_live) {

@@ -220,7 +220,7 @@ fn data_files_load_in_flent() {
         ..Default::default()
     };
     let dir = tempfile::tempdir().expect("tmp");
-    for test in ["rrul", "tcp_nup", "voip"] {
+    for test in ["rrul", "tcp_nup", "voip", "bufferbloat"] {
         let p = debloat_probe::catalog::plan(test, &o).expect("plan");
         let out = debloat_probe::run::run(&p, &Default::default(), &AtomicBool::new(false));
         let file = debloat_probe::results::flent_file(&out, "interop");
@@ -242,14 +242,16 @@ fn data_files_load_in_flent() {
             "flent failed on {test}: {}",
             String::from_utf8_lossy(&o.stderr)
         );
-        // flent prints its banner first; the CSV header starts with the test's name.
+        // flent prints its banner first; the CSV header starts with the test's name as the
+        // file gives it (`bufferbloat` is written as flent's rrul_be_nflows).
         let header = csv
             .lines()
-            .find(|l| l.starts_with(&format!("{test},")))
+            .find(|l| l.starts_with(&format!("{},", p.flent_name)))
             .unwrap_or_default();
         let want = match test {
             "rrul" => "TCP download EF",
             "tcp_nup" => "TCP upload::4",
+            "bufferbloat" => "TCP upload BE::4",
             _ => "VoIP::delay",
         };
         assert!(

@@ -33,6 +33,23 @@ pub struct Grade {
     /// How it was computed, in words.
     #[serde(default)]
     pub definition: String,
+    /// Each loaded phase when the directions were loaded in turn (`bufferbloat`); the grade
+    /// is then of the mean of their increases.
+    #[serde(default)]
+    pub phases: Vec<Phase>,
+}
+
+/// One loaded phase of a graded run.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Phase {
+    /// download or upload.
+    pub direction: String,
+    /// Latency under this phase's load, ms.
+    pub loaded_ms: f64,
+    /// Increase over idle, ms.
+    pub increase_ms: f64,
+    /// This phase's own letter.
+    pub letter: String,
 }
 
 /// Responsiveness of one run.
@@ -144,6 +161,24 @@ pub fn html(runs: &[(&str, &Verdict)]) -> String {
             None => h.push_str("<td>n/a</td><td>-</td><td>-</td>"),
         }
         h.push_str("</tr>\n");
+        // A run graded over phases gets one row per phase under it (DSLReports' two directions).
+        for p in v
+            .grade
+            .iter()
+            .filter(|g| g.phases.len() > 1)
+            .flat_map(|g| &g.phases)
+        {
+            let _ = writeln!(
+                h,
+                "<tr><td>&nbsp;&nbsp;{} phase</td><td><strong style=\"color:{}\">{}</strong></td>\
+                 <td></td><td>{:.1}</td><td>+{:.1}</td><td colspan=\"3\"></td></tr>",
+                escape(&p.direction),
+                colour(&p.letter),
+                escape(&p.letter),
+                p.loaded_ms,
+                p.increase_ms
+            );
+        }
     }
     h.push_str("</tbody></table>\n");
     defs.sort_unstable();
@@ -180,6 +215,30 @@ mod tests {
         assert!(h.contains(">D</strong>") && h.contains("+378.6") && h.contains("<td>200</td>"));
         assert!(h.contains("DSLReports scale") && h.contains("draft-09, TCP-only"));
         assert!(h.contains(colour("D")));
+    }
+
+    #[test]
+    fn a_grade_over_two_phases_shows_each_phase() {
+        let grade = json!({"letter": "C", "stat": "Mean", "direction": "download, upload",
+        "idle_ms": 20.0, "loaded_ms": 175.0, "increase_ms": 155.0, "definition": "mean of the two",
+        "phases": [
+            {"direction": "download", "window_s": [5.0, 15.0], "loaded_ms": 320.0, "increase_ms": 300.0, "letter": "D"},
+            {"direction": "upload", "window_s": [20.0, 30.0], "loaded_ms": 30.0, "increase_ms": 10.0, "letter": "A"}
+        ]});
+        let v = Verdict::from_metadata(&meta(Verdict::metadata(&grade, &Value::Null)))
+            .unwrap()
+            .unwrap();
+        assert_eq!(v.grade.as_ref().unwrap().phases.len(), 2);
+        let h = html(&[("bufferbloat", &v)]);
+        assert!(h.contains(">C</strong>") && h.contains("+155.0"), "{h}");
+        assert!(
+            h.contains("download phase") && h.contains("+300.0") && h.contains(">D</strong>"),
+            "{h}"
+        );
+        assert!(
+            h.contains("upload phase") && h.contains("+10.0") && h.contains(">A</strong>"),
+            "{h}"
+        );
     }
 
     #[test]

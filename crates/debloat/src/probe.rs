@@ -43,10 +43,10 @@ pub struct ServerArgs {
 /// Arguments of `debloat test`.
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Tests (flent's names): ping, tcp_1up, tcp_1down, tcp_nup, tcp_ndown, tcp_bidirectional, rrul, rrul_be, voip, tcp_4up_squarewave, rtt_fair_var_up, rtt_fair_var_down.\n\nExamples:\n  debloat test rrul 198.18.0.2\n  debloat test tcp_nup 198.18.0.2 --streams 8 --cc bbr --length 30\n  debloat test voip 198.18.0.2 --irtt 198.18.0.2:2112\n  debloat test rtt_fair_var_up 198.18.0.2 198.18.0.3\n\nWrites <test>-<time>.flent.gz (opens in flent), <test>-<time>.json and report/index.html to --output. Ctrl-C stops early and still writes what was measured."
+    after_help = "Tests (flent's names): ping, tcp_1up, tcp_1down, tcp_nup, tcp_ndown, tcp_bidirectional, rrul, rrul_be, voip, tcp_4up_squarewave, rtt_fair_var_up, rtt_fair_var_down; and debloat's own bufferbloat (downloads, then uploads, graded per direction as DSLReports did).\n\nExamples:\n  debloat test rrul 198.18.0.2\n  debloat test tcp_nup 198.18.0.2 --streams 8 --cc bbr --length 30\n  debloat test voip 198.18.0.2 --irtt 198.18.0.2:2112\n  debloat test rtt_fair_var_up 198.18.0.2 198.18.0.3\n  debloat test bufferbloat 198.18.0.2 --length 40\n\nWrites <test>-<time>.flent.gz (opens in flent), <test>-<time>.json and report/index.html to --output. Ctrl-C stops early and still writes what was measured."
 )]
 pub struct TestArgs {
-    /// Test name (flent's).
+    /// Test name (flent's, or debloat's own `bufferbloat`).
     test: String,
     /// The debloat server(s): HOST or HOST:PORT (port 2112 by default). Several only for
     /// rtt_fair_var_up/_down.
@@ -61,7 +61,7 @@ pub struct TestArgs {
     /// DELAY: idle time before and after the load, seconds (flent's -d).
     #[arg(short = 'd', long, default_value_t = 5.0)]
     delay: f64,
-    /// Streams for tcp_nup / tcp_ndown.
+    /// Streams for tcp_nup / tcp_ndown, and each direction of bufferbloat.
     #[arg(long, default_value_t = 4)]
     streams: usize,
     /// Congestion control of flows whose test does not fix one (default: the sender's).
@@ -214,6 +214,18 @@ pub fn test(a: &TestArgs) -> Result<()> {
     let sums = vec![debloat_report::RunSummary::of(&ds)];
     print!("{}", debloat_report::table::text(&sums));
     match results::grade_of(&out, stat) {
+        Some(g) if g.phases.len() > 1 => {
+            println!(
+                "\nbufferbloat grade (DSLReports scale, {:?} latency): {}  (idle {:.1} ms; mean increase of the {} phases +{:.1} ms)",
+                g.stat, g.letter, g.idle_ms, g.phases.len(), g.increase_ms
+            );
+            for p in &g.phases {
+                println!(
+                    "  {:<9} {:>4.0}–{:<4.0} s   loaded {:.1} ms, +{:.1} ms: {}",
+                    p.direction, p.window_s.0, p.window_s.1, p.loaded_ms, p.increase_ms, p.letter
+                );
+            }
+        }
         Some(g) => println!(
             "\nbufferbloat grade (DSLReports scale, {:?} latency): {}  (idle {:.1} ms, under {} load {:.1} ms, +{:.1} ms)",
             g.stat, g.letter, g.idle_ms, g.direction, g.loaded_ms, g.increase_ms

@@ -185,3 +185,105 @@ fn a_short_test_writes_a_report_that_shows_its_grade_and_rpm() {
             && page.contains(&format!("<td>{rpm:.0}</td>"))
     );
 }
+
+/// `debloat test bufferbloat` loads one direction, then the other, and grades as DSLReports
+/// did: each phase over its own window, the overall letter from the mean of the two increases.
+/// On loopback both directions are idle-fast; what matters here is the structure (the flows
+/// run only in their phase, both phases graded, the mean taken, every part shown). The
+/// testbed test `probe_bufferbloat_grades_each_direction_apart` shows the two directions
+/// graded differently on a link bloated one way only.
+#[test]
+fn bufferbloat_grades_each_direction_and_averages_them() {
+    let srv = server();
+    let dir = tempfile::tempdir().expect("tmp");
+    let o = Command::new(EXE)
+        .args([
+            "test",
+            "bufferbloat",
+            &srv.1,
+            "--length",
+            "4",
+            "--delay",
+            "1",
+        ])
+        .args(["--streams", "2", "--output"])
+        .arg(dir.path())
+        .output()
+        .expect("runs");
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(
+        out.contains("mean increase of the 2 phases")
+            && out.contains("download ")
+            && out.contains("upload "),
+        "{out}"
+    );
+    let find = |ext: &str| {
+        std::fs::read_dir(dir.path())
+            .expect("dir")
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .find(|p| p.to_string_lossy().ends_with(ext))
+            .unwrap_or_else(|| panic!("no {ext} written"))
+    };
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(find(".json")).expect("read")).expect("json");
+    let g = &s["grade"];
+    let phases = g["phases"].as_array().expect("phases");
+    let dirs: Vec<&str> = phases
+        .iter()
+        .filter_map(|p| p["direction"].as_str())
+        .collect();
+    assert_eq!(dirs, ["download", "upload"], "{g}");
+    let w: Vec<Vec<f64>> = phases
+        .iter()
+        .map(|p| {
+            p["window_s"]
+                .as_array()
+                .expect("window")
+                .iter()
+                .filter_map(|x| x.as_f64())
+                .collect()
+        })
+        .collect();
+    assert_eq!(w, [vec![1.0, 3.0], vec![4.0, 6.0]], "{g}");
+    let inc: Vec<f64> = phases
+        .iter()
+        .filter_map(|p| p["increase_ms"].as_f64())
+        .collect();
+    let mean = (inc[0] + inc[1]) / 2.0;
+    assert!(
+        (g["increase_ms"].as_f64().expect("increase") - mean).abs() < 1e-9,
+        "{g}"
+    );
+    assert_eq!(g["direction"], "download, upload");
+    assert!(g["definition"]
+        .as_str()
+        .unwrap_or("")
+        .contains("during download and during upload"));
+    // Each direction's flows carried data and ran in their own phase only.
+    let ds = debloat_report::Dataset::read(&find(".flent.gz")).expect("flent file reads");
+    for series in ds.series.iter().filter(|x| x.name.starts_with("TCP ")) {
+        let (a, b) = if series.name.contains("download") {
+            (1.0, 3.0)
+        } else {
+            (4.0, 6.0)
+        };
+        let at: Vec<f64> = series
+            .values
+            .iter()
+            .zip(&ds.x)
+            .filter_map(|(v, &x)| v.map(|_| x))
+            .collect();
+        assert!(at.len() >= 5, "{}: {} samples", series.name, at.len());
+        assert!(
+            at.iter().all(|&x| x >= a - 1e-6 && x <= b + 0.2 + 1e-6),
+            "{} outside [{a}, {b}]: {at:?}",
+            series.name
+        );
+    }
+    for f in s["flows"].as_array().expect("flows") {
+        assert!(f["bytes_received"].as_f64().unwrap_or(0.0) > 1e6, "{f}");
+    }
+    let page = std::fs::read_to_string(dir.path().join("report/index.html")).expect("report");
+    assert!(page.contains("download phase") && page.contains("upload phase"));
+}

@@ -968,3 +968,60 @@ fn probe_grades_a_1000_packet_fifo_as_bloated() {
     let l = g["letter"].as_str().expect("letter");
     assert!(l == "D" || l == "F", "grade {l}");
 }
+
+/// DSLReports' two directions graded apart on a link bloated one way only: downloads into a
+/// 1000-packet FIFO on the gateway's ingress (10 Mbit/s, 20 ms) and uploads through cake on its
+/// egress. The download phase adds hundreds of ms (D or F), the upload phase almost nothing
+/// (A+ or A), and the overall grade is of the mean of the two increases.
+#[test]
+fn probe_bufferbloat_grades_each_direction_apart() {
+    let Some(_one) = guard() else { return };
+    let bed = up_with(
+        "pb",
+        "10Mbit",
+        "20ms",
+        "cake bandwidth 10Mbit",
+        "pfifo limit 1000",
+    );
+    let (s, _) = probe_test(
+        &bed,
+        &[
+            "bufferbloat",
+            testbed::SERVER_V4,
+            "--length",
+            "20",
+            "--delay",
+            "3",
+            "--cc",
+            "cubic",
+        ],
+    );
+    let g = &s["grade"];
+    println!("bufferbloat, pfifo down / cake up: {g}");
+    let phase = |d: &str| {
+        g["phases"]
+            .as_array()
+            .expect("phases")
+            .iter()
+            .find(|p| p["direction"] == d)
+            .unwrap_or_else(|| panic!("no {d} phase: {g}"))
+            .clone()
+    };
+    let (down, up) = (phase("download"), phase("upload"));
+    let inc = |p: &serde_json::Value| p["increase_ms"].as_f64().expect("increase");
+    assert!(inc(&down) > 200.0, "download phase +{} ms", inc(&down));
+    assert!(inc(&up) < 30.0, "upload phase +{} ms", inc(&up));
+    let dl = down["letter"].as_str().expect("letter");
+    let ul = up["letter"].as_str().expect("letter");
+    assert!(dl == "D" || dl == "F", "download graded {dl}");
+    assert!(ul == "A+" || ul == "A", "upload graded {ul}");
+    let mean = (inc(&down) + inc(&up)) / 2.0;
+    assert!(
+        (g["increase_ms"].as_f64().expect("increase") - mean).abs() < 1e-9,
+        "{g}"
+    );
+    assert_eq!(
+        g["letter"].as_str(),
+        Some(debloat_probe::grade::letter(mean))
+    );
+}
