@@ -22,6 +22,15 @@ pub struct Echo {
     pub rtt_ms: Option<f64>,
 }
 
+/// One ICMP series: its echoes and the kind of socket that sent them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    /// Every request sent, answered or not, in order.
+    pub echoes: Vec<Echo>,
+    /// Unprivileged or raw.
+    pub socket: SocketKind,
+}
+
 /// Which kind of socket was used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub enum SocketKind {
@@ -105,7 +114,7 @@ pub fn run(
     t0: Instant,
     stop: &AtomicBool,
     live_us: &AtomicU64,
-) -> std::io::Result<(Vec<Echo>, SocketKind)> {
+) -> std::io::Result<Series> {
     let (sock, kind) = open(ip)?;
     let v6 = ip.is_ipv6();
     sock.connect(&SocketAddr::new(ip, 0).into())?;
@@ -183,7 +192,10 @@ pub fn run(
         Ok(m) => m.into_inner().unwrap_or_else(|p| p.into_inner()),
         Err(a) => a.lock().map(|v| v.clone()).unwrap_or_default(),
     };
-    Ok((e.into_iter().map(|(_, x)| x).collect(), kind))
+    Ok(Series {
+        echoes: e.into_iter().map(|(_, x)| x).collect(),
+        socket: kind,
+    })
 }
 
 #[cfg(test)]

@@ -79,7 +79,7 @@ pub fn latency_samples(o: &Outcome) -> Vec<(f64, f64)> {
     }
     for (_, r) in &o.icmp {
         if let Ok(e) = r {
-            v.extend(e.iter().filter_map(|x| Some((x.t, x.rtt_ms?))));
+            v.extend(e.echoes.iter().filter_map(|x| Some((x.t, x.rtt_ms?))));
         }
     }
     v.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -185,13 +185,15 @@ pub fn flent_file(o: &Outcome, title: &str) -> Value {
         });
     }
     for (spec, r) in &o.icmp {
-        let Ok(e) = r else { continue };
+        let Ok(icmp) = r else { continue };
+        let e = &icmp.echoes;
         let raw: Vec<RawSample> = e
             .iter()
             .filter_map(|x| Some((x.t, x.rtt_ms?, Some(u64::from(x.seq)))))
             .collect();
         let mut meta = Map::new();
         meta.insert("RUNNER".into(), json!("debloat-icmp"));
+        meta.insert("DEBLOAT_ICMP_SOCKET".into(), json!(icmp.socket));
         meta.insert("PACKETS_SENT".into(), json!(e.len()));
         meta.insert("PACKETS_RECEIVED".into(), json!(raw.len()));
         let vals: Vec<f64> = raw.iter().map(|r| r.1).collect();
@@ -419,8 +421,8 @@ pub fn summary(o: &Outcome, stat: GradeStat) -> Value {
         .iter()
         .map(|(s, r)| match r {
             Ok(e) => {
-                let v: Vec<f64> = e.iter().filter_map(|x| x.rtt_ms).collect();
-                json!({"name": s.name, "sent": e.len(), "received": v.len(), "mean_ms": mean(&v)})
+                let v: Vec<f64> = e.echoes.iter().filter_map(|x| x.rtt_ms).collect();
+                json!({"name": s.name, "socket": e.socket, "sent": e.echoes.len(), "received": v.len(), "mean_ms": mean(&v)})
             }
             Err(e) => json!({"name": s.name, "error": e}),
         })

@@ -55,7 +55,7 @@ pub struct Outcome {
     /// The VoIP flow.
     pub voip: Option<(UdpSpec, Result<irtt::Probe, String>)>,
     /// ICMP series.
-    pub icmp: Vec<(IcmpSpec, Result<Vec<icmp::Echo>, String>)>,
+    pub icmp: Vec<(IcmpSpec, Result<icmp::Series, String>)>,
     /// Responsiveness probes (fresh connections during the load).
     pub foreign: Vec<ForeignSample>,
 }
@@ -131,7 +131,6 @@ pub fn run(plan: &Plan, o: &RunOptions, stop: &AtomicBool) -> Outcome {
             let live = &lat_live[plan.udp.len() + i];
             icmp_h.push(s.spawn(move || {
                 icmp::run(c.target.ip(), step, c.start_s, c.length_s, t0, stop, live)
-                    .map(|r| r.0)
                     .map_err(|e| format!("{}: {e}", c.name))
             }));
         }
