@@ -6,10 +6,12 @@
 //! TOTAL_LENGTH = LENGTH + 2·DELAY, recording an idle baseline before and after the load.
 //! `ping` and `voip` have no delay; `tcp_4up_squarewave` starts its flows at 0, D, 3D, 5D.
 //!
-//! One test is debloat's own, not flent's: `bufferbloat` loads the link the way DSLReports'
+//! Two tests are debloat's own, not flent's. `bufferbloat` loads the link the way DSLReports'
 //! speed test did, one direction after the other (downloads for LENGTH/2, an idle DELAY so the
 //! download's queue drains, uploads for LENGTH/2), so the grade can follow DSLReports' rule
 //! (the mean of the two directions' increases) and show each direction's own.
+//! `responsiveness` loads both directions as draft-ietf-ippm-responsiveness-09 does, adding a
+//! connection each way per interval until goodput saturates ([`crate::rpm::Ramp`]).
 
 use crate::flow::{Direction, FlowSpec};
 use std::net::SocketAddr;
@@ -40,6 +42,10 @@ pub const TESTS: &[(&str, &str)] = &[
     (
         "rtt_fair_var_down",
         "one TCP download + ICMP per server given",
+    ),
+    (
+        "responsiveness",
+        "debloat's own, draft-09 RPM: up and down load ramped 1 → 16 connections each way until goodput saturates + ICMP and UDP ping",
     ),
     (
         "bufferbloat",
@@ -106,6 +112,9 @@ pub struct Plan {
     pub step_s: f64,
     /// Test parameters as flent records them (`upload_streams` …).
     pub parameters: Vec<(String, String)>,
+    /// The draft's load ramp (`responsiveness`): (interval ID s, most flows per direction).
+    /// Flows after the first of each direction are gated and released by the runner.
+    pub ramp: Option<(f64, usize)>,
 }
 
 /// The window `[first start, last end]` of some flows, s.
@@ -209,6 +218,7 @@ pub fn plan(name: &str, o: &Options) -> Result<Plan, String> {
         start_s,
         length_s,
         server,
+        gated: false,
     };
     let udp = |name: &str, tos, start_s, length_s| UdpSpec {
         name: name.to_string(),
@@ -238,6 +248,7 @@ pub fn plan(name: &str, o: &Options) -> Result<Plan, String> {
         total_s: total,
         step_s: step,
         parameters: Vec::new(),
+        ramp: None,
     };
     use Direction::{Down, Up};
     match name {
@@ -391,6 +402,26 @@ pub fn plan(name: &str, o: &Options) -> Result<Plan, String> {
                 .push(("upload_streams".into(), o.streams.to_string()));
             p.udp.push(udp("Ping (ms) UDP BE", CS0, 0.0, p.total_s));
             p.icmp.push(icmp("Ping (ms) ICMP", first, p.total_s));
+        }
+        "responsiveness" => {
+            // draft-ietf-ippm-responsiveness-09's load: up and down together, INP connections
+            // each way, INC more per interval ID until goodput saturates, at most MNP.
+            use crate::rpm::{ID_S, INP, MNP};
+            p.flent_name = "rrul_be_nflows".into();
+            p.ramp = Some((ID_S, MNP));
+            for (dir, word) in [(Down, "download"), (Up, "upload")] {
+                for i in 1..=MNP {
+                    let mut f = flow(&format!("TCP {word} BE::{i}"), dir, None, CS0, d, l, first);
+                    f.gated = i > INP;
+                    p.flows.push(f);
+                }
+            }
+            p.parameters
+                .push(("download_streams".into(), MNP.to_string()));
+            p.parameters
+                .push(("upload_streams".into(), MNP.to_string()));
+            p.udp.push(udp("Ping (ms) UDP BE", CS0, 0.0, total));
+            p.icmp.push(icmp("Ping (ms) ICMP", first, total));
         }
         other => {
             let names: Vec<&str> = TESTS.iter().map(|t| t.0).collect();

@@ -41,6 +41,9 @@ pub struct FlowSpec {
     pub length_s: f64,
     /// Server's TCP address.
     pub server: SocketAddr,
+    /// Held at `start_s` until the runner releases it (the responsiveness test's load ramp);
+    /// once released it runs until `start_s + length_s`.
+    pub gated: bool,
 }
 
 /// What a running flow shares with the runner.
@@ -56,6 +59,8 @@ pub struct FlowLive {
     pub retransmits: AtomicU64,
     /// Why the flow failed, if it did.
     pub error: Mutex<Option<String>>,
+    /// Set by the runner to start a gated flow.
+    pub release: AtomicBool,
 }
 
 fn push<T>(m: &Mutex<Vec<T>>, v: T) {
@@ -144,6 +149,31 @@ pub fn run(
         }
         std::thread::sleep((start - Instant::now()).min(Duration::from_millis(20)));
     }
+    let released;
+    let spec = if spec.gated {
+        let end = t0 + Duration::from_secs_f64(spec.start_s + spec.length_s);
+        while !live.release.load(Ordering::Relaxed) {
+            // Never released: the flow's window ends and it never ran.
+            if stop.load(Ordering::Relaxed) || Instant::now() >= end {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // Released late: run for what is left of the planned window.
+        let now = since(t0);
+        let left = spec.start_s + spec.length_s - now;
+        if left < 0.1 {
+            return;
+        }
+        released = FlowSpec {
+            start_s: now,
+            length_s: left,
+            ..spec.clone()
+        };
+        &released
+    } else {
+        spec
+    };
     let r = match spec.dir {
         Direction::Up => upload(spec, step, key, t0, stop, live),
         Direction::Down => download(spec, step, key, t0, stop, live),

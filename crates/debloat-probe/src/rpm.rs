@@ -15,9 +15,10 @@
 //!   responsiveness moving averages were stable (standard deviation of the last MAD moving
 //!   averages < 5 % of the current one), Medium otherwise.
 //!
-//! Deviation, stated: the draft ramps up load connections until goodput saturates; flent's
-//! tests fix the flows, so the intervals are those of the test's load window (for `bufferbloat`,
-//! whose directions load the link in turn, its download phase).
+//! The draft ramps up load connections until goodput saturates: debloat's `responsiveness`
+//! test does (see [`Ramp`]); flent's tests fix their flows, so for them the intervals are those
+//! of the test's load window (for `bufferbloat`, whose directions load the link in turn, its
+//! download phase) — a stated deviation.
 //! The P90 figure goresponsiveness prints (60000 / mean of the P90 RTTs) is given beside it,
 //! labelled as that.
 
@@ -173,6 +174,29 @@ pub fn class(rpm: f64) -> &'static str {
     }
 }
 
+/// The draft's stability test over one value per interval (None where an interval had no
+/// sample): the moving average over MAD intervals at each interval from MAD−1 on; stable when
+/// the standard deviation of the last MAD moving averages is below SDT of the newest.
+pub fn stable(per_interval: &[Option<f64>]) -> bool {
+    let ma: Vec<f64> = (MAD.saturating_sub(1)..per_interval.len())
+        .filter_map(|i| {
+            let v: Vec<f64> = per_interval[i + 1 - MAD..=i]
+                .iter()
+                .flatten()
+                .copied()
+                .collect();
+            (v.len() == MAD).then(|| v.iter().sum::<f64>() / MAD as f64)
+        })
+        .collect();
+    if ma.len() < MAD {
+        return false;
+    }
+    let last = &ma[ma.len() - MAD..];
+    let mean = last.iter().sum::<f64>() / MAD as f64;
+    let sd = (last.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / MAD as f64).sqrt();
+    mean > 0.0 && sd < SDT * last[MAD - 1]
+}
+
 /// Inputs per sample: time (s) and value (ms).
 pub type Timed = (f64, f64);
 
@@ -214,23 +238,6 @@ pub fn compute(
     let hi = windows.len();
     let lo = hi.saturating_sub(MAD);
     let (foreign, loaded, rpm) = parts(lo, hi)?;
-    // Stability: the moving average over MAD intervals at each interval from MAD−1 on; stable
-    // when the last MAD of those moving averages vary by less than SDT of the newest.
-    let stable = |series: &dyn Fn(usize) -> Option<f64>| -> bool {
-        let ma: Vec<f64> = (MAD.saturating_sub(1)..n)
-            .filter_map(|i| {
-                let v: Vec<f64> = (i + 1 - MAD..=i).filter_map(series).collect();
-                (v.len() == MAD).then(|| v.iter().sum::<f64>() / MAD as f64)
-            })
-            .collect();
-        if ma.len() < MAD {
-            return false;
-        }
-        let last = &ma[ma.len() - MAD..];
-        let mean = last.iter().sum::<f64>() / MAD as f64;
-        let sd = (last.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / MAD as f64).sqrt();
-        mean > 0.0 && sd < SDT * last[MAD - 1]
-    };
     let gp = |i: usize| -> Option<f64> {
         let v = within(goodput, i, i + 1);
         (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
@@ -238,7 +245,9 @@ pub fn compute(
     let resp = |i: usize| -> Option<f64> { parts(i, i + 1).map(|p| p.2) };
     let confidence = if n < MAD {
         Confidence::Low
-    } else if stable(&gp) && stable(&resp) {
+    } else if stable(&(0..n).map(gp).collect::<Vec<_>>())
+        && stable(&(0..n).map(resp).collect::<Vec<_>>())
+    {
         Confidence::High
     } else {
         Confidence::Medium
@@ -316,5 +325,110 @@ mod tests {
         .expect("rpm");
         assert_eq!(r.confidence, Confidence::High);
         assert_eq!(r.intervals, 12);
+    }
+}
+
+/// Initial load connections per direction, INP.
+pub const INP: usize = 1;
+/// Connections added per direction each interval while goodput is not saturated, INC.
+pub const INC: usize = 1;
+/// Most load connections per direction, MNP.
+pub const MNP: usize = 16;
+
+/// The draft's load ramp: INP connections per direction at the start, INC more at the end of
+/// every interval of ID seconds until the aggregate goodput is stable (the same stability test
+/// as above) or MNP are running; after saturation no more are added. Sans-IO: the runner feeds
+/// it each interval's goodput and starts as many connections as it answers.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Ramp {
+    /// Interval, s (ID).
+    pub interval_s: f64,
+    /// Most connections per direction (MNP).
+    pub max_flows: usize,
+    /// Connections per direction now.
+    pub flows: usize,
+    /// Aggregate goodput of each completed interval, Mbit/s.
+    pub goodput_mbps: Vec<f64>,
+    /// When the goodput was found saturated, s since the test's start.
+    pub saturated_at_s: Option<f64>,
+    /// (time s, connections per direction from then on), one entry per change.
+    pub steps: Vec<(f64, usize)>,
+}
+
+impl Ramp {
+    /// A ramp starting at `t` s with INP connections per direction.
+    pub fn new(t: f64, interval_s: f64, max_flows: usize) -> Ramp {
+        let flows = INP.min(max_flows);
+        Ramp {
+            interval_s,
+            max_flows,
+            flows,
+            goodput_mbps: Vec::new(),
+            saturated_at_s: None,
+            steps: vec![(t, flows)],
+        }
+    }
+
+    /// An interval ended at `t` with this aggregate goodput: returns the connections per
+    /// direction that should run from now on.
+    pub fn interval_done(&mut self, t: f64, goodput_mbps: f64) -> usize {
+        self.goodput_mbps.push(goodput_mbps);
+        if self.saturated_at_s.is_some() {
+            return self.flows;
+        }
+        let v: Vec<Option<f64>> = self.goodput_mbps.iter().copied().map(Some).collect();
+        if stable(&v) {
+            self.saturated_at_s = Some(t);
+        } else if self.flows < self.max_flows {
+            self.flows = (self.flows + INC).min(self.max_flows);
+            self.steps.push((t, self.flows));
+        }
+        self.flows
+    }
+}
+
+#[cfg(test)]
+mod ramp_tests {
+    use super::*;
+
+    /// One more connection each interval while goodput still moves; none once it is stable
+    /// (here: growing 20 Mbit/s per connection up to a 100 Mbit/s link, then flat).
+    #[test]
+    fn adds_a_connection_per_interval_until_goodput_is_stable() {
+        let mut r = Ramp::new(5.0, ID_S, MNP);
+        assert_eq!(r.flows, 1);
+        let mut t = 5.0;
+        let mut history = Vec::new();
+        for _ in 0..20 {
+            t += ID_S;
+            let gp = (20.0 * r.flows as f64).min(100.0);
+            history.push(r.interval_done(t, gp));
+        }
+        // 1 → 5 connections reach the link's 100 Mbit/s; the ramp keeps adding while the
+        // moving averages still climb, then stops at saturation and holds.
+        let sat = r.saturated_at_s.expect("saturates");
+        let n = r.flows;
+        assert!((5..MNP).contains(&n), "{n} connections: {history:?}");
+        let at = history.iter().position(|&f| f == n).expect("reached");
+        assert!(history[at..].iter().all(|&f| f == n), "{history:?}");
+        assert!(sat > 5.0 + ID_S * at as f64, "saturated at {sat}");
+        assert_eq!(r.steps.first(), Some(&(5.0, 1)));
+        assert_eq!(
+            r.steps.len(),
+            n,
+            "one step per added connection: {:?}",
+            r.steps
+        );
+    }
+
+    /// Goodput that never settles (growing 20 % an interval) keeps adding up to MNP and no
+    /// further.
+    #[test]
+    fn never_more_than_mnp() {
+        let mut r = Ramp::new(0.0, ID_S, MNP);
+        for i in 0..40 {
+            r.interval_done(f64::from(i) * ID_S, 10.0 * 1.2f64.powi(i));
+        }
+        assert_eq!((r.flows, r.saturated_at_s), (MNP, None));
     }
 }

@@ -58,6 +58,8 @@ pub struct Outcome {
     pub icmp: Vec<(IcmpSpec, Result<icmp::Series, String>)>,
     /// Responsiveness probes (fresh connections during the load).
     pub foreign: Vec<ForeignSample>,
+    /// The load ramp as it ran (`responsiveness`).
+    pub ramp: Option<crate::rpm::Ramp>,
 }
 
 fn irtt_config(u: &UdpSpec, key: Option<&[u8]>) -> irtt::Config {
@@ -92,6 +94,21 @@ fn run_udp(
     match r {
         Ok(r) => r.map_err(|e| e.to_string()),
         Err(_) => Err(format!("{}: the probe thread panicked", u.name)),
+    }
+}
+
+/// Release the first `n` flows of each direction (the gated ones not yet running start now).
+fn release(plan: &Plan, live: &[Arc<FlowLive>], n: usize) {
+    for dir in [flow::Direction::Down, flow::Direction::Up] {
+        for (_, l) in plan
+            .flows
+            .iter()
+            .zip(live)
+            .filter(|(f, _)| f.dir == dir)
+            .take(n)
+        {
+            l.release.store(true, Ordering::Relaxed);
+        }
     }
 }
 
@@ -139,8 +156,11 @@ pub fn run(plan: &Plan, o: &RunOptions, stop: &AtomicBool) -> Outcome {
             let done = &done;
             s.spawn(move || crate::rpm::foreign_probes(server, key, t0, load_a, load_b, stop, done))
         });
-        // Timekeeping and progress.
+        // Timekeeping, the load ramp and progress.
         let mut last: Vec<(f64, u64)> = vec![(0.0, 0); plan.flows.len()];
+        let mut ramp = plan
+            .ramp
+            .map(|(id, max)| (crate::rpm::Ramp::new(load_a, id, max), load_a + id, 0u64));
         let mut k = 1u32;
         loop {
             let at = t0 + step * k;
@@ -150,6 +170,20 @@ pub fn run(plan: &Plan, o: &RunOptions, stop: &AtomicBool) -> Outcome {
             }
             k += 1;
             let t = t0.elapsed().as_secs_f64();
+            if let Some((r, next, bytes_before)) = &mut ramp {
+                if t >= *next && *next < load_b {
+                    let bytes: u64 = flows_live
+                        .iter()
+                        .map(|l| l.bytes.load(Ordering::Relaxed))
+                        .sum();
+                    let mbps =
+                        bytes.saturating_sub(*bytes_before) as f64 * 8.0 / r.interval_s / 1e6;
+                    *bytes_before = bytes;
+                    let n = r.interval_done(*next, mbps);
+                    *next += r.interval_s;
+                    release(plan, &flows_live, n);
+                }
+            }
             if o.progress {
                 let (mut up, mut down) = (0.0, 0.0);
                 for (i, (f, live)) in plan.flows.iter().zip(&flows_live).enumerate() {
@@ -216,6 +250,7 @@ pub fn run(plan: &Plan, o: &RunOptions, stop: &AtomicBool) -> Outcome {
             .collect();
         let foreign = foreign_h.and_then(|h| h.join().ok()).unwrap_or_default();
         Outcome {
+            ramp: ramp.map(|r| r.0),
             plan: plan.clone(),
             t0_unix,
             elapsed_s: 0.0,
@@ -231,10 +266,28 @@ pub fn run(plan: &Plan, o: &RunOptions, stop: &AtomicBool) -> Outcome {
         eprintln!();
     }
     out.elapsed_s = t0.elapsed().as_secs_f64().min(plan.total_s);
+    // Gated flows the ramp never released did not run: they are left out of the results, and
+    // the flent parameters give the streams that ran.
+    let ran = |f: &FlowSpec, l: &FlowLive| !f.gated || l.release.load(Ordering::Relaxed);
+    if let Some(r) = &out.ramp {
+        out.plan.flows = plan
+            .flows
+            .iter()
+            .zip(&flows_live)
+            .filter(|(f, l)| ran(f, l))
+            .map(|(f, _)| f.clone())
+            .collect();
+        for (k, v) in &mut out.plan.parameters {
+            if k.ends_with("_streams") {
+                *v = r.flows.to_string();
+            }
+        }
+    }
     out.flows = plan
         .flows
         .iter()
         .zip(&flows_live)
+        .filter(|(f, l)| ran(f, l))
         .map(|(spec, live)| FlowResult {
             spec: spec.clone(),
             samples: live.samples.lock().map(|v| v.clone()).unwrap_or_default(),

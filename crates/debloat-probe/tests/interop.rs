@@ -220,7 +220,7 @@ fn data_files_load_in_flent() {
         ..Default::default()
     };
     let dir = tempfile::tempdir().expect("tmp");
-    for test in ["rrul", "tcp_nup", "voip", "bufferbloat"] {
+    for test in ["rrul", "tcp_nup", "voip", "bufferbloat", "responsiveness"] {
         let p = debloat_probe::catalog::plan(test, &o).expect("plan");
         let out = debloat_probe::run::run(&p, &Default::default(), &AtomicBool::new(false));
         let file = debloat_probe::results::flent_file(&out, "interop");
@@ -252,6 +252,7 @@ fn data_files_load_in_flent() {
             "rrul" => "TCP download EF",
             "tcp_nup" => "TCP upload::4",
             "bufferbloat" => "TCP upload BE::4",
+            "responsiveness" => "TCP download BE::1",
             _ => "VoIP::delay",
         };
         assert!(

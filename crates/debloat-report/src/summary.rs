@@ -53,17 +53,34 @@ impl RunSummary {
             }
         };
         let mut flows = Vec::new();
-        let (mut down, mut up) = (None::<f64>, None::<f64>);
         for s in d.of_kind(|k| matches!(k, Kind::Throughput(_))) {
-            let m = mean(&s.values);
-            flows.push((s.name.clone(), m));
-            let slot = if s.kind == Kind::Throughput(Direction::Down) {
-                &mut down
-            } else {
-                &mut up
-            };
-            *slot = Some(slot.unwrap_or(0.0) + m);
+            flows.push((s.name.clone(), mean(&s.values)));
         }
+        // A direction's throughput is the mean over time of its flows' sum, taken where at
+        // least one of them has a sample: flows that start or stop at different times (a load
+        // ramp, a staircase, phases) are then not summed as if they had run side by side.
+        let total = |dir: Direction| -> Option<f64> {
+            let series: Vec<_> = d
+                .of_kind(|k| k == Kind::Throughput(dir))
+                .map(|s| &s.values)
+                .collect();
+            if series.is_empty() {
+                return None;
+            }
+            let sums: Vec<f64> = (0..d.x.len())
+                .filter(|&i| in_window(i))
+                .filter_map(|i| {
+                    let v: Vec<f64> = series.iter().filter_map(|s| s.get(i).copied().flatten()).collect();
+                    (!v.is_empty()).then(|| v.iter().sum())
+                })
+                .collect();
+            Some(if sums.is_empty() {
+                0.0
+            } else {
+                sums.iter().sum::<f64>() / sums.len() as f64
+            })
+        };
+        let (down, up) = (total(Direction::Down), total(Direction::Up));
         let mut load = Vec::new();
         let mut idle = Vec::new();
         for s in d.of_kind(|k| k == Kind::Latency) {
@@ -152,6 +169,29 @@ mod tests {
         assert_eq!(s.download_mbps, Some(10.0));
         assert_eq!(s.upload_mbps, Some(1.0));
         assert_eq!(s.flows.len(), 2);
+    }
+
+    /// A flow that joins halfway (a load ramp) shares the link: the direction's throughput is
+    /// the link's 10 Mbit/s, not the 7.5 + 5 its two flows' own means would add up to.
+    #[test]
+    fn flows_that_start_apart_are_summed_over_time_not_by_their_means() {
+        let v = serde_json::json!({
+            "version": 4,
+            "metadata": {"NAME": "rrul_be_nflows", "TITLE": "t", "LENGTH": 4, "TOTAL_LENGTH": 6,
+                         "STEP_SIZE": 1.0, "DELAY": 1},
+            "x_values": [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+            "results": {
+                "TCP download BE::1": [null, 10.0, 10.0, 5.0, 5.0, null, null],
+                "TCP download BE::2": [null, null, null, 5.0, 5.0, null, null],
+                "Ping (ms) ICMP": [20.0, 20.0, 20.0, 20.0, 20.0, 20.0, 20.0]
+            },
+            "raw_values": {}
+        });
+        let s = RunSummary::of(&Dataset::from_json(&v, "t").expect("valid"));
+        assert_eq!(s.download_mbps, Some(10.0));
+        assert_eq!(s.upload_mbps, None);
+        let means: Vec<f64> = s.flows.iter().map(|f| f.1).collect();
+        assert_eq!(means, [7.5, 5.0]);
     }
 
     #[test]

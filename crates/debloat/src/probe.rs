@@ -43,10 +43,10 @@ pub struct ServerArgs {
 /// Arguments of `debloat test`.
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Tests (flent's names): ping, tcp_1up, tcp_1down, tcp_nup, tcp_ndown, tcp_bidirectional, rrul, rrul_be, voip, tcp_4up_squarewave, rtt_fair_var_up, rtt_fair_var_down; and debloat's own bufferbloat (downloads, then uploads, graded per direction as DSLReports did).\n\nExamples:\n  debloat test rrul 198.18.0.2\n  debloat test tcp_nup 198.18.0.2 --streams 8 --cc bbr --length 30\n  debloat test voip 198.18.0.2 --irtt 198.18.0.2:2112\n  debloat test rtt_fair_var_up 198.18.0.2 198.18.0.3\n  debloat test bufferbloat 198.18.0.2 --length 40\n\nWrites <test>-<time>.flent.gz (opens in flent), <test>-<time>.json and report/index.html to --output. Ctrl-C stops early and still writes what was measured."
+    after_help = "Tests (flent's names): ping, tcp_1up, tcp_1down, tcp_nup, tcp_ndown, tcp_bidirectional, rrul, rrul_be, voip, tcp_4up_squarewave, rtt_fair_var_up, rtt_fair_var_down; and debloat's own bufferbloat (downloads, then uploads, graded per direction as DSLReports did) and responsiveness (draft-09's RPM with its load ramp).\n\nExamples:\n  debloat test rrul 198.18.0.2\n  debloat test tcp_nup 198.18.0.2 --streams 8 --cc bbr --length 30\n  debloat test voip 198.18.0.2 --irtt 198.18.0.2:2112\n  debloat test rtt_fair_var_up 198.18.0.2 198.18.0.3\n  debloat test bufferbloat 198.18.0.2 --length 40\n  debloat test responsiveness 198.18.0.2\n\nWrites <test>-<time>.flent.gz (opens in flent), <test>-<time>.json and report/index.html to --output. Ctrl-C stops early and still writes what was measured."
 )]
 pub struct TestArgs {
-    /// Test name (flent's, or debloat's own `bufferbloat`).
+    /// Test name (flent's, or debloat's own `bufferbloat`, `responsiveness`).
     test: String,
     /// The debloat server(s): HOST or HOST:PORT (port 2112 by default). Several only for
     /// rtt_fair_var_up/_down.
@@ -231,6 +231,22 @@ pub fn test(a: &TestArgs) -> Result<()> {
             g.stat, g.letter, g.idle_ms, g.direction, g.loaded_ms, g.increase_ms
         ),
         None => println!("\nbufferbloat grade: n/a (needs latency probes before and during a load)"),
+    }
+    if let Some(r) = &out.ramp {
+        let steps: Vec<String> = r
+            .steps
+            .iter()
+            .map(|(t, n)| format!("{n} at {t:.0} s"))
+            .collect();
+        println!(
+            "load ramp (draft-09: +1 connection each way per {:.0} s interval until goodput is stable): {}; {}",
+            r.interval_s,
+            steps.join(", "),
+            match r.saturated_at_s {
+                Some(t) => format!("goodput saturated at {t:.0} s"),
+                None => "goodput not saturated by the end".into(),
+            }
+        );
     }
     match results::rpm_of(&out) {
         Some(r) => println!(

@@ -477,3 +477,83 @@ fn icmp_uses_an_unprivileged_socket_where_allowed_and_raw_otherwise() {
         .to_string();
     assert!(e.contains("ping_group_range"), "{s}");
 }
+
+/// `debloat test responsiveness` ramps its load as draft-ietf-ippm-responsiveness-09 does: one
+/// connection each way at the start and one more each way at the end of every 5-s interval
+/// while goodput is not yet stable (it cannot be after two intervals: the draft's test needs
+/// seven). Flows the ramp never started are not in the results.
+#[test]
+fn responsiveness_ramps_one_connection_each_way_per_interval() {
+    let srv = server();
+    let dir = tempfile::tempdir().expect("tmp");
+    let o = Command::new(EXE)
+        .args([
+            "test",
+            "responsiveness",
+            &srv.1,
+            "--length",
+            "12",
+            "--delay",
+            "1",
+        ])
+        .args(["--no-report", "--output"])
+        .arg(dir.path())
+        .output()
+        .expect("runs");
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(
+        out.contains("load ramp") && out.contains("3 at 11 s"),
+        "{out}"
+    );
+    let json = std::fs::read_dir(dir.path())
+        .expect("dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|x| x == "json"))
+        .expect("summary written");
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(json).expect("read")).expect("json");
+    let r = &s["load_ramp"];
+    assert_eq!(
+        r["steps"],
+        serde_json::json!([[1.0, 1], [6.0, 2], [11.0, 3]]),
+        "{r}"
+    );
+    assert_eq!(r["goodput_mbps"].as_array().map(Vec::len), Some(2), "{r}");
+    assert!(r["saturated_at_s"].is_null(), "{r}");
+    let flows = s["flows"].as_array().expect("flows");
+    let names: Vec<&str> = flows.iter().filter_map(|f| f["name"].as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "TCP download BE::1",
+            "TCP download BE::2",
+            "TCP download BE::3",
+            "TCP upload BE::1",
+            "TCP upload BE::2",
+            "TCP upload BE::3"
+        ]
+    );
+    for f in flows {
+        assert!(f["bytes_received"].as_f64().unwrap_or(0.0) > 1e6, "{f}");
+    }
+    assert!(s["rpm"]["rpm"].as_f64().unwrap_or(0.0) > 0.0, "{s}");
+    // Each connection's throughput starts when the ramp released it.
+    let flent = std::fs::read_dir(dir.path())
+        .expect("dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.to_string_lossy().ends_with(".flent.gz"))
+        .expect("flent file");
+    let ds = debloat_report::Dataset::read(&flent).expect("reads");
+    for (i, at) in [(1, 1.0), (2, 6.0), (3, 11.0)] {
+        for d in ["download", "upload"] {
+            let name = format!("TCP {d} BE::{i}");
+            let x = ds.series.iter().find(|x| x.name == name).expect("series");
+            let first = x.values.iter().zip(&ds.x).find_map(|(v, &t)| v.map(|_| t));
+            assert!(
+                first.is_some_and(|t| t >= at && t < at + 1.0),
+                "{name} starts at {first:?}, released at {at} s"
+            );
+        }
+    }
+}
