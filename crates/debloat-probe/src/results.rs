@@ -106,11 +106,19 @@ pub fn rpm_of(o: &Outcome) -> Option<Rpm> {
     for f in &o.flows {
         http_l.extend(f.rtts.iter().map(|&(t, us)| (t, f64::from(us) / 1e3)));
     }
-    // Goodput of all flows per step, for the stability check.
-    let mut goodput: Vec<rpm::Timed> = Vec::new();
+    // Aggregate goodput per step (every flow's sample in the same step summed), for the
+    // stability check: the draft's test is of the total, which a ramp's added connections share.
+    let step = o.plan.step_s;
+    let mut per_step: std::collections::BTreeMap<i64, f64> = std::collections::BTreeMap::new();
     for f in &o.flows {
-        goodput.extend(throughput(f).iter().map(|s| (s.0, s.1)));
+        for s in throughput(f) {
+            *per_step.entry((s.0 / step).round() as i64).or_default() += s.1;
+        }
     }
+    let goodput: Vec<rpm::Timed> = per_step
+        .into_iter()
+        .map(|(k, v)| (k as f64 * step, v))
+        .collect();
     rpm::compute(a, b, &tcp_f, &http_f, &http_l, &goodput)
 }
 

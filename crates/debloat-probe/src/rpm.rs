@@ -80,7 +80,9 @@ fn probe_once(server: SocketAddr, key: Option<&[u8]>, t0: Instant) -> Option<For
 }
 
 /// Foreign probes every 100 ms (10 a second, under the draft's MPS of 100) in the load window
-/// [a, b] s, until the window ends, `stop` or `done`.
+/// [a, b] s, until the window ends, `stop` or `done`; each sample is added to `out` as it
+/// comes (the runner reads them during the test to see whether responsiveness is stable).
+#[allow(clippy::too_many_arguments)]
 pub fn foreign_probes(
     server: SocketAddr,
     key: Option<&[u8]>,
@@ -89,8 +91,8 @@ pub fn foreign_probes(
     b: f64,
     stop: &AtomicBool,
     done: &AtomicBool,
-) -> Vec<ForeignSample> {
-    let mut out = Vec::new();
+    out: &std::sync::Mutex<Vec<ForeignSample>>,
+) {
     let mut k = 0u32;
     loop {
         let at = t0 + Duration::from_secs_f64(a) + Duration::from_millis(100) * k;
@@ -100,15 +102,21 @@ pub fn foreign_probes(
         }
         while Instant::now() < at {
             if stop.load(Ordering::Relaxed) || done.load(Ordering::Relaxed) {
-                return out;
+                return;
             }
             std::thread::sleep((at - Instant::now()).min(Duration::from_millis(20)));
         }
+        // Behind schedule the wait above is skipped: look at the flags before every probe.
+        if stop.load(Ordering::Relaxed) || done.load(Ordering::Relaxed) {
+            return;
+        }
         if let Some(s) = probe_once(server, key, t0) {
-            out.push(s);
+            match out.lock() {
+                Ok(mut v) => v.push(s),
+                Err(p) => p.into_inner().push(s),
+            }
         }
     }
-    out
 }
 
 /// Single-sided trimmed mean: the mean of the lowest 95 %.
@@ -353,6 +361,8 @@ pub struct Ramp {
     pub saturated_at_s: Option<f64>,
     /// (time s, connections per direction from then on), one entry per change.
     pub steps: Vec<(f64, usize)>,
+    /// When responsiveness was found stable too and the test ended, s.
+    pub ended_at_s: Option<f64>,
 }
 
 impl Ramp {
@@ -366,6 +376,7 @@ impl Ramp {
             goodput_mbps: Vec::new(),
             saturated_at_s: None,
             steps: vec![(t, flows)],
+            ended_at_s: None,
         }
     }
 

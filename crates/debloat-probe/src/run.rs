@@ -10,7 +10,7 @@ use crate::irtt::client as irtt;
 use crate::rpm::ForeignSample;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How to run.
@@ -114,7 +114,11 @@ fn release(plan: &Plan, live: &[Arc<FlowLive>], n: usize) {
 
 /// Run the plan against its servers. Returns when every part has finished or, after `stop`
 /// was set, as soon as every part has noticed.
-pub fn run(plan: &Plan, o: &RunOptions, stop: &AtomicBool) -> Outcome {
+pub fn run(plan: &Plan, o: &RunOptions, user_stop: &AtomicBool) -> Outcome {
+    // Every part watches `halt`: set when the user stops the test, or when the responsiveness
+    // test has its answer (the draft ends the test once responsiveness is stable).
+    let halt = AtomicBool::new(false);
+    let stop = &halt;
     let t0 = Instant::now();
     let t0_unix = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -127,7 +131,8 @@ pub fn run(plan: &Plan, o: &RunOptions, stop: &AtomicBool) -> Outcome {
         .map(|_| AtomicU64::new(0))
         .collect();
     let done = AtomicBool::new(false);
-    let any_stop = || stop.load(Ordering::Relaxed);
+    let any_stop = || user_stop.load(Ordering::Relaxed);
+    let foreign = Mutex::new(Vec::new());
     let (load_a, load_b) = plan.rpm_window();
     let mut out = std::thread::scope(|s| {
         let mut flow_h = Vec::new();
@@ -153,8 +158,10 @@ pub fn run(plan: &Plan, o: &RunOptions, stop: &AtomicBool) -> Outcome {
         }
         let foreign_h = plan.flows.first().map(|f| {
             let server = f.server;
-            let done = &done;
-            s.spawn(move || crate::rpm::foreign_probes(server, key, t0, load_a, load_b, stop, done))
+            let (done, foreign) = (&done, &foreign);
+            s.spawn(move || {
+                crate::rpm::foreign_probes(server, key, t0, load_a, load_b, stop, done, foreign)
+            })
         });
         // Timekeeping, the load ramp and progress.
         let mut last: Vec<(f64, u64)> = vec![(0.0, 0); plan.flows.len()];
@@ -182,6 +189,12 @@ pub fn run(plan: &Plan, o: &RunOptions, stop: &AtomicBool) -> Outcome {
                     let n = r.interval_done(*next, mbps);
                     *next += r.interval_s;
                     release(plan, &flows_live, n);
+                    if r.saturated_at_s.is_some()
+                        && responsive_enough(plan, &flows_live, &foreign, t)
+                    {
+                        r.ended_at_s = Some(t);
+                        halt.store(true, Ordering::Relaxed);
+                    }
                 }
             }
             if o.progress {
@@ -216,7 +229,10 @@ pub fn run(plan: &Plan, o: &RunOptions, stop: &AtomicBool) -> Outcome {
                 );
                 let _ = e.flush();
             }
-            if any_stop() || t >= plan.total_s {
+            if any_stop() {
+                halt.store(true, Ordering::Relaxed);
+            }
+            if halt.load(Ordering::Relaxed) || t >= plan.total_s {
                 break;
             }
         }
@@ -248,7 +264,13 @@ pub fn run(plan: &Plan, o: &RunOptions, stop: &AtomicBool) -> Outcome {
                     .unwrap_or_else(|_| Err("icmp thread panicked".into()))
             }))
             .collect();
-        let foreign = foreign_h.and_then(|h| h.join().ok()).unwrap_or_default();
+        if let Some(h) = foreign_h {
+            let _ = h.join();
+        }
+        let foreign = foreign
+            .lock()
+            .map(|v| v.clone())
+            .unwrap_or_else(|p| p.into_inner().clone());
         Outcome {
             ramp: ramp.map(|r| r.0),
             plan: plan.clone(),
@@ -283,11 +305,20 @@ pub fn run(plan: &Plan, o: &RunOptions, stop: &AtomicBool) -> Outcome {
             }
         }
     }
-    out.flows = plan
-        .flows
-        .iter()
+    out.flows = flow_results(plan, &flows_live)
+        .into_iter()
         .zip(&flows_live)
-        .filter(|(f, l)| ran(f, l))
+        .filter(|(f, l)| ran(&f.spec, l))
+        .map(|(f, _)| f)
+        .collect();
+    out
+}
+
+/// What each flow has measured so far.
+fn flow_results(plan: &Plan, live: &[Arc<FlowLive>]) -> Vec<FlowResult> {
+    plan.flows
+        .iter()
+        .zip(live)
         .map(|(spec, live)| FlowResult {
             spec: spec.clone(),
             samples: live.samples.lock().map(|v| v.clone()).unwrap_or_default(),
@@ -295,6 +326,28 @@ pub fn run(plan: &Plan, o: &RunOptions, stop: &AtomicBool) -> Outcome {
             retransmits: live.retransmits.load(Ordering::Relaxed),
             error: live.error.lock().map(|e| e.clone()).unwrap_or(None),
         })
-        .collect();
-    out
+        .collect()
+}
+
+/// The draft's end of the test: with goodput saturated, responsiveness computed over what was
+/// measured up to `t` is stable too (the RPM's confidence is High).
+fn responsive_enough(
+    plan: &Plan,
+    live: &[Arc<FlowLive>],
+    foreign: &Mutex<Vec<ForeignSample>>,
+    t: f64,
+) -> bool {
+    let so_far = Outcome {
+        plan: plan.clone(),
+        t0_unix: 0.0,
+        elapsed_s: t,
+        interrupted: false,
+        flows: flow_results(plan, live),
+        udp: Vec::new(),
+        voip: None,
+        icmp: Vec::new(),
+        foreign: foreign.lock().map(|v| v.clone()).unwrap_or_default(),
+        ramp: None,
+    };
+    crate::results::rpm_of(&so_far).is_some_and(|r| r.confidence == crate::rpm::Confidence::High)
 }

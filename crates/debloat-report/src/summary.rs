@@ -70,7 +70,10 @@ impl RunSummary {
             let sums: Vec<f64> = (0..d.x.len())
                 .filter(|&i| in_window(i))
                 .filter_map(|i| {
-                    let v: Vec<f64> = series.iter().filter_map(|s| s.get(i).copied().flatten()).collect();
+                    let v: Vec<f64> = series
+                        .iter()
+                        .filter_map(|s| s.get(i).copied().flatten())
+                        .collect();
                     (!v.is_empty()).then(|| v.iter().sum())
                 })
                 .collect();

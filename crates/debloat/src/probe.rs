@@ -242,9 +242,14 @@ pub fn test(a: &TestArgs) -> Result<()> {
             "load ramp (draft-09: +1 connection each way per {:.0} s interval until goodput is stable): {}; {}",
             r.interval_s,
             steps.join(", "),
-            match r.saturated_at_s {
-                Some(t) => format!("goodput saturated at {t:.0} s"),
-                None => "goodput not saturated by the end".into(),
+            match (r.saturated_at_s, r.ended_at_s) {
+                (Some(t), Some(e)) => format!(
+                    "goodput saturated at {t:.0} s; responsiveness stable at {e:.0} s, where the test ended (the draft's end)"
+                ),
+                (Some(t), None) => format!(
+                    "goodput saturated at {t:.0} s; responsiveness not stable by the end"
+                ),
+                _ => "goodput not saturated by the end".into(),
             }
         );
     }

@@ -1025,3 +1025,53 @@ fn probe_bufferbloat_grades_each_direction_apart() {
         Some(debloat_probe::grade::letter(mean))
     );
 }
+
+/// draft-09's responsiveness test through the testbed (10 Mbit/s, 20 ms, cake both ways): the
+/// load ramps one connection each way per 5-s interval until goodput is stable, stops adding
+/// then, and the test ends at the first interval where responsiveness is stable too, well
+/// before its 70 s — with a High-confidence RPM, rated Good or better, and the link full.
+#[test]
+fn probe_responsiveness_ramps_until_saturated_and_ends_when_stable() {
+    let Some(_one) = guard() else { return };
+    let bed = up_with(
+        "prs",
+        "10Mbit",
+        "20ms",
+        "cake bandwidth 10Mbit",
+        "cake bandwidth 10Mbit",
+    );
+    let (s, ds) = probe_test(
+        &bed,
+        &["responsiveness", testbed::SERVER_V4, "--cc", "cubic"],
+    );
+    let r = &s["load_ramp"];
+    println!("ramp: {r}\nrpm: {}", s["rpm"]);
+    let sat = r["saturated_at_s"].as_f64().expect("goodput saturated");
+    let end = r["ended_at_s"].as_f64().expect("responsiveness stable");
+    let elapsed = s["elapsed_s"].as_f64().expect("elapsed");
+    assert!(
+        end >= sat && elapsed < end + 3.0 && elapsed < 65.0,
+        "{r}, ran {elapsed} s"
+    );
+    // One step per interval from the start until saturation, none after.
+    let steps = r["steps"].as_array().expect("steps");
+    let last_step = steps.last().and_then(|x| x[0].as_f64()).expect("a step");
+    assert!(
+        last_step < sat,
+        "a connection was added after saturation: {r}"
+    );
+    assert_eq!(steps.len() as f64, (sat - 5.0) / 5.0, "{r}");
+    let n = r["flows"].as_u64().expect("flows");
+    assert!((2..=16).contains(&n), "{n} connections each way");
+    assert_eq!(
+        s["flows"].as_array().map(Vec::len),
+        Some(2 * n as usize),
+        "{s}"
+    );
+    assert_eq!(s["rpm"]["confidence"], "High", "{}", s["rpm"]);
+    let class = s["rpm"]["class"].as_str().expect("class");
+    assert!(class == "Good" || class == "Excellent", "{}", s["rpm"]);
+    let sum = debloat_report::RunSummary::of(&ds);
+    let down = sum.download_mbps.expect("download");
+    assert!(down >= 8.5, "downloads carried {down:.2} Mbit/s of 10");
+}
