@@ -3,7 +3,7 @@
 //! test early with the results so far written.
 
 mod common;
-use common::{debloat, text};
+use common::{debloat, output_file, summary_json, text};
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -97,21 +97,13 @@ fn ctrl_c_stops_early_and_writes_what_was_measured() {
         t.elapsed()
     );
     assert!(out.contains("stopped early"), "{out}");
-    let json = std::fs::read_dir(dir.path())
-        .expect("dir")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.extension().is_some_and(|x| x == "json"))
-        .expect("summary written");
-    let s: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(json).expect("read")).expect("json");
+    let s = summary_json(dir.path());
     assert_eq!(s["interrupted"], true);
     assert!(
         s["flows"][0]["bytes_received"].as_f64().unwrap_or(0.0) > 1e6,
         "{s}"
     );
-    assert!(std::fs::read_dir(dir.path())
-        .expect("dir")
-        .any(|e| e.is_ok_and(|e| e.path().to_string_lossy().ends_with(".flent.gz"))));
+    output_file(dir.path(), ".flent.gz");
 }
 
 /// A short test as a user runs it, report included: the page opens with the grade and RPM the
@@ -218,15 +210,7 @@ fn bufferbloat_grades_each_direction_and_averages_them() {
             && out.contains("upload "),
         "{out}"
     );
-    let find = |ext: &str| {
-        std::fs::read_dir(dir.path())
-            .expect("dir")
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .find(|p| p.to_string_lossy().ends_with(ext))
-            .unwrap_or_else(|| panic!("no {ext} written"))
-    };
-    let s: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(find(".json")).expect("read")).expect("json");
+    let s = summary_json(dir.path());
     let g = &s["grade"];
     let phases = g["phases"].as_array().expect("phases");
     let dirs: Vec<&str> = phases
@@ -261,7 +245,8 @@ fn bufferbloat_grades_each_direction_and_averages_them() {
         .unwrap_or("")
         .contains("during download and during upload"));
     // Each direction's flows carried data and ran in their own phase only.
-    let ds = debloat_report::Dataset::read(&find(".flent.gz")).expect("flent file reads");
+    let ds = debloat_report::Dataset::read(&output_file(dir.path(), ".flent.gz"))
+        .expect("flent file reads");
     for series in ds.series.iter().filter(|x| x.name.starts_with("TCP ")) {
         let (a, b) = if series.name.contains("download") {
             (1.0, 3.0)
@@ -433,12 +418,7 @@ fn icmp_uses_an_unprivileged_socket_where_allowed_and_raw_otherwise() {
             .output()
             .expect("test runs");
         assert!(o.status.success(), "{}", text(&o));
-        let json = std::fs::read_dir(&*out)
-            .expect("dir")
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .find(|p| p.extension().is_some_and(|x| x == "json"))
-            .expect("summary written");
-        serde_json::from_str(&std::fs::read_to_string(json).expect("read")).expect("json")
+        summary_json(std::path::Path::new(&*out))
     };
     let nobody = [
         "setpriv",
@@ -506,13 +486,7 @@ fn responsiveness_ramps_one_connection_each_way_per_interval() {
         out.contains("load ramp") && out.contains("3 at 11 s"),
         "{out}"
     );
-    let json = std::fs::read_dir(dir.path())
-        .expect("dir")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.extension().is_some_and(|x| x == "json"))
-        .expect("summary written");
-    let s: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(json).expect("read")).expect("json");
+    let s = summary_json(dir.path());
     let r = &s["load_ramp"];
     assert_eq!(
         r["steps"],
@@ -539,12 +513,7 @@ fn responsiveness_ramps_one_connection_each_way_per_interval() {
     }
     assert!(s["rpm"]["rpm"].as_f64().unwrap_or(0.0) > 0.0, "{s}");
     // Each connection's throughput starts when the ramp released it.
-    let flent = std::fs::read_dir(dir.path())
-        .expect("dir")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.to_string_lossy().ends_with(".flent.gz"))
-        .expect("flent file");
-    let ds = debloat_report::Dataset::read(&flent).expect("reads");
+    let ds = debloat_report::Dataset::read(&output_file(dir.path(), ".flent.gz")).expect("reads");
     for (i, at) in [(1, 1.0), (2, 6.0), (3, 11.0)] {
         for d in ["download", "upload"] {
             let name = format!("TCP {d} BE::{i}");

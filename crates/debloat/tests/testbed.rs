@@ -877,17 +877,9 @@ fn probe_test(bed: &Bed, args: &[&str]) -> (serde_json::Value, debloat_report::D
         .expect("debloat test runs");
     println!("{}", text(&o));
     assert!(o.status.success(), "debloat test failed: {}", text(&o));
-    let find = |ext: &str| {
-        std::fs::read_dir(dir.path())
-            .expect("dir")
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .find(|p| p.to_string_lossy().ends_with(ext))
-            .unwrap_or_else(|| panic!("no {ext} written"))
-    };
-    let summary: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(find(".json")).expect("json"))
-            .expect("parse");
-    let ds = debloat_report::Dataset::read(&find(".flent.gz")).expect("flent file reads");
+    let summary = common::summary_json(dir.path());
+    let ds = debloat_report::Dataset::read(&common::output_file(dir.path(), ".flent.gz"))
+        .expect("flent file reads");
     (summary, ds)
 }
 

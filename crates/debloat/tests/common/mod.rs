@@ -19,3 +19,18 @@ pub fn text(o: &Output) -> String {
         String::from_utf8_lossy(&o.stderr)
     )
 }
+
+/// The file in `dir` whose name ends with `suffix` (`.json`, `.flent.gz`); panics if none.
+pub fn output_file(dir: &std::path::Path, suffix: &str) -> std::path::PathBuf {
+    std::fs::read_dir(dir)
+        .expect("output directory")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.to_string_lossy().ends_with(suffix))
+        .unwrap_or_else(|| panic!("no {suffix} written in {}", dir.display()))
+}
+
+/// The JSON summary `debloat test` wrote in `dir`.
+pub fn summary_json(dir: &std::path::Path) -> serde_json::Value {
+    let p = output_file(dir, ".json");
+    serde_json::from_str(&std::fs::read_to_string(&p).expect("read")).expect("summary is JSON")
+}
