@@ -21,7 +21,7 @@ pub mod results;
 pub mod rpm;
 pub mod run;
 pub mod server;
-mod sys;
+pub mod sys;
 
 /// A read or write that hit its socket timeout (or would block): not an error, try again.
 pub(crate) fn timed_out(e: &std::io::Error) -> bool {

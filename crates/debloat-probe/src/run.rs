@@ -20,6 +20,8 @@ pub struct RunOptions {
     pub hmac_key: Option<Vec<u8>>,
     /// Print a progress line to stderr every step.
     pub progress: bool,
+    /// Run the latency probes' threads (irtt, ICMP) under SCHED_FIFO at this priority.
+    pub realtime: Option<u8>,
 }
 
 /// A flow's outcome.
@@ -62,18 +64,20 @@ pub struct Outcome {
     pub ramp: Option<crate::rpm::Ramp>,
 }
 
-fn irtt_config(u: &UdpSpec, key: Option<&[u8]>) -> irtt::Config {
+fn irtt_config(u: &UdpSpec, key: Option<&[u8]>, realtime: Option<u8>) -> irtt::Config {
     let mut c = irtt::Config::new(u.server, u.interval, Duration::from_secs_f64(u.length_s));
     c.length = u.length;
     c.tos = u.tos;
     c.hmac_key = key.map(<[u8]>::to_vec);
     c.open_timeouts = [1, 2].map(Duration::from_secs).to_vec();
+    c.realtime = realtime;
     c
 }
 
 fn run_udp(
     u: &UdpSpec,
     key: Option<&[u8]>,
+    realtime: Option<u8>,
     t0: Instant,
     stop: &AtomicBool,
     live: &AtomicU64,
@@ -84,7 +88,7 @@ fn run_udp(
     }
     let l = irtt::Live::default();
     let r = std::thread::scope(|s| {
-        let h = s.spawn(|| irtt::run(&irtt_config(u, key), stop, &l));
+        let h = s.spawn(|| irtt::run(&irtt_config(u, key, realtime), stop, &l));
         while !h.is_finished() {
             live.store(l.last_rtt_us.load(Ordering::Relaxed), Ordering::Relaxed);
             std::thread::sleep(Duration::from_millis(50));
@@ -126,6 +130,7 @@ pub fn run(plan: &Plan, o: &RunOptions, user_stop: &AtomicBool) -> Outcome {
         .unwrap_or(0.0);
     let step = Duration::from_secs_f64(plan.step_s);
     let key = o.hmac_key.as_deref();
+    let rt = o.realtime;
     let flows_live: Vec<Arc<FlowLive>> = plan.flows.iter().map(|_| Arc::default()).collect();
     let lat_live: Vec<AtomicU64> = (0..plan.udp.len() + plan.icmp.len() + 1)
         .map(|_| AtomicU64::new(0))
@@ -142,16 +147,19 @@ pub fn run(plan: &Plan, o: &RunOptions, user_stop: &AtomicBool) -> Outcome {
         let mut udp_h = Vec::new();
         for (i, u) in plan.udp.iter().enumerate() {
             let live = &lat_live[i];
-            udp_h.push(s.spawn(move || run_udp(u, key, t0, stop, live)));
+            udp_h.push(s.spawn(move || run_udp(u, key, rt, t0, stop, live)));
         }
         let voip_h = plan.voip.as_ref().map(|v| {
             let live = &lat_live[plan.udp.len() + plan.icmp.len()];
-            s.spawn(move || run_udp(v, key, t0, stop, live))
+            s.spawn(move || run_udp(v, key, rt, t0, stop, live))
         });
         let mut icmp_h = Vec::new();
         for (i, c) in plan.icmp.iter().enumerate() {
             let live = &lat_live[plan.udp.len() + i];
             icmp_h.push(s.spawn(move || {
+                if let Some(p) = rt {
+                    crate::sys::realtime(p).map_err(|e| format!("{}: {e}", c.name))?;
+                }
                 icmp::run(c.target.ip(), step, c.start_s, c.length_s, t0, stop, live)
                     .map_err(|e| format!("{}: {e}", c.name))
             }));

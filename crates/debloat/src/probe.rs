@@ -85,6 +85,10 @@ pub struct TestArgs {
     /// Do not write the HTML report.
     #[arg(long)]
     no_report: bool,
+    /// Run the latency probes (irtt, ICMP) under SCHED_FIFO at this priority (1–99; needs root
+    /// or CAP_SYS_NICE), so their timers keep time while the load's threads busy the CPUs.
+    #[arg(long, value_name = "PRIO", value_parser = clap::value_parser!(u8).range(1..=99))]
+    realtime: Option<u8>,
 }
 
 fn resolve(s: &str, default_port: u16) -> Result<SocketAddr> {
@@ -171,9 +175,18 @@ pub fn test(a: &TestArgs) -> Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&stop))?;
     signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&stop))?;
+    if let Some(p) = a.realtime {
+        // Try it on a throwaway thread first, so a missing privilege is an error before the
+        // test starts rather than a failed probe after it.
+        std::thread::spawn(move || debloat_probe::sys::realtime(p))
+            .join()
+            .map_err(|_| anyhow::anyhow!("--realtime: the check thread panicked"))?
+            .context("--realtime (run as root, or drop the option)")?;
+    }
     let ro = RunOptions {
         hmac_key: a.hmac.as_ref().map(|k| k.as_bytes().to_vec()),
         progress: std::io::stderr().is_terminal(),
+        realtime: a.realtime,
     };
     eprintln!(
         "debloat test {}: {:.0} s ({} TCP flows, {} UDP probes, {} ICMP series){}",
@@ -201,7 +214,8 @@ pub fn test(a: &TestArgs) -> Result<()> {
     std::fs::create_dir_all(&a.output)
         .with_context(|| format!("cannot create {}", a.output.display()))?;
     let mut file = results::flent_file(&out, &a.title);
-    let summary = results::summary(&out, stat);
+    let mut summary = results::summary(&out, stat);
+    summary["probes_realtime_priority"] = serde_json::json!(a.realtime);
     results::attach_verdict(&mut file, &summary);
     let name = flent_write::file_name(&plan.name, out.t0_unix, &a.title);
     let path = a.output.join(&name);

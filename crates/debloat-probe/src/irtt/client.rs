@@ -39,6 +39,8 @@ pub struct Config {
     pub server_fill_rand: bool,
     /// Open retries: wait this long for each attempt in turn.
     pub open_timeouts: Vec<Duration>,
+    /// Run the sending and receiving threads under SCHED_FIFO at this priority.
+    pub realtime: Option<u8>,
 }
 
 impl Config {
@@ -53,6 +55,7 @@ impl Config {
             hmac_key: None,
             server_fill_rand: false,
             open_timeouts: [1, 2, 4, 8].map(Duration::from_secs).to_vec(),
+            realtime: None,
         }
     }
 }
@@ -230,6 +233,9 @@ fn socket(c: &Config) -> Result<UdpSocket, ClientError> {
 
 /// Run one probe to the end of its duration or until `stop` is set.
 pub fn run(c: &Config, stop: &AtomicBool, live: &Live) -> Result<Probe, ClientError> {
+    if let Some(p) = c.realtime {
+        crate::sys::realtime(p).map_err(|e| ClientError::Io(c.server, e))?;
+    }
     let sock = socket(c)?;
     let (params, token) = open(&sock, c)?;
     let key = c.hmac_key.clone();
@@ -249,7 +255,12 @@ pub fn run(c: &Config, stop: &AtomicBool, live: &Live) -> Result<Probe, ClientEr
         let params = params.clone();
         let live_rtt = Arc::new(AtomicU64::new(0));
         let live_out = live_rtt.clone();
+        let realtime = c.realtime;
         let h = std::thread::spawn(move || {
+            if let Some(p) = realtime {
+                // The sender already proved the privilege; a failure here only costs accuracy.
+                let _ = crate::sys::realtime(p);
+            }
             let mut buf = vec![0u8; 65_536];
             while !done.load(Ordering::Relaxed) {
                 let n = match rx.recv(&mut buf) {
