@@ -61,6 +61,16 @@ fn pid_file(prefix: &str) -> PathBuf {
     run_dir().join(format!("{prefix}.pid"))
 }
 
+/// The process id of a testbed's running gateway, if it has one.
+pub fn gateway_pid(prefix: &str) -> Option<u32> {
+    std::fs::read_to_string(pid_file(prefix))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+        .filter(|&p| alive(p))
+}
+
 /// The gateway's log (its stdout and stderr).
 pub fn log_file(prefix: &str) -> PathBuf {
     run_dir().join(format!("{prefix}-gateway.log"))

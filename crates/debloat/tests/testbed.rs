@@ -1067,3 +1067,108 @@ fn probe_responsiveness_ramps_until_saturated_and_ends_when_stable() {
     let down = sum.download_mbps.expect("download");
     assert!(down >= 8.5, "downloads carried {down:.2} Mbit/s of 10");
 }
+
+/// `gateway --realtime` under overload (issue 5): an unshaped fq_codel gateway pinned to one
+/// CPU under SCHED_FIFO, flooded by four CUBIC uploads over a 10 Gbit/s emulated link, so its
+/// forwarding loop never sleeps. The loop runs as SCHED_FIFO 50 on its CPU, the control thread
+/// it started still answers `gateway stats` promptly (the kernel's RT throttling leaves it 5 %
+/// of that CPU at worst), traffic flows at hundreds of Mbit/s, and `testbed down` stops it.
+#[test]
+fn a_realtime_gateway_under_overload_still_answers_and_stops() {
+    let Some(_one) = guard() else { return };
+    let bed = up_extra(
+        "ov",
+        "10Gbit",
+        "2ms",
+        "fq_codel",
+        "fq_codel",
+        &["--cpu", "1", "--realtime", "50"],
+    );
+    let pid = testbed::gateway_pid(&bed.prefix).expect("gateway running");
+    let chrt = Command::new("chrt")
+        .args(["-p", &pid.to_string()])
+        .output()
+        .expect("chrt runs");
+    let policy = text(&chrt);
+    assert!(
+        policy.contains("SCHED_FIFO") && policy.contains("priority: 50"),
+        "{policy}"
+    );
+    let sink = testbed::in_ns(
+        &ns(&bed, "server"),
+        &[
+            EXE,
+            "testbed",
+            "tcp-sink",
+            "--listen",
+            "0.0.0.0:5201",
+            "--seconds",
+            "12",
+        ],
+    )
+    .stdout(std::process::Stdio::piped())
+    .spawn()
+    .expect("sink starts");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let sender = testbed::in_ns(
+        &ns(&bed, "client"),
+        &[
+            EXE,
+            "testbed",
+            "tcp-send",
+            "--to",
+            "198.18.2.2:5201",
+            "--streams",
+            "4",
+            "--seconds",
+            "8",
+            "--cc",
+            "cubic",
+        ],
+    )
+    .stdout(std::process::Stdio::null())
+    .spawn()
+    .expect("sender starts");
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let sock = testbed::control_socket(&bed.prefix);
+    let t = std::time::Instant::now();
+    let stats = Command::new(EXE)
+        .args(["gateway", "stats", "--control", &sock.to_string_lossy()])
+        .output()
+        .expect("stats runs");
+    let took = t.elapsed();
+    let cpu = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let rtts = ping(&bed, testbed::SERVER_V4, 10);
+    let _ = sender.wait_with_output();
+    let out = sink.wait_with_output().expect("sink ends");
+    let mbps: f64 = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split(": ").nth(1)?.split(' ').next()?.parse::<f64>().ok())
+        .sum();
+    println!(
+        "realtime gateway under overload: stats answered in {:.1} ms, goodput {mbps:.0} Mbit/s, \
+         ping {:?} ms ({} of 10 answered); gateway stat: {}",
+        took.as_secs_f64() * 1e3,
+        rtts.iter()
+            .map(|r| (r * 10.0).round() / 10.0)
+            .collect::<Vec<_>>(),
+        rtts.len(),
+        cpu.split_whitespace().nth(2).unwrap_or("?")
+    );
+    assert!(stats.status.success(), "{}", text(&stats));
+    assert!(text(&stats).contains("qdisc fq_codel"), "{}", text(&stats));
+    assert!(
+        took < std::time::Duration::from_secs(3),
+        "stats took {took:?}"
+    );
+    assert!(mbps > 200.0, "goodput {mbps:.0} Mbit/s");
+    let o = Command::new(EXE)
+        .args(["testbed", "down", "--prefix", &bed.prefix])
+        .output()
+        .expect("down runs");
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        testbed::gateway_pid(&bed.prefix).is_none(),
+        "the realtime gateway did not stop"
+    );
+}
