@@ -105,7 +105,9 @@ fn parse_reply(kind: SocketKind, v6: bool, pkt: &[u8], cookie: u64) -> Option<u1
 }
 
 /// Ping `ip` every `interval` from `start_s` for `length_s` seconds after the test's start
-/// `t0`, until `stop`. Lost echoes have no RTT. The last RTT (µs) goes to `live_us`.
+/// `t0`, until `stop`. Lost echoes have no RTT. The last RTT (µs) goes to `live_us`. With
+/// `realtime`, the sending (calling) and receiving threads run under SCHED_FIFO at that priority.
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     ip: IpAddr,
     interval: Duration,
@@ -114,7 +116,11 @@ pub fn run(
     t0: Instant,
     stop: &AtomicBool,
     live_us: &AtomicU64,
+    realtime: Option<u8>,
 ) -> std::io::Result<Series> {
+    if let Some(p) = realtime {
+        crate::sys::realtime(p)?;
+    }
     let (sock, kind) = open(ip)?;
     let v6 = ip.is_ipv6();
     sock.connect(&SocketAddr::new(ip, 0).into())?;
@@ -128,6 +134,10 @@ pub fn run(
     let rx = sock.try_clone()?;
     std::thread::scope(|scope| {
         scope.spawn(|| {
+            if let Some(p) = realtime {
+                // The sender already proved the privilege; a failure here only costs accuracy.
+                let _ = crate::sys::realtime(p);
+            }
             let mut buf = [0u8; 1500];
             while !done.load(Ordering::Relaxed) {
                 let Ok(n) = (&rx).read(&mut buf) else {

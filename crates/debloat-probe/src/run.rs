@@ -157,11 +157,17 @@ pub fn run(plan: &Plan, o: &RunOptions, user_stop: &AtomicBool) -> Outcome {
         for (i, c) in plan.icmp.iter().enumerate() {
             let live = &lat_live[plan.udp.len() + i];
             icmp_h.push(s.spawn(move || {
-                if let Some(p) = rt {
-                    crate::sys::realtime(p).map_err(|e| format!("{}: {e}", c.name))?;
-                }
-                icmp::run(c.target.ip(), step, c.start_s, c.length_s, t0, stop, live)
-                    .map_err(|e| format!("{}: {e}", c.name))
+                icmp::run(
+                    c.target.ip(),
+                    step,
+                    c.start_s,
+                    c.length_s,
+                    t0,
+                    stop,
+                    live,
+                    rt,
+                )
+                .map_err(|e| format!("{}: {e}", c.name))
             }));
         }
         let foreign_h = plan.flows.first().map(|f| {
