@@ -40,6 +40,20 @@ fn server() -> Server {
     Server(c, addr)
 }
 
+/// `debloat test ARGS --output DIR` to its end; fails the test if it fails. Returns all it printed.
+fn run_test(dir: &std::path::Path, args: &[&str]) -> String {
+    let o = Command::new(EXE)
+        .arg("test")
+        .args(args)
+        .arg("--output")
+        .arg(dir)
+        .output()
+        .expect("debloat test runs");
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    out
+}
+
 #[test]
 fn help_and_bad_input() {
     let o = debloat(&["test", "--help"]);
@@ -113,14 +127,10 @@ fn ctrl_c_stops_early_and_writes_what_was_measured() {
 fn a_short_test_writes_a_report_that_shows_its_grade_and_rpm() {
     let srv = server();
     let dir = tempfile::tempdir().expect("tmp");
-    let o = Command::new(EXE)
-        .args(["test", "tcp_1up", &srv.1, "--length", "3", "--delay", "1"])
-        .arg("--output")
-        .arg(dir.path())
-        .output()
-        .expect("runs");
-    let out = text(&o);
-    assert!(o.status.success(), "{out}");
+    run_test(
+        dir.path(),
+        &["tcp_1up", &srv.1, "--length", "3", "--delay", "1"],
+    );
     let files: Vec<std::path::PathBuf> = std::fs::read_dir(dir.path())
         .expect("dir")
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -188,22 +198,19 @@ fn a_short_test_writes_a_report_that_shows_its_grade_and_rpm() {
 fn bufferbloat_grades_each_direction_and_averages_them() {
     let srv = server();
     let dir = tempfile::tempdir().expect("tmp");
-    let o = Command::new(EXE)
-        .args([
-            "test",
+    let out = run_test(
+        dir.path(),
+        &[
             "bufferbloat",
             &srv.1,
             "--length",
             "4",
             "--delay",
             "1",
-        ])
-        .args(["--streams", "2", "--output"])
-        .arg(dir.path())
-        .output()
-        .expect("runs");
-    let out = text(&o);
-    assert!(o.status.success(), "{out}");
+            "--streams",
+            "2",
+        ],
+    );
     assert!(
         out.contains("mean increase of the 2 phases")
             && out.contains("download ")
@@ -324,21 +331,10 @@ fn the_progress_line_shows_on_a_terminal_and_not_in_a_pipe() {
     assert!(loaded, "no redraw shows the download: {redraws:?}");
     assert!(tty.contains("Ctrl-C stops early"), "{tty}");
 
-    let piped = Command::new(EXE)
-        .args([
-            "test",
-            "ping",
-            &srv.1,
-            "--length",
-            "1",
-            "--no-report",
-            "--output",
-        ])
-        .arg(dir.path())
-        .output()
-        .expect("runs");
-    let t = text(&piped);
-    assert!(piped.status.success(), "{t}");
+    let t = run_test(
+        dir.path(),
+        &["ping", &srv.1, "--length", "1", "--no-report"],
+    );
     assert!(!t.contains('\r') && !t.contains(" / 1 s "), "{t}");
 }
 
@@ -485,22 +481,18 @@ fn icmp_uses_an_unprivileged_socket_where_allowed_and_raw_otherwise() {
 fn responsiveness_ramps_one_connection_each_way_per_interval() {
     let srv = server();
     let dir = tempfile::tempdir().expect("tmp");
-    let o = Command::new(EXE)
-        .args([
-            "test",
+    let out = run_test(
+        dir.path(),
+        &[
             "responsiveness",
             &srv.1,
             "--length",
             "12",
             "--delay",
             "1",
-        ])
-        .args(["--no-report", "--output"])
-        .arg(dir.path())
-        .output()
-        .expect("runs");
-    let out = text(&o);
-    assert!(o.status.success(), "{out}");
+            "--no-report",
+        ],
+    );
     assert!(
         out.contains("load ramp") && out.contains("3 at 11 s"),
         "{out}"
@@ -558,13 +550,20 @@ fn realtime_probes_keep_their_timer_under_load() {
     }
     let srv = server();
     let dir = tempfile::tempdir().expect("tmp");
-    let o = Command::new(EXE)
-        .args(["test", "rrul", &srv.1, "--length", "4", "--delay", "1"])
-        .args(["--realtime", "50", "--no-report", "--output"])
-        .arg(dir.path())
-        .output()
-        .expect("runs");
-    assert!(o.status.success(), "{}", text(&o));
+    run_test(
+        dir.path(),
+        &[
+            "rrul",
+            &srv.1,
+            "--length",
+            "4",
+            "--delay",
+            "1",
+            "--realtime",
+            "50",
+            "--no-report",
+        ],
+    );
     let s = summary_json(dir.path());
     assert_eq!(s["probes_realtime_priority"], 50);
     assert_eq!(s["errors"].as_array().map(Vec::len), Some(0), "{s}");

@@ -137,6 +137,52 @@ struct Load {
     goodput_mbps: f64,
 }
 
+/// `testbed tcp-sink` in the server namespace on `port` for `seconds`, its report piped.
+fn spawn_sink(bed: &Bed, port: u16, seconds: u32, extra: &[&str]) -> std::process::Child {
+    let (listen, secs) = (format!("0.0.0.0:{port}"), seconds.to_string());
+    let mut a = vec![
+        EXE,
+        "testbed",
+        "tcp-sink",
+        "--listen",
+        &listen,
+        "--seconds",
+        &secs,
+    ];
+    a.extend_from_slice(extra);
+    testbed::in_ns(&ns(bed, "server"), &a)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("sink starts")
+}
+
+/// `testbed tcp-send` from namespace `client` to `to` for `seconds` with congestion control `cc`.
+fn tcp_send(client: &str, to: &str, seconds: u32, cc: &str, extra: &[&str]) -> Command {
+    let secs = seconds.to_string();
+    let mut a = vec![
+        EXE,
+        "testbed",
+        "tcp-send",
+        "--to",
+        to,
+        "--seconds",
+        &secs,
+        "--cc",
+        cc,
+    ];
+    a.extend_from_slice(extra);
+    testbed::in_ns(client, &a)
+}
+
+/// The sum of a finished sink's per-connection rates, Mbit/s (each over the time it received).
+fn sink_mbps(sink: std::process::Child) -> f64 {
+    let out = sink.wait_with_output().expect("sink ends");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split(": ").nth(1)?.split(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 /// Two uploads of `cc` for 20 s with a ping alongside; goodput as the sink counted it.
 fn load(bed: &Bed, cc: &str) -> Load {
     load_n(bed, cc, 2)
@@ -145,56 +191,23 @@ fn load(bed: &Bed, cc: &str) -> Load {
 /// `streams` uploads of `cc` for 20 s with a ping alongside.
 fn load_n(bed: &Bed, cc: &str, streams: u32) -> Load {
     let idle = ping(bed, testbed::SERVER_V4, 10);
-    let sink = testbed::in_ns(
-        &ns(bed, "server"),
-        &[
-            EXE,
-            "testbed",
-            "tcp-sink",
-            "--listen",
-            "0.0.0.0:5201",
-            "--seconds",
-            "24",
-        ],
-    )
-    .stdout(std::process::Stdio::piped())
-    .spawn()
-    .expect("sink starts");
+    let sink = spawn_sink(bed, 5201, 24, &[]);
     std::thread::sleep(std::time::Duration::from_millis(300));
-    let prefix = bed.prefix.clone();
-    let cc2 = cc.to_string();
-    let n = streams.to_string();
-    let sender = std::thread::spawn(move || {
-        testbed::in_ns(
-            &format!("{prefix}-client"),
-            &[
-                EXE,
-                "testbed",
-                "tcp-send",
-                "--to",
-                "198.18.2.2:5201",
-                "--streams",
-                &n,
-                "--seconds",
-                "20",
-                "--cc",
-                &cc2,
-            ],
-        )
-        .output()
-        .expect("sender runs")
-    });
+    let mut send = tcp_send(
+        &ns(bed, "client"),
+        "198.18.2.2:5201",
+        20,
+        cc,
+        &["--streams", &streams.to_string()],
+    );
+    let sender = std::thread::spawn(move || send.output().expect("sender runs"));
     // Pings from 2 s into the load (past slow start) to its end.
     std::thread::sleep(std::time::Duration::from_secs(2));
     let loaded = ping(bed, testbed::SERVER_V4, 85);
     let sent = sender.join().expect("sender thread");
     assert!(sent.status.success(), "tcp-send: {}", text(&sent));
-    let out = sink.wait_with_output().expect("sink ends");
     // The sink prints each connection's rate over the time it received data.
-    let mbps: f64 = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split(": ").nth(1)?.split(' ').next()?.parse::<f64>().ok())
-        .sum();
+    let mbps = sink_mbps(sink);
     Load {
         idle_p50: pct(&idle, 50.0),
         p50: pct(&loaded, 50.0),
@@ -560,50 +573,13 @@ fn part_a_cake_hosts_on_real_tcp() {
             assert!(o.status.success(), "{}", text(&o));
         }
         let idle = ping(&bed, testbed::SERVER_V4, 10);
-        let sink = |port: &str| {
-            testbed::in_ns(
-                &ns(&bed, "server"),
-                &[
-                    EXE,
-                    "testbed",
-                    "tcp-sink",
-                    "--listen",
-                    &format!("0.0.0.0:{port}"),
-                    "--seconds",
-                    &(secs + 4).to_string(),
-                    "--omit",
-                    &omit.to_string(),
-                ],
-            )
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .expect("sink starts")
-        };
-        let (sink_a, sink_b) = (sink("5201"), sink("5202"));
+        let omit_s = omit.to_string();
+        let sink = |port: u16| spawn_sink(&bed, port, secs + 4, &["--omit", &omit_s]);
+        let (sink_a, sink_b) = (sink(5201), sink(5202));
         std::thread::sleep(std::time::Duration::from_millis(300));
         let send = |to: &str, from: &str| {
-            let (c, to, from) = (c.clone(), to.to_string(), from.to_string());
-            let secs = secs.to_string();
-            std::thread::spawn(move || {
-                testbed::in_ns(
-                    &c,
-                    &[
-                        EXE,
-                        "testbed",
-                        "tcp-send",
-                        "--to",
-                        &to,
-                        "--seconds",
-                        &secs,
-                        "--cc",
-                        "cubic",
-                        "--bind",
-                        &from,
-                    ],
-                )
-                .output()
-                .expect("sender runs")
-            })
+            let mut cmd = tcp_send(&c, to, secs, "cubic", &["--bind", from]);
+            std::thread::spawn(move || cmd.output().expect("sender runs"))
         };
         // Host A: two uploads; host B: one; each to a server address of its own.
         let senders = [
@@ -617,14 +593,7 @@ fn part_a_cake_hosts_on_real_tcp() {
             let o = s.join().expect("sender thread");
             assert!(o.status.success(), "tcp-send: {}", text(&o));
         }
-        let mbps = |sink: std::process::Child| -> f64 {
-            let out = sink.wait_with_output().expect("sink ends");
-            String::from_utf8_lossy(&out.stdout)
-                .lines()
-                .filter_map(|l| l.split(": ").nth(1)?.split(' ').next()?.parse::<f64>().ok())
-                .sum()
-        };
-        let (ma, mb) = (mbps(sink_a), mbps(sink_b));
+        let (ma, mb) = (sink_mbps(sink_a), sink_mbps(sink_b));
         let (idle50, p50) = (pct(&idle, 50.0), pct(&loaded, 50.0));
         let ratio = ma / mb;
         println!(
@@ -883,6 +852,17 @@ fn probe_test(bed: &Bed, args: &[&str]) -> (serde_json::Value, debloat_report::D
     (summary, ds)
 }
 
+/// The probe tests' testbed: 10 Mbit/s, 20 ms, cake at the link rate both ways.
+fn cake_both_ways(tag: &str) -> Bed {
+    up_with(
+        tag,
+        "10Mbit",
+        "20ms",
+        "cake bandwidth 10Mbit",
+        "cake bandwidth 10Mbit",
+    )
+}
+
 /// Issue 6 through the testbed: rrul from the client to a debloat server across the gateway's
 /// 10 Mbit/s, 20 ms link with cake both ways. Every rrul series is there, the downloads fill
 /// ≥ 85 % of the link as the client counted it, and latency under load stays near idle (grade A
@@ -890,13 +870,7 @@ fn probe_test(bed: &Bed, args: &[&str]) -> (serde_json::Value, debloat_report::D
 #[test]
 fn probe_rrul_through_cake_has_every_series_and_grades_well() {
     let Some(_one) = guard() else { return };
-    let bed = up_with(
-        "pr",
-        "10Mbit",
-        "20ms",
-        "cake bandwidth 10Mbit",
-        "cake bandwidth 10Mbit",
-    );
+    let bed = cake_both_ways("pr");
     let (s, ds) = probe_test(
         &bed,
         &["rrul", testbed::SERVER_V4, "--length", "10", "--delay", "3"],
@@ -1025,13 +999,7 @@ fn probe_bufferbloat_grades_each_direction_apart() {
 #[test]
 fn probe_responsiveness_ramps_until_saturated_and_ends_when_stable() {
     let Some(_one) = guard() else { return };
-    let bed = up_with(
-        "prs",
-        "10Mbit",
-        "20ms",
-        "cake bandwidth 10Mbit",
-        "cake bandwidth 10Mbit",
-    );
+    let bed = cake_both_ways("prs");
     let (s, ds) = probe_test(
         &bed,
         &["responsiveness", testbed::SERVER_V4, "--cc", "cubic"],
@@ -1094,37 +1062,14 @@ fn a_realtime_gateway_under_overload_still_answers_and_stops() {
         policy.contains("SCHED_FIFO") && policy.contains("priority: 50"),
         "{policy}"
     );
-    let sink = testbed::in_ns(
-        &ns(&bed, "server"),
-        &[
-            EXE,
-            "testbed",
-            "tcp-sink",
-            "--listen",
-            "0.0.0.0:5201",
-            "--seconds",
-            "12",
-        ],
-    )
-    .stdout(std::process::Stdio::piped())
-    .spawn()
-    .expect("sink starts");
+    let sink = spawn_sink(&bed, 5201, 12, &[]);
     std::thread::sleep(std::time::Duration::from_millis(300));
-    let sender = testbed::in_ns(
+    let sender = tcp_send(
         &ns(&bed, "client"),
-        &[
-            EXE,
-            "testbed",
-            "tcp-send",
-            "--to",
-            "198.18.2.2:5201",
-            "--streams",
-            "4",
-            "--seconds",
-            "8",
-            "--cc",
-            "cubic",
-        ],
+        "198.18.2.2:5201",
+        8,
+        "cubic",
+        &["--streams", "4"],
     )
     .stdout(std::process::Stdio::null())
     .spawn()
@@ -1140,11 +1085,7 @@ fn a_realtime_gateway_under_overload_still_answers_and_stops() {
     let cpu = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let rtts = ping(&bed, testbed::SERVER_V4, 10);
     let _ = sender.wait_with_output();
-    let out = sink.wait_with_output().expect("sink ends");
-    let mbps: f64 = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split(": ").nth(1)?.split(' ').next()?.parse::<f64>().ok())
-        .sum();
+    let mbps = sink_mbps(sink);
     println!(
         "realtime gateway under overload: stats answered in {:.1} ms, goodput {mbps:.0} Mbit/s, \
          ping {:?} ms ({} of 10 answered); gateway stat: {}",
