@@ -140,19 +140,30 @@ pub struct Slot {
     pub dsthost: u16,
 }
 
-#[derive(Clone, Copy, Debug, Default)]
-struct Host {
-    srchost_tag: u32,
-    dsthost_tag: u32,
-    srchost_bulk_flow_count: u16,
-    dsthost_bulk_flow_count: u16,
+/// Host slots: tags and bulk-flow counts, source and destination kept apart. The counts are
+/// read for every DRR quantum (`host_load`), so they sit in dense arrays of their own (2 KiB
+/// each) rather than beside the tags, which only the slot search reads.
+#[derive(Clone, Debug)]
+struct Hosts {
+    tag: PerQueue<u32>,
+    bulk_flow_count: PerQueue<u16>,
+}
+
+impl Default for Hosts {
+    fn default() -> Self {
+        Hosts {
+            tag: PerQueue::new(0),
+            bulk_flow_count: PerQueue::new(0),
+        }
+    }
 }
 
 /// The per-tin flow table.
 #[derive(Clone, Debug)]
 pub struct Table {
     tags: PerQueue<u32>,
-    hosts: PerQueue<Host>,
+    src: Hosts,
+    dst: Hosts,
     /// Membership data per flow queue.
     pub slots: PerQueue<Slot>,
     /// Direct hits.
@@ -169,13 +180,40 @@ impl Default for Table {
     fn default() -> Self {
         Table {
             tags: PerQueue::new(0),
-            hosts: PerQueue::new(Host::default()),
+            src: Hosts::default(),
+            dst: Hosts::default(),
             slots: PerQueue::new(Slot::default()),
             way_directs: 0,
             way_hits: 0,
             way_misses: 0,
             way_collisions: 0,
         }
+    }
+}
+
+impl Hosts {
+    /// The host slot for `hash` (`cake_hash`'s host search): the way tagged with it, or else
+    /// the first way with no bulk flows, or else the hashed way (shared). Tags the slot.
+    fn find(&mut self, hash: u32) -> usize {
+        let idx = hash as usize % QUEUES;
+        let inner = idx % WAYS;
+        let outer = idx - inner;
+        for i in 0..WAYS {
+            let k = outer + (inner + i) % WAYS;
+            if self.tag[k] == hash {
+                return k;
+            }
+        }
+        let mut k = outer + inner;
+        for i in 0..WAYS {
+            let c = outer + (inner + i) % WAYS;
+            if self.bulk_flow_count[c] == 0 {
+                k = c;
+                break;
+            }
+        }
+        self.tag[k] = hash;
+        k
     }
 }
 
@@ -215,17 +253,17 @@ impl Table {
         }
         let (srchost_hash, dsthost_hash) = host_hashes();
         if mode.dual_src() {
-            let h = self.find_host(srchost_hash, true);
+            let h = self.src.find(srchost_hash);
             if self.slots[found].set == FlowSet::Bulk {
-                let c = &mut self.hosts[h].srchost_bulk_flow_count;
+                let c = &mut self.src.bulk_flow_count[h];
                 *c = c.saturating_add(1);
             }
             self.slots[found].srchost = h as u16;
         }
         if mode.dual_dst() {
-            let h = self.find_host(dsthost_hash, false);
+            let h = self.dst.find(dsthost_hash);
             if self.slots[found].set == FlowSet::Bulk {
-                let c = &mut self.hosts[h].dsthost_bulk_flow_count;
+                let c = &mut self.dst.bulk_flow_count[h];
                 *c = c.saturating_add(1);
             }
             self.slots[found].dsthost = h as u16;
@@ -265,51 +303,17 @@ impl Table {
         (k, true)
     }
 
-    fn find_host(&mut self, hash: u32, src: bool) -> usize {
-        let idx = hash as usize % QUEUES;
-        let inner = idx % WAYS;
-        let outer = idx - inner;
-        let tag = |h: &Host| if src { h.srchost_tag } else { h.dsthost_tag };
-        let count = |h: &Host| {
-            if src {
-                h.srchost_bulk_flow_count
-            } else {
-                h.dsthost_bulk_flow_count
-            }
-        };
-        for i in 0..WAYS {
-            let k = outer + (inner + i) % WAYS;
-            if tag(&self.hosts[k]) == hash {
-                return k;
-            }
-        }
-        let mut k = outer + inner;
-        for i in 0..WAYS {
-            let c = outer + (inner + i) % WAYS;
-            if count(&self.hosts[c]) == 0 {
-                k = c;
-                break;
-            }
-        }
-        if src {
-            self.hosts[k].srchost_tag = hash;
-        } else {
-            self.hosts[k].dsthost_tag = hash;
-        }
-        k
-    }
-
     /// A flow joined the bulk rotation: count it against its hosts.
     pub fn inc_bulk(&mut self, flow: usize, mode: FlowMode) {
         let s = self.slots[flow];
         if mode.dual_src() {
-            let c = &mut self.hosts[s.srchost as usize].srchost_bulk_flow_count;
+            let c = &mut self.src.bulk_flow_count[s.srchost as usize];
             if (*c as usize) < QUEUES {
                 *c += 1;
             }
         }
         if mode.dual_dst() {
-            let c = &mut self.hosts[s.dsthost as usize].dsthost_bulk_flow_count;
+            let c = &mut self.dst.bulk_flow_count[s.dsthost as usize];
             if (*c as usize) < QUEUES {
                 *c += 1;
             }
@@ -320,11 +324,11 @@ impl Table {
     pub fn dec_bulk(&mut self, flow: usize, mode: FlowMode) {
         let s = self.slots[flow];
         if mode.dual_src() {
-            let c = &mut self.hosts[s.srchost as usize].srchost_bulk_flow_count;
+            let c = &mut self.src.bulk_flow_count[s.srchost as usize];
             *c = c.saturating_sub(1);
         }
         if mode.dual_dst() {
-            let c = &mut self.hosts[s.dsthost as usize].dsthost_bulk_flow_count;
+            let c = &mut self.dst.bulk_flow_count[s.dsthost as usize];
             *c = c.saturating_sub(1);
         }
     }
@@ -334,10 +338,10 @@ impl Table {
         let s = self.slots[flow];
         let mut load = 1u16;
         if mode.dual_src() {
-            load = load.max(self.hosts[s.srchost as usize].srchost_bulk_flow_count);
+            load = load.max(self.src.bulk_flow_count[s.srchost as usize]);
         }
         if mode.dual_dst() {
-            load = load.max(self.hosts[s.dsthost as usize].dsthost_bulk_flow_count);
+            load = load.max(self.dst.bulk_flow_count[s.dsthost as usize]);
         }
         u32::from(load)
     }
