@@ -271,8 +271,8 @@ fn up(u: &UpArgs) -> Result<()> {
 }
 
 /// One accepted connection of `tcp-sink`.
+#[derive(Default)]
 struct Conn {
-    stream: TcpStream,
     /// Bytes received in all.
     bytes: u64,
     /// Bytes received after the omitted start (`--omit`).
@@ -285,14 +285,51 @@ struct Conn {
     reported: u64,
 }
 
+/// Read one connection until it closes or `end`, counting into `c`. A blocking read, so the
+/// data is taken as soon as it arrives. When the sink polled its sockets every millisecond, a
+/// BBR sender's bandwidth estimate rose above the link's rate and it kept a standing queue of
+/// up to a BDP in a FIFO where iperf3's receiver left none (FIFO-DEPTH's BBR test): a receiver
+/// that has not read its data holds back ACKs that would shrink the window, and the bunched
+/// ACKs inflate BBR's delivery-rate samples.
+fn drain(mut stream: TcpStream, c: &std::sync::Mutex<Conn>, end: Instant, omit: Duration) {
+    let mut buf = vec![0u8; 1 << 16];
+    if stream
+        .set_read_timeout(Some(Duration::from_millis(50)))
+        .is_err()
+    {
+        return;
+    }
+    while Instant::now() < end {
+        match stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                let now = Instant::now();
+                let Ok(mut c) = c.lock() else { break };
+                let first = *c.first.get_or_insert(now);
+                c.last = Some(now);
+                c.bytes += n as u64;
+                if now - first >= omit {
+                    c.counted += n as u64;
+                }
+            }
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut
+                    || e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+}
+
 fn sink(a: &SinkArgs) -> Result<()> {
+    use std::sync::{Arc, Mutex};
     let l = TcpListener::bind(a.listen).with_context(|| format!("listening on {}", a.listen))?;
     l.set_nonblocking(true)?;
     let start = Instant::now();
     let end = start + Duration::from_secs_f64(a.seconds);
     let omit = Duration::from_secs_f64(a.omit);
-    let mut conns: Vec<Conn> = Vec::new();
-    let mut buf = vec![0u8; 1 << 16];
+    let mut conns: Vec<Arc<Mutex<Conn>>> = Vec::new();
+    let mut readers = Vec::new();
     let every = (a.interval > 0.0).then(|| Duration::from_secs_f64(a.interval));
     let mut next_report = every.map(|e| start + e);
     while Instant::now() < end {
@@ -300,11 +337,14 @@ fn sink(a: &SinkArgs) -> Result<()> {
             if Instant::now() >= at {
                 let t = (at - start).as_secs_f64();
                 let rates: Vec<String> = conns
-                    .iter_mut()
+                    .iter()
                     .enumerate()
                     .map(|(i, c)| {
-                        let mbps = (c.bytes - c.reported) as f64 * 8.0 / e.as_secs_f64() / 1e6;
-                        c.reported = c.bytes;
+                        let mbps = c.lock().map_or(0.0, |mut c| {
+                            let r = (c.bytes - c.reported) as f64 * 8.0 / e.as_secs_f64() / 1e6;
+                            c.reported = c.bytes;
+                            r
+                        });
                         format!("#{} {mbps:.2}", i + 1)
                     })
                     .collect();
@@ -316,41 +356,23 @@ fn sink(a: &SinkArgs) -> Result<()> {
                 next_report = Some(at + e);
             }
         }
-        if let Ok((stream, _)) = l.accept() {
-            stream.set_nonblocking(true)?;
-            conns.push(Conn {
-                stream,
-                bytes: 0,
-                counted: 0,
-                first: None,
-                last: None,
-                reported: 0,
-            });
-        }
-        let mut idle = true;
-        for c in conns.iter_mut() {
-            loop {
-                match c.stream.read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => {
-                        idle = false;
-                        let now = Instant::now();
-                        let first = *c.first.get_or_insert(now);
-                        c.last = Some(now);
-                        c.bytes += n as u64;
-                        if now - first >= omit {
-                            c.counted += n as u64;
-                        }
-                    }
-                    Err(_) => break,
-                }
+        match l.accept() {
+            Ok((stream, _)) => {
+                stream.set_nonblocking(false)?;
+                let c = Arc::new(Mutex::new(Conn::default()));
+                conns.push(Arc::clone(&c));
+                readers.push(std::thread::spawn(move || drain(stream, &c, end, omit)));
             }
-        }
-        if idle {
-            std::thread::sleep(Duration::from_millis(1));
+            Err(_) => std::thread::sleep(Duration::from_millis(1)),
         }
     }
+    for r in readers {
+        let _ = r.join();
+    }
     for (i, c) in conns.iter().enumerate() {
+        let c = c
+            .lock()
+            .map_err(|_| anyhow::anyhow!("a reader thread panicked"))?;
         // Goodput over the counted part: from the first byte plus the omitted start to the last.
         let secs = match (c.first, c.last) {
             (Some(f), Some(l)) => l
