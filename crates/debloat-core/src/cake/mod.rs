@@ -134,6 +134,10 @@ pub struct Cake<P> {
     overlimits: u64,
     sizes: overhead::SizeStats,
     dropped: DropBox<P>,
+    /// Tests only: always go back to `begin:` after an empty flow, as Linux does, and count how
+    /// often the shortcut would have been taken.
+    #[cfg(test)]
+    reference: (bool, u64),
 }
 
 /// `quantum_div[i] = 65535 / i` (and 65535 at 0), precomputed as the kernel does so the per-flow
@@ -178,6 +182,8 @@ impl<P: Packet> Cake<P> {
             overlimits: 0,
             sizes: overhead::SizeStats::default(),
             dropped: DropBox::default(),
+            #[cfg(test)]
+            reference: (false, 0),
         };
         c.reconfigure();
         c
@@ -655,6 +661,19 @@ impl<P: Packet> Cake<P> {
         }
     }
 
+    /// Whether `dequeue` may skip `begin:` after an empty flow (always, outside tests).
+    #[cfg(not(test))]
+    #[inline(always)]
+    fn shortcut(&mut self) -> bool {
+        true
+    }
+
+    #[cfg(test)]
+    fn shortcut(&mut self) -> bool {
+        self.reference.1 += 1;
+        !self.reference.0
+    }
+
     /// Account for a delivered packet: delay EWMAs, shaper, deficits.
     #[inline(always)]
     fn deliver(&mut self, tin: usize, idx: usize, p: &P, now: Nanos) {
@@ -742,6 +761,9 @@ impl<P: Packet> Qdisc<P> for Cake<P> {
             let Some(tin) = self.choose_tin(now) else {
                 return Dequeue::Empty;
             };
+            // Nothing `begin:` reads (packet count, shaper clocks, tin deficits) has changed
+            // since it chose this tin, until an ingress drop charges the shaper.
+            let mut unchanged = true;
             while let Some(idx) = self.choose_flow(tin, &mut first) {
                 match self.aqm_dequeue(tin, idx, now) {
                     Ok(()) => {
@@ -751,7 +773,12 @@ impl<P: Packet> Qdisc<P> for Cake<P> {
                         }
                         break;
                     }
-                    Err(true) => continue,
+                    Err(true) => unchanged = false,
+                    // Linux goes back to `begin:` after an empty flow. Retiring it changes
+                    // no packet count, shaper clock or tin deficit, so unless an ingress drop
+                    // came first, `begin:` would pass the same checks and choose this tin again
+                    // while it stays active: go straight to its next flow (same fates).
+                    Err(false) if unchanged && self.tins[tin].active() && self.shortcut() => {}
                     Err(false) => break,
                 }
             }
@@ -825,5 +852,88 @@ impl<P: Packet> Qdisc<P> for Cake<P> {
                 tins,
             })),
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::flow::FlowKey;
+    use crate::packet::{Ecn, PacketMeta, Record};
+    use crate::testutil::addr;
+
+    /// Random traffic through two identical cakes, one going back to `begin:` after every
+    /// empty flow as Linux does: every dequeue, drop and statistic must be the same.
+    #[test]
+    fn skipping_begin_after_an_empty_flow_changes_no_fate() {
+        let specs = [
+            "bandwidth 1Mbit besteffort triple-isolate",
+            "bandwidth 2Mbit diffserv4 flows ingress",
+            "bandwidth 500kbit diffserv3 dual-dsthost ingress ack-filter",
+            "unlimited diffserv4 triple-isolate",
+            "unlimited diffserv8 flows ingress",
+            "bandwidth 10Mbit precedence hosts ethernet",
+        ];
+        let mut shortcuts = 0;
+        for (k, text) in specs.iter().enumerate() {
+            let crate::spec::QdiscSpec::Cake(spec) = format!("cake {text}").parse().unwrap() else {
+                panic!("{text} is not a cake spec");
+            };
+            for seed in 0..40u64 {
+                let hasher = FlowHasher::new([seed, 7]);
+                let mut fast = Cake::<Record>::new(&spec, hasher, seed);
+                let mut slow = Cake::<Record>::new(&spec, hasher, seed);
+                slow.reference.0 = true;
+                let mut rng = SplitMix64::new(seed * 31 + k as u64);
+                let (mut now, mut id) = (0u64, 0u64);
+                for _ in 0..4000 {
+                    let r = rng.next_u32();
+                    match r % 10 {
+                        0..=4 => {
+                            let flow = (r >> 8) % 12;
+                            let key = FlowKey::ip(
+                                addr(0, (flow % 3) as u8),
+                                addr(1, (flow % 5) as u8),
+                                1000 + flow as u16,
+                                80,
+                                17,
+                            );
+                            let mut m = PacketMeta::new(64 + (r >> 16) % 1450, key);
+                            m.dscp = [0, 8, 46, 34][((r >> 4) % 4) as usize];
+                            m.ecn = if r & 1 == 0 { Ecn::Ect0 } else { Ecn::NotEct };
+                            assert_eq!(
+                                fast.enqueue(Record::new(id, m), now),
+                                slow.enqueue(Record::new(id, m), now)
+                            );
+                            id += 1;
+                        }
+                        5..=7 => {
+                            let (a, b) = (fast.dequeue(now), slow.dequeue(now));
+                            let show = |d: &Dequeue<Record>| match d {
+                                Dequeue::Packet(p) => format!("packet {}", p.id),
+                                other => format!("{other:?}"),
+                            };
+                            assert_eq!(show(&a), show(&b), "{text}, seed {seed}, at {now}");
+                        }
+                        _ => now += u64::from((r >> 8) % 3_000_000),
+                    }
+                    loop {
+                        let (a, b) = (fast.take_dropped(), slow.take_dropped());
+                        assert_eq!(
+                            a.as_ref().map(|d| (d.packet.id, d.reason)),
+                            b.as_ref().map(|d| (d.packet.id, d.reason))
+                        );
+                        if a.is_none() {
+                            break;
+                        }
+                    }
+                }
+                assert_eq!(format!("{:?}", fast.stats()), format!("{:?}", slow.stats()));
+                shortcuts += slow.reference.1;
+            }
+        }
+        // The case the shortcut is for must actually occur in this traffic.
+        assert!(shortcuts > 1000, "only {shortcuts} empty flows met");
     }
 }
