@@ -9,8 +9,9 @@
 //! rrul_be, tcp_4up_squarewave, tcp_2up_square, rtt_fair_up, rtt_fair_var_up/down and voip; TOML
 //! scenarios with UDP floods; Reno, CUBIC (HyStart), Westwood+ and BBR v1; a TX-ring/BQL device;
 //! wire framing, loss and jitter; Wi-Fi (`wifi`: shared airtime, A-MPDU, legacy / fq_codel /
-//! mac80211 airtime queueing with AQL); flent data files and pcap. Not modelled: PRR, RACK/TLP,
-//! TSO/GSO and TSQ, receive windows.
+//! mac80211 airtime queueing with AQL); flent data files and pcap; an optional fixed window
+//! cap per flow (receive window or send buffer). Not modelled: PRR, RACK/TLP, TSO/GSO and TSQ,
+//! receive-window autotuning.
 
 #![warn(missing_docs)]
 

@@ -142,6 +142,11 @@ pub struct Config {
     pub device: crate::world::Device,
     /// Framing, loss and jitter of both bottleneck wires (the seed is set per direction).
     pub wire: crate::world::Wire,
+    /// Every TCP flow's window limit, bytes of payload: the receive window the peer advertises
+    /// or the send buffer, whichever is smaller (None: only cwnd limits). Linux 6.18's defaults
+    /// (tcp_rmem max 32 MiB, tcp_wmem max 4 MiB) limit only long fat paths; Linux 4.x's
+    /// receive side (tcp_rmem max 6 MiB, half of it advertised) capped a flow at 3 MiB.
+    pub tcp_window: Option<u64>,
     /// Base RTT of each remote host for the rtt_fair tests, ns (empty: every host at `rtt_ns`;
     /// rtt_fair_up always has 4 hosts, the var tests one per entry, or when empty one host, or
     /// over Wi-Fi one per station).
@@ -400,6 +405,7 @@ pub fn simulate_with_tap(
     if let Some(t) = tap {
         w.set_tap(t);
     }
+    w.set_tcp_window(cfg.tcp_window);
     if let Some(wc) = &cfg.wifi {
         w.set_wifi(
             crate::wifi::Wifi::new(wc.clone(), hasher, cfg.seed),

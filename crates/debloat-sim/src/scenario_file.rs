@@ -2,6 +2,9 @@
 //! any mix of flows — TCP transfers (cubic, reno, bbr), ICMP or UDP pings, VoIP-like streams and
 //! constant-rate UDP floods — with their own start and stop times, DSCP, ECN and host RTT.
 //!
+//! A TCP flow may cap its window (`window = "3mb"`: the receive window or send buffer a real
+//! socket would have); by default only cwnd limits it.
+//!
 //! A TCP flow may name its `client` host: flows with the same name share one client address
 //! (198.18.1.100 and up), so host isolation (cake's `dual-srchost`) can tell hosts apart.
 //!
@@ -33,10 +36,11 @@
 //!
 //! Unknown keys are errors (a typo should not silently do nothing).
 
+use crate::packet::MSS;
 use crate::scenario::{summarise, Config, FlowSummary, Run, Test};
 use crate::tcp::cc::Algorithm;
 use crate::world::{Device, Dir, LinkConfig, Wire, World};
-use debloat_core::units::{parse_rate, parse_time};
+use debloat_core::units::{parse_rate, parse_size, parse_time};
 use debloat_core::{FlowHasher, QdiscSpec};
 use serde::Deserialize;
 
@@ -102,6 +106,9 @@ pub struct FlowSection {
     interval: Option<String>,
     /// Client host (a name or number); flows with the same client share its address.
     client: Option<String>,
+    /// TCP: the most payload in flight, as the receive window or send buffer would allow
+    /// (tc size units, e.g. "3mb"); default: only cwnd limits.
+    window: Option<String>,
 }
 
 fn ns(s: f64) -> u64 {
@@ -170,6 +177,7 @@ pub fn run(text: &str, progress: impl FnMut(f64)) -> Result<(Config, Run), Strin
         seed,
         device,
         wire,
+        tcp_window: None,
         host_rtts_ns: Vec::new(),
         wifi: None,
     };
@@ -271,6 +279,13 @@ fn add(
             let cc: Algorithm = fl.cc.as_deref().unwrap_or("cubic").parse()?;
             let k = w.add_flow(&fl.name, dir, cc, fl.dscp, fl.ecn, start, stop);
             w.set_flow_host(k, host, extra);
+            if let Some(v) = &fl.window {
+                let b = parse_size(v).map_err(|e| format!("window: {e}"))?;
+                if b < u64::from(MSS) {
+                    return Err(format!("window {v}: at least one segment (1448 bytes)"));
+                }
+                w.flows[k].sender.set_window(Some(b / u64::from(MSS)));
+            }
             if let Some(c) = &fl.client {
                 let n = clients.iter().position(|x| x == c).unwrap_or_else(|| {
                     clients.push(c.clone());

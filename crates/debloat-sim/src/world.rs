@@ -269,6 +269,8 @@ pub struct World {
     wifi: Option<Box<crate::wifi::Wifi>>,
     wired_ns: Nanos,
     air_out: Vec<(bool, SimPacket)>,
+    /// Every TCP flow's window limit, segments (see [`World::set_tcp_window`]).
+    tcp_window: Option<u64>,
 }
 
 /// The station behind remote host 198.18.2.`host` when `n` stations share a Wi-Fi AP: hosts
@@ -327,9 +329,20 @@ impl World {
             wifi: None,
             wired_ns: 0,
             air_out: Vec::new(),
+            tcp_window: None,
         };
         w.events.push(step, Event::Sample);
         w
+    }
+
+    /// Limit every TCP flow, present and future, to a window of `bytes` of payload (the
+    /// receive window the peer advertises, or the send buffer): `Sender::set_window`. None:
+    /// no limit, only cwnd.
+    pub fn set_tcp_window(&mut self, bytes: Option<u64>) {
+        self.tcp_window = bytes.map(|b| (b / u64::from(MSS)).max(1));
+        for f in &mut self.flows {
+            f.sender.set_window(self.tcp_window);
+        }
     }
 
     /// Add a bulk TCP flow; returns its index.
@@ -355,7 +368,11 @@ impl World {
             start,
             stop,
             key,
-            sender: Sender::new(cc),
+            sender: {
+                let mut s = Sender::new(cc);
+                s.set_window(self.tcp_window);
+                s
+            },
             receiver: Receiver::new(),
             delivered_series: Vec::new(),
             cwnd_series: Vec::new(),

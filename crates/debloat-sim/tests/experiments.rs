@@ -34,6 +34,7 @@ fn cfg(
         seed: 1,
         device: Default::default(),
         wire: Default::default(),
+        tcp_window: None,
         host_rtts_ns: Vec::new(),
         wifi: None,
     }
@@ -117,6 +118,52 @@ fn one_cubic_flow_fills_an_uncongested_100_mbit_path_within_2_s() {
         s.flows[0].throughput_mbps > 90.0,
         "average {:.1}",
         s.flows[0].throughput_mbps
+    );
+}
+
+/// A window cap (receive window or send buffer) limits a flow to window / RTT when the path
+/// could carry more: 1 MiB over 100 ms is 1 MiB × 8 / 0.1 s ≈ 83.9 Mbit/s of payload, on a
+/// 1 Gbit/s path that an uncapped flow fills.
+#[test]
+fn a_window_cap_limits_a_flow_to_window_over_rtt() {
+    let mut c = cfg(
+        Test::Tcp1Up,
+        1_000_000_000,
+        1_000_000_000,
+        100_000_000,
+        "pfifo limit 10000",
+        10.0,
+        1,
+        false,
+    );
+    c.tcp_window = Some(1 << 20);
+    let capped = debloat_sim::run(&c, |_| {});
+    let segs = (1u64 << 20) / u64::from(debloat_sim::packet::MSS);
+    let expect = segs as f64 * f64::from(debloat_sim::packet::MSS) * 8.0 / 0.1 / 1e6;
+    // Samples every 0.2 s, load from 5 to 15 s (the sample at index 74 is after the stop):
+    // its last 5 s, when slow start is long over.
+    let tail: Vec<f64> = capped.series[0][50..74].to_vec();
+    let mean = tail.iter().sum::<f64>() / tail.len() as f64;
+    assert!(
+        (mean - expect).abs() < 0.01 * expect,
+        "capped flow {mean:.1} Mbit/s, window/RTT {expect:.1}"
+    );
+    eprintln!(
+        "window 1 MiB at 100 ms: {mean:.1} Mbit/s (window/RTT {expect:.1}), {} retransmits",
+        capped.flows[0].retransmits
+    );
+    assert_eq!(
+        capped.flows[0].retransmits, 0,
+        "nothing queued, nothing lost"
+    );
+    c.tcp_window = None;
+    let free = debloat_sim::run(&c, |_| {});
+    eprintln!("uncapped: {:.1} Mbit/s", free.flows[0].throughput_mbps);
+    assert!(
+        free.flows[0].throughput_mbps > 5.0 * capped.flows[0].throughput_mbps,
+        "uncapped {:.0} vs capped {:.0} Mbit/s",
+        free.flows[0].throughput_mbps,
+        capped.flows[0].throughput_mbps
     );
 }
 

@@ -128,3 +128,46 @@ fn mistakes_are_named() {
     let e = run("length = 5\n[link]\ndown=\"1Mbit\"\nup=\"1Mbit\"\nrtt=\"10ms\"\n[[flow]]\nname=\"late\"\nkind=\"tcp\"\nstart=4\nstop=2\n", |_| {}).err().expect("start after stop");
     assert!(e.contains("late") && e.contains("start"), "{e}");
 }
+
+/// A flow's `window` caps it at window / RTT while a flow without one fills the rest of the
+/// link: 256 KiB over 100 ms is 181 segments × 1448 B × 8 / 0.1 s ≈ 21 Mbit/s.
+#[test]
+fn a_flow_window_caps_only_that_flow() {
+    let text = r#"
+length = 15
+[link]
+down = "100Mbit"
+up = "100Mbit"
+rtt = "100ms"
+qdisc = "fq_codel"
+[[flow]]
+name = "capped"
+kind = "tcp"
+window = "256kb"
+[[flow]]
+name = "free"
+kind = "tcp"
+"#;
+    let (_, r) = run(text, |_| {}).expect("runs");
+    let get = |n: &str| {
+        r.summary
+            .flows
+            .iter()
+            .find(|f| f.name == n)
+            .map(|f| f.throughput_mbps)
+            .expect("flow")
+    };
+    let (capped, free) = (get("capped"), get("free"));
+    let cap = 181.0 * 1448.0 * 8.0 / 0.1 / 1e6;
+    eprintln!("capped {capped:.1} Mbit/s (window/RTT {cap:.1}), free {free:.1} Mbit/s");
+    assert!(capped <= cap * 1.001, "capped flow {capped:.1} > {cap:.1}");
+    assert!(
+        capped >= cap * 0.85,
+        "capped flow {capped:.1} (slow start included)"
+    );
+    assert!(free >= 60.0, "the other flow takes the rest: {free:.1}");
+    let e = run(&text.replace("256kb", "3 lightyears"), |_| {})
+        .err()
+        .expect("bad size");
+    assert!(e.contains("window") && e.contains("lightyears"), "{e}");
+}

@@ -64,6 +64,7 @@ fn config(up: &str, down: &str, length: f64, seed: u64) -> Result<Config> {
         seed,
         device: Default::default(),
         wire: Default::default(),
+        tcp_window: None,
         host_rtts_ns: Vec::new(),
         wifi: None,
     })

@@ -2,7 +2,7 @@
 //! the results (a flent data file and `summary.json`).
 
 use anyhow::{bail, Context, Result};
-use debloat_core::units::{fmt_rate, parse_rate, parse_time};
+use debloat_core::units::{fmt_rate, parse_rate, parse_size, parse_time};
 use debloat_core::QdiscSpec;
 use debloat_sim::scenario::{Config, Summary, Test};
 use debloat_sim::tcp::cc::Algorithm;
@@ -56,6 +56,11 @@ pub struct Args {
     /// Make the TCP flows ECN-capable.
     #[arg(long)]
     pub(crate) ecn: bool,
+    /// Cap every TCP flow's window at this much payload, as a receive window or send buffer
+    /// would (tc size units: 3mb = 3 MiB). Default: no cap, only cwnd. Linux 4.x advertised at
+    /// most 3mb (tcp_rmem max 6 MiB, half of it); 6.18's send buffer holds at most 4mb.
+    #[arg(long, value_name = "SIZE")]
+    pub(crate) tcp_window: Option<String>,
     /// Seed (same seed, same output).
     #[arg(long, default_value_t = 1)]
     pub(crate) seed: u64,
@@ -94,7 +99,8 @@ pub struct Args {
     #[arg(long)]
     pcap: Option<PathBuf>,
     /// Run the test once per value: KEY=V1;V2;… with KEY one of qdisc, qdisc-up, qdisc-down,
-    /// link, rtt, cc, streams, ecn (repeat for several keys: every combination runs). Prints one
+    /// link, rtt, cc, streams, ecn, tcp-window (a size, or none) (repeat for several keys:
+    /// every combination runs). Prints one
     /// row per run and writes a report comparing them (to --output, default debloat-sweep/).
     #[arg(long, value_name = "KEY=V1;V2;…")]
     pub sweep: Vec<String>,
@@ -270,6 +276,16 @@ pub fn config(a: &Args) -> Result<Config> {
         cc: a.cc.parse::<Algorithm>().map_err(anyhow::Error::msg)?,
         ecn: a.ecn,
         seed: a.seed,
+        tcp_window: match &a.tcp_window {
+            Some(w) => {
+                let b = parse_size(w).with_context(|| format!("--tcp-window {w}"))?;
+                if b < u64::from(debloat_sim::packet::MSS) {
+                    bail!("--tcp-window {w}: at least one segment (1448 bytes), e.g. 3mb");
+                }
+                Some(b)
+            }
+            None => None,
+        },
         host_rtts_ns: a
             .rtts
             .iter()

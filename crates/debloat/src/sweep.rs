@@ -8,7 +8,7 @@ use debloat_report::{Dataset, RunSummary};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
-const KEYS: &str = "qdisc, qdisc-up, qdisc-down, link, rtt, cc, streams, ecn";
+const KEYS: &str = "qdisc, qdisc-up, qdisc-down, link, rtt, cc, streams, ecn, tcp-window";
 
 /// One swept parameter and its values.
 #[derive(Debug, PartialEq)]
@@ -50,6 +50,12 @@ fn apply(a: &mut Args, key: &str, v: &str) -> Result<()> {
         "link" => a.link = v.into(),
         "rtt" => a.rtt = v.into(),
         "cc" => a.cc = v.into(),
+        "tcp-window" => {
+            a.tcp_window = match v {
+                "none" | "off" => None,
+                _ => Some(v.into()),
+            }
+        }
         "streams" => {
             a.streams = v
                 .parse()

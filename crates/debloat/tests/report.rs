@@ -341,3 +341,48 @@ fn sim_sweep_runs_every_value_and_compares_them_in_one_report() {
     assert!(!o.status.success());
     assert!(text(&o).contains("expected one of qdisc"), "{}", text(&o));
 }
+
+/// `--tcp-window` (here as a sweep key) caps each flow at window / RTT: two uploads with
+/// 128 KiB windows over 100 ms carry at most 2 × 90 × 1448 B × 8 / 0.1 s ≈ 20.9 Mbit/s of a
+/// 50 Mbit/s link, where uncapped flows average over 40 (CUBIC's ramp at 100 ms included). A
+/// size that is not one names the choices.
+#[test]
+fn sim_tcp_window_caps_flows_at_window_over_rtt() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("sweep");
+    let o = debloat(&[
+        "sim",
+        "tcp_nup",
+        "--streams",
+        "2",
+        "--length",
+        "20",
+        "--link",
+        "50Mbit",
+        "--rtt",
+        "100ms",
+        "--qdisc",
+        "fq_codel",
+        "--sweep",
+        "tcp-window=none;128kb",
+        "--output",
+        path(&out),
+    ]);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    let free = row(&t, "tcp-window none");
+    let capped = row(&t, "tcp-window 128kb");
+    let cap = 2.0 * 90.0 * 1448.0 * 8.0 / 0.1 / 1e6;
+    assert!(free[1] > 40.0, "uncapped flows fill the link: {free:?}");
+    assert!(
+        capped[1] <= cap && capped[1] > 0.9 * cap,
+        "capped at {cap:.1} Mbit/s: {capped:?}"
+    );
+    let o = debloat(&["sim", "tcp_1up", "--tcp-window", "3 furlongs"]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("--tcp-window") && text(&o).contains("kb, mb"),
+        "{}",
+        text(&o)
+    );
+}

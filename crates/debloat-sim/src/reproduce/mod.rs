@@ -278,6 +278,7 @@ fn config(test: Test, down_bps: u64, up_bps: u64, rtt_ns: u64, qdisc: &str) -> C
         seed: 1,
         device: Device::default(),
         wire: Default::default(),
+        tcp_window: None,
         host_rtts_ns: Vec::new(),
         wifi: None,
     }

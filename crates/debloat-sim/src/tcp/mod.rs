@@ -9,8 +9,12 @@
 //! out-of-order data); ECN per RFC 3168 (ECE until CWR, one window reduction per RTT).
 //! Lost retransmissions are detected as Linux's `tcp_mark_lost_retrans` does: once data sent
 //! after a retransmission is SACKed while the retransmission is not, it is marked lost again.
+//! An optional window limit ([`Sender::set_window`]) stands for the receiver's advertised window
+//! (or the send buffer, whichever is smaller): new data stops at `snd_una + window`, and as in
+//! Linux (`tcp_is_cwnd_limited`, `tcp_cwnd_validate`) the congestion window grows only while it is
+//! what limits the sender. Without one, a bulk sender is always cwnd-limited.
 //! Not modelled (yet): PRR (the window drops to ssthresh at once), RACK/TLP, receive-window
-//! limits, TSO/GSO and TSQ.
+//! autotuning (the window is fixed at its limit from the start), TSO/GSO and TSQ.
 
 pub mod bbr;
 pub mod cc;
@@ -110,6 +114,14 @@ pub struct Sender {
     first_sent_time: Nanos,
     min_rtt: Nanos,
     next_send_time: Nanos,
+    /// Most segments new data may run ahead of `snd_una` (None: unlimited).
+    window: Option<u64>,
+    /// Linux's `tp->is_cwnd_limited`: cwnd stopped the sender in the current window.
+    cwnd_limited: bool,
+    /// Linux's `tp->max_packets_out`: most segments out in the current window.
+    max_out: u64,
+    /// Linux's `tp->cwnd_usage_seq`: where the current window for the two above ends.
+    cwnd_usage_seq: u64,
 }
 
 /// The most recently sent of the segments an ACK delivered: the basis of a rate sample.
@@ -153,7 +165,38 @@ impl Sender {
             first_sent_time: 0,
             min_rtt: Nanos::MAX,
             next_send_time: 0,
+            window: None,
+            cwnd_limited: false,
+            max_out: 0,
+            cwnd_usage_seq: 0,
         }
+    }
+
+    /// Limit new data to `segments` beyond the oldest unacknowledged one (the peer's receive
+    /// window, or the send buffer); None removes the limit.
+    pub fn set_window(&mut self, segments: Option<u64>) {
+        self.window = segments.map(|w| w.max(1));
+    }
+
+    /// Linux's `tcp_cwnd_validate`: remember, per window of data, whether cwnd was what stopped
+    /// the sender, else the most segments it had out.
+    fn validate_cwnd(&mut self, cwnd_limited: bool) {
+        let out = self.outstanding();
+        if self.snd_una >= self.cwnd_usage_seq
+            || cwnd_limited
+            || (!self.cwnd_limited && out > self.max_out)
+        {
+            self.cwnd_limited = cwnd_limited;
+            self.max_out = out;
+            self.cwnd_usage_seq = self.snd_nxt;
+        }
+    }
+
+    /// Linux's `tcp_is_cwnd_limited`: whether growing cwnd would let more data out. In slow
+    /// start, cwnd may grow to twice the most that was out.
+    fn is_cwnd_limited(&self) -> bool {
+        self.cwnd_limited
+            || (self.cc.cwnd < self.cc.ssthresh && self.cc.cwnd < 2.0 * self.max_out as f64)
     }
 
     /// BBR's state, when this sender runs BBR.
@@ -333,8 +376,13 @@ impl Sender {
             self.ecn_events += 1;
             self.cwr_point = self.snd_nxt;
             self.send_cwr = true;
-        } else if self.recovery_point.is_none() && self.snd_una >= self.cwr_point && newly > 0 {
-            // No growth while a reduction is in progress (Linux's Recovery and CWR states).
+        } else if self.recovery_point.is_none()
+            && self.snd_una >= self.cwr_point
+            && newly > 0
+            && self.is_cwnd_limited()
+        {
+            // No growth while a reduction is in progress (Linux's Recovery and CWR states), nor
+            // while something other than cwnd holds the sender back.
             self.cc.on_ack(newly as f64, now, srtt);
         }
         // RFC 6298 5.3: restart the timer only when new data is acknowledged.
@@ -413,6 +461,12 @@ impl Sender {
         }
         let fast = std::mem::take(&mut self.fast_rexmit) && self.lost_pending > 0;
         if !fast && (self.pipe() as f64) >= self.cwnd().floor().max(1.0) {
+            self.validate_cwnd(true);
+            return None;
+        }
+        // Retransmissions lie inside the window; new data must not pass its right edge.
+        if self.lost_pending == 0 && self.window.is_some_and(|w| self.outstanding() >= w) {
+            self.validate_cwnd(false);
             return None;
         }
         if self.pipe() == 0 {
@@ -459,6 +513,9 @@ impl Sender {
                 }
                 q += 1;
             }
+        }
+        if self.window.is_some_and(|w| self.outstanding() >= w) {
+            return None;
         }
         let seq = self.snd_nxt;
         self.snd_nxt += 1;
@@ -718,6 +775,100 @@ mod tests {
             .poll_transmit(4)
             .expect("room after the window shrank to 5 with 2 outstanding");
         assert!(seg.cwr);
+    }
+
+    /// ACK everything sent so far, one ACK per two segments, at `now`; returns segments acked.
+    fn ack_all(s: &mut Sender, sent: &[u64], now: Nanos) {
+        for pair in sent.chunks(2) {
+            let last = pair[pair.len() - 1];
+            s.on_ack(
+                &AckInfo {
+                    ack: last + 1,
+                    sack: [(0, 0); 3],
+                    sack_len: 0,
+                    ece: false,
+                    echo: now.saturating_sub(1_000_000),
+                },
+                now,
+            );
+        }
+    }
+
+    #[test]
+    fn a_window_stops_new_data_and_cwnd_growth_but_not_retransmissions() {
+        let mut s = Sender::new(Algorithm::Cubic);
+        s.set_window(Some(16));
+        let mut now = 1_000_000;
+        let mut sent: Vec<u64> = std::iter::from_fn(|| s.poll_transmit(now))
+            .map(|x| x.seq)
+            .collect();
+        assert_eq!(sent.len(), 10, "IW10 is below the window");
+        // Slow start: cwnd doubles per round until the window, not cwnd, stops the sender;
+        // then (Linux's tcp_is_cwnd_limited) cwnd may reach twice the most that was out, and
+        // no more.
+        for _ in 0..20 {
+            now += 1_000_000;
+            ack_all(&mut s, &sent, now);
+            sent = std::iter::from_fn(|| s.poll_transmit(now))
+                .map(|x| x.seq)
+                .collect();
+            assert!(s.outstanding() <= 16, "{} out", s.outstanding());
+        }
+        assert_eq!(s.outstanding(), 16);
+        assert!(s.cwnd() <= 32.0, "cwnd {} grew past 2 × window", s.cwnd());
+        assert!(s.cwnd() >= 16.0);
+        // In congestion avoidance a window-limited sender does not grow at all.
+        s.cc.ssthresh = s.cc.cwnd;
+        let before = s.cwnd();
+        for _ in 0..50 {
+            now += 1_000_000;
+            ack_all(&mut s, &sent, now);
+            sent = std::iter::from_fn(|| s.poll_transmit(now))
+                .map(|x| x.seq)
+                .collect();
+        }
+        assert_eq!(s.cwnd(), before, "no growth while the window limits");
+        // A loss: the hole is retransmitted even though the window is full.
+        let una = s.snd_una;
+        for end in una + 2..=una + 4 {
+            s.on_ack(
+                &AckInfo {
+                    ack: una,
+                    sack: [(una + 1, end), (0, 0), (0, 0)],
+                    sack_len: 1,
+                    ece: false,
+                    echo: 0,
+                },
+                now,
+            );
+        }
+        let r = s
+            .poll_transmit(now)
+            .expect("retransmission inside the window");
+        assert_eq!((r.seq, r.retransmit), (una, true));
+        assert!(
+            s.poll_transmit(now).is_none(),
+            "no new data past the window"
+        );
+    }
+
+    #[test]
+    fn without_a_window_a_bulk_sender_is_always_cwnd_limited() {
+        let mut s = Sender::new(Algorithm::Reno);
+        let mut now = 0;
+        let mut sent: Vec<u64> = std::iter::from_fn(|| s.poll_transmit(now))
+            .map(|x| x.seq)
+            .collect();
+        for _ in 0..5 {
+            now += 1_000_000;
+            ack_all(&mut s, &sent, now);
+            sent = std::iter::from_fn(|| s.poll_transmit(now))
+                .map(|x| x.seq)
+                .collect();
+        }
+        // Slow start from IW10 doubles every round: 10, 20, 40, 80, 160, 320.
+        assert_eq!(s.cwnd(), 320.0);
+        assert_eq!(s.outstanding(), 320);
     }
 
     #[test]

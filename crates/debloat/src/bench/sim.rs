@@ -42,6 +42,7 @@ pub fn run(a: &Args) -> Result<()> {
             seed: 1,
             device: Default::default(),
             wire: Default::default(),
+            tcp_window: None,
             host_rtts_ns: Vec::new(),
             wifi: wifi.then(|| {
                 let r = |m| debloat_core::airtime::PhyRate::ht(m);
