@@ -32,19 +32,23 @@
 //!
 //! ## The AP's queueing structures
 //! * `legacy`: a qdisc per access category (Linux's `mq` root over the radio's four queues;
-//!   default pfifo 1000 each) over the driver's per-station FIFOs, which hold at most
+//!   default pfifo 1000 each) over the driver's per-station, per-TID FIFOs, which hold at most
 //!   `driver_frames` per category (default 1024: ath10k firmware holds ≈1 000–1 400 MSDUs;
 //!   ath9k 123 per hardware queue); the driver takes from the qdiscs whenever it has room, and
 //!   serves stations round robin, one TXOP each.
 //! * `fq_codel`: the same with an fq_codel qdisc per category.
-//! * `airtime`: mac80211's design — per-station per-category TXQs in one shared fq with CoDel
+//! * `airtime`: mac80211's design — per-station per-TID TXQs in one shared fq with CoDel
 //!   ([`debloat_core::airtime::MacFq`]), the DRR airtime scheduler with per-station weights
 //!   and AQL per category with the device-wide total shared
 //!   ([`debloat_core::airtime::Radio`]). With a firmware queue (`driver_frames` > 0,
 //!   ath10k-like push-pull) the driver pulls frames station by station in scheduler order while
 //!   AQL allows; without one (`driver_frames` 0, ath9k-like) the driver builds each aggregate
-//!   straight from the TXQ the scheduler picks. Deviation: one TXQ per station and category
-//!   (mac80211 has one per TID, two TIDs per category; cfg80211 puts each DSCP in one TID).
+//!   straight from the TXQ the scheduler picks. TXQs, driver FIFOs and block-ack sequence
+//!   numbers are per station and TID (cfg80211 puts each DSCP in one TID, two TIDs per
+//!   category), and an aggregate carries one TID. Deviation: the scheduler's unit is the
+//!   station in a category (its airtime deficit, which mac80211 keeps per station and category
+//!   too); when both of a station's TIDs in a category have frames they take turns within its
+//!   turn, where mac80211 lists the two TXQs separately.
 //!
 //! The hardware keeps `hw_aggregates` built aggregates ready per category (ath9k: 2; ath10k:
 //! 1). Stations run stock client queueing: a qdisc per category (default pfifo 1000) from which
@@ -279,6 +283,8 @@ impl Reorder {
 struct Aggregate {
     sta: usize,
     ac: Ac,
+    /// Every frame of an A-MPDU belongs to one TID (its block-ack session).
+    tid: u8,
     frames: Vec<HwFrame>,
 }
 
@@ -316,13 +322,18 @@ enum Source {
 }
 
 const N_AC: usize = 4;
+/// Traffic identifiers (802.1D user priorities) per station.
+const N_TID: usize = 8;
 
-/// The Wi-Fi network's state. Per-station-and-category vectors are indexed `sta * 4 + ac`.
+/// The Wi-Fi network's state. Per-station-and-category vectors are indexed `sta * 4 + ac`
+/// ([`idx`]), per-station-and-TID ones `sta * 8 + tid` ([`tidx`]).
 pub struct Wifi {
     cfg: WifiConfig,
     source: Source,
-    /// The driver's FIFOs, per station and category.
+    /// The driver's FIFOs, per station and TID.
     driver: Vec<VecDeque<HwFrame>>,
+    /// Per station and category: which of the category's two TIDs goes next.
+    tid_rr: Vec<u8>,
     driver_len: [usize; N_AC],
     driver_rr: [usize; N_AC],
     /// Built aggregates per category.
@@ -336,7 +347,7 @@ pub struct Wifi {
     current: Vec<(Sender, Aggregate)>,
     rng: debloat_core::rng::SplitMix64,
     dropped: Vec<SimPacket>,
-    /// Next sequence number per station and category: [AP → station, station → AP].
+    /// Next sequence number per station and TID: [AP → station, station → AP].
     seqs: Vec<[u64; 2]>,
     reorder: Vec<[Reorder; 2]>,
     released: Vec<SimPacket>,
@@ -397,14 +408,48 @@ fn idx(sta: usize, ac: Ac) -> usize {
     sta * N_AC + ac.idx()
 }
 
+fn tidx(sta: usize, tid: u8) -> usize {
+    sta * N_TID + usize::from(tid & 7)
+}
+
+/// A category's two TIDs (mac80211's `ieee802_1d_to_ac` backwards).
+fn tids(ac: Ac) -> [u8; 2] {
+    match ac {
+        Ac::Bk => [1, 2],
+        Ac::Be => [0, 3],
+        Ac::Vi => [4, 5],
+        Ac::Vo => [6, 7],
+    }
+}
+
+/// Of a category's two TIDs, the first in turn (from `rr`) for which `has` holds; advances
+/// `rr` past it. None if neither.
+fn next_tid(rr: &mut u8, ac: Ac, has: impl Fn(u8) -> bool) -> Option<u8> {
+    let t = tids(ac);
+    for k in 0..2 {
+        let i = (usize::from(*rr) + k) % 2;
+        if has(t[i]) {
+            *rr = ((i + 1) % 2) as u8;
+            return Some(t[i]);
+        }
+    }
+    None
+}
+
 impl WifiConfig {
+    /// The TID (802.1D user priority) a packet goes to: cfg80211's DSCP mapping, or 0
+    /// without WMM.
+    fn tid_of(&self, p: &SimPacket) -> u8 {
+        if self.wmm {
+            debloat_core::airtime::ac::user_priority(p.meta.dscp)
+        } else {
+            0
+        }
+    }
+
     /// The access category a packet goes to.
     fn ac_of(&self, p: &SimPacket) -> Ac {
-        if self.wmm {
-            Ac::of_dscp(p.meta.dscp)
-        } else {
-            Ac::Be
-        }
+        Ac::of_priority(self.tid_of(p))
     }
 }
 
@@ -423,7 +468,7 @@ impl Wifi {
                     sched.set_weight(i, s.weight);
                 }
                 Source::Mac {
-                    fq: Box::new(MacFq::new(n * N_AC, MacFqConfig::default(), hasher)),
+                    fq: Box::new(MacFq::new(n * N_TID, MacFqConfig::default(), hasher)),
                     sched,
                 }
             }
@@ -442,7 +487,8 @@ impl Wifi {
                 .map(|i| cfg.sta_qdisc.build(hasher, seed.wrapping_add(i as u64 + 1)))
                 .collect(),
             sta_retry: (0..n * N_AC).map(|_| VecDeque::new()).collect(),
-            driver: (0..n * N_AC).map(|_| VecDeque::new()).collect(),
+            driver: (0..n * N_TID).map(|_| VecDeque::new()).collect(),
+            tid_rr: vec![0; n * N_AC],
             driver_len: [0; N_AC],
             driver_rr: [0; N_AC],
             hw: Default::default(),
@@ -455,8 +501,8 @@ impl Wifi {
             current: Vec::new(),
             rng: debloat_core::rng::SplitMix64::new(seed ^ 0x0057_1F10),
             dropped: Vec::new(),
-            seqs: vec![[0; 2]; n * N_AC],
-            reorder: (0..n * N_AC).map(|_| Default::default()).collect(),
+            seqs: vec![[0; 2]; n * N_TID],
+            reorder: (0..n * N_TID).map(|_| Default::default()).collect(),
             released: Vec::new(),
             stations: vec![StationStats::default(); n],
             links: [LinkStats::default(), LinkStats::default()],
@@ -519,13 +565,14 @@ impl Wifi {
     /// The AP gets a packet for station `sta` (from the wired side) at `now`.
     pub fn ap_enqueue(&mut self, sta: usize, p: SimPacket, now: Nanos) {
         let sta = sta.min(self.n() - 1);
-        let ac = self.cfg.ac_of(&p);
+        let tid = self.cfg.tid_of(&p);
+        let ac = Ac::of_priority(tid);
         match &mut self.source {
             Source::Qdisc(qs) => {
                 qs[ac.idx()].enqueue(p, now);
             }
             Source::Mac { fq, sched } => {
-                fq.enqueue(idx(sta, ac), p, now);
+                fq.enqueue(tidx(sta, tid), p, now);
                 sched.ac_mut(ac).wake(sta, now);
             }
         }
@@ -593,8 +640,9 @@ impl Wifi {
                         self.drain_source_drops();
                         record_sent(&mut self.links[0], &p, now);
                         let sta = self.station_of(&p);
-                        let seq = self.next_seq(sta, ac, 0);
-                        self.driver[idx(sta, ac)].push_back(HwFrame {
+                        let tid = self.cfg.tid_of(&p);
+                        let seq = self.next_seq(sta, tid, 0);
+                        self.driver[tidx(sta, tid)].push_back(HwFrame {
                             pkt: p,
                             est: 0,
                             tries: 0,
@@ -647,7 +695,11 @@ impl Wifi {
                 .stations
                 .get(sta)
                 .map_or(PhyRate::Legacy { bitrate: 60 }, |s| s.rate);
-            let tin = idx(sta, ac);
+            // The station's turn goes to one of its TIDs in this category (mac80211 schedules
+            // each TXQ; here the two of a station take turns within its turn).
+            let rr = &mut self.tid_rr[idx(sta, ac)];
+            let tid = next_tid(rr, ac, |t| fq.tin_len(tidx(sta, t)) > 0).unwrap_or(tids(ac)[0]);
+            let tin = tidx(sta, tid);
             let mut taken = 0;
             while self.driver_len[a] < limit && taken < MAX_AMPDU_FRAMES && sched.ac(ac).aql_ok(sta)
             {
@@ -669,7 +721,7 @@ impl Wifi {
             let pending = sched.station_pending(sta);
             let st = &mut self.stations[sta];
             st.max_aql_pending_us = st.max_aql_pending_us.max(pending);
-            let has = fq.tin_len(tin) > 0;
+            let has = tids(ac).iter().any(|&t| fq.tin_len(tidx(sta, t)) > 0);
             sched.ac_mut(ac).return_txq(sta, has, now);
             while let Some(d) = fq.take_dropped() {
                 self.links[0].dropped += 1;
@@ -710,24 +762,34 @@ impl Wifi {
     fn build_from_driver(&mut self, ac: Ac) -> Option<Aggregate> {
         let n = self.n();
         let a = ac.idx();
+        let driver = &self.driver;
         let sta = (0..n)
             .map(|k| (self.driver_rr[a] + k) % n)
-            .find(|&s| !self.driver[idx(s, ac)].is_empty())?;
+            .find(|&s| tids(ac).iter().any(|&t| !driver[tidx(s, t)].is_empty()))?;
         self.driver_rr[a] = (sta + 1) % n;
+        let tid = next_tid(&mut self.tid_rr[idx(sta, ac)], ac, |t| {
+            !driver[tidx(sta, t)].is_empty()
+        })?;
+        let q = tidx(sta, tid);
         let mut frames: Vec<HwFrame> = Vec::new();
         let mut lens: Vec<u32> = Vec::new();
-        while let Some(f) = self.driver[idx(sta, ac)].front() {
+        while let Some(f) = self.driver[q].front() {
             let len = f.pkt.meta.len;
             if !self.fits(sta, ac, &lens, len) {
                 break;
             }
             lens.push(len);
-            if let Some(f) = self.driver[idx(sta, ac)].pop_front() {
+            if let Some(f) = self.driver[q].pop_front() {
                 frames.push(f);
             }
             self.driver_len[a] -= 1;
         }
-        Some(Aggregate { sta, ac, frames })
+        Some(Aggregate {
+            sta,
+            ac,
+            tid,
+            frames,
+        })
     }
 
     /// ath9k-like: the scheduler picks a station and the aggregate comes from its TXQ.
@@ -743,7 +805,12 @@ impl Wifi {
             sched.ac_mut(ac).schedule_start();
             let sta = sched.ac_mut(ac).next_txq()?;
             let rate = self.rate(sta);
-            let tin = idx(sta, ac);
+            let Source::Mac { fq, .. } = &self.source else {
+                return None;
+            };
+            let rr = &mut self.tid_rr[idx(sta, ac)];
+            let tid = next_tid(rr, ac, |t| fq.tin_len(tidx(sta, t)) > 0).unwrap_or(tids(ac)[0]);
+            let tin = tidx(sta, tid);
             let mut frames: Vec<HwFrame> = Vec::new();
             let mut lens: Vec<u32> = Vec::new();
             loop {
@@ -765,7 +832,7 @@ impl Wifi {
                 sched.aql_dequeued(sta, ac, est);
                 lens.push(p.meta.len);
                 record_sent(&mut self.links[0], &p, now);
-                let seq = self.next_seq(sta, ac, 0);
+                let seq = self.next_seq(sta, tid, 0);
                 frames.push(HwFrame {
                     pkt: p,
                     est,
@@ -780,13 +847,18 @@ impl Wifi {
                 self.links[0].dropped += 1;
                 self.dropped.push(d.packet);
             }
-            let has = fq.tin_len(tin) > 0;
+            let has = tids(ac).iter().any(|&t| fq.tin_len(tidx(sta, t)) > 0);
             let pending = sched.station_pending(sta);
             sched.ac_mut(ac).return_txq(sta, has, now);
             let st = &mut self.stations[sta];
             st.max_aql_pending_us = st.max_aql_pending_us.max(pending);
             if !frames.is_empty() {
-                return Some(Aggregate { sta, ac, frames });
+                return Some(Aggregate {
+                    sta,
+                    ac,
+                    tid,
+                    frames,
+                });
             }
             // CoDel emptied the queue: try the next station.
         }
@@ -796,32 +868,43 @@ impl Wifi {
         let i = idx(sta, ac);
         let mut frames: Vec<HwFrame> = Vec::new();
         let mut lens: Vec<u32> = Vec::new();
+        // The first frame's TID is the aggregate's: frames of the category's other TID wait.
+        let mut tid: Option<u8> = None;
         while let Some(f) = self.sta_retry[i].front() {
             let len = f.pkt.meta.len;
-            if !self.fits(sta, ac, &lens, len) {
-                return Aggregate { sta, ac, frames };
+            let t = self.cfg.tid_of(&f.pkt);
+            if tid.is_some_and(|x| x != t) || !self.fits(sta, ac, &lens, len) {
+                return Aggregate {
+                    sta,
+                    ac,
+                    tid: tid.unwrap_or(t),
+                    frames,
+                };
             }
+            tid = Some(t);
             lens.push(len);
             if let Some(f) = self.sta_retry[i].pop_front() {
                 frames.push(f);
             }
         }
         // The stock client pulls from its qdisc into the aggregate and keeps a frame that does
-        // not fit for the next TXOP (at the head of its retry queue).
+        // not fit, or belongs to the other TID, for the next TXOP (in its retry queue).
         while let Dequeue::Packet(p) = self.sta_q[i].dequeue(now) {
             record_sent(&mut self.links[1], &p, now);
             let len = p.meta.len;
-            let seq = self.next_seq(sta, ac, 1);
+            let t = self.cfg.tid_of(&p);
+            let seq = self.next_seq(sta, t, 1);
             let f = HwFrame {
                 pkt: p,
                 est: 0,
                 tries: 0,
                 seq,
             };
-            if !self.fits(sta, ac, &lens, len) {
+            if tid.is_some_and(|x| x != t) || !self.fits(sta, ac, &lens, len) {
                 self.sta_retry[i].push_back(f);
                 break;
             }
+            tid = Some(t);
             lens.push(len);
             frames.push(f);
         }
@@ -829,11 +912,16 @@ impl Wifi {
             self.links[1].dropped += 1;
             self.dropped.push(d.packet);
         }
-        Aggregate { sta, ac, frames }
+        Aggregate {
+            sta,
+            ac,
+            tid: tid.unwrap_or(tids(ac)[0]),
+            frames,
+        }
     }
 
-    fn next_seq(&mut self, sta: usize, ac: Ac, dir: usize) -> u64 {
-        let s = &mut self.seqs[idx(sta, ac)][dir];
+    fn next_seq(&mut self, sta: usize, tid: u8, dir: usize) -> u64 {
+        let s = &mut self.seqs[tidx(sta, tid)][dir];
         *s += 1;
         *s - 1
     }
@@ -945,6 +1033,7 @@ impl Wifi {
         for (sender, agg) in current {
             let (sta, ac) = (agg.sta, agg.ac);
             let i = idx(sta, ac);
+            let ti = tidx(sta, agg.tid);
             let rate = self.rate(sta);
             let fer = self.cfg.stations.get(sta).map_or(0.0, |s| s.fer);
             let airtime_us =
@@ -966,7 +1055,7 @@ impl Wifi {
                     } else {
                         self.stations[sta].rx_frames += 1;
                     }
-                    self.reorder[i][dir].receive(f.seq, Some(f.pkt), &mut self.released);
+                    self.reorder[ti][dir].receive(f.seq, Some(f.pkt), &mut self.released);
                 } else if f.tries >= RETRY_LIMIT {
                     if sender.is_none() {
                         self.aql_done(sta, ac, f.est);
@@ -974,7 +1063,7 @@ impl Wifi {
                     self.stations[sta].failed += 1;
                     gave_up = true;
                     self.links[dir].lost_on_wire += 1;
-                    self.reorder[i][dir].receive(f.seq, None, &mut self.released);
+                    self.reorder[ti][dir].receive(f.seq, None, &mut self.released);
                 } else {
                     retry.push(f);
                 }
@@ -996,7 +1085,7 @@ impl Wifi {
                     }
                     // Retries go back to the head of the station's driver FIFO.
                     for f in retry.into_iter().rev() {
-                        self.driver[i].push_front(f);
+                        self.driver[ti].push_front(f);
                         self.driver_len[ac.idx()] += 1;
                     }
                 }
@@ -1139,6 +1228,95 @@ mod tests {
                 reply: true,
                 server_at: 0,
             },
+        }
+    }
+
+    /// Best effort from one sender in two TIDs at once (DSCP 0 → TID 0, AF21 → TID 3): every
+    /// aggregate holds one TID, each TID numbers its own frames 0, 1, 2, … (its block-ack
+    /// session) and is delivered in order. Each TID is kept 40 frames deep (more than a TXOP
+    /// carries, too few for CoDel to drop). Returns frames delivered per TID.
+    fn two_tids_of_one_category(cfg: WifiConfig, from_station: bool) -> [usize; 2] {
+        let mut w = Wifi::new(cfg, debloat_core::FlowHasher::new([1, 2]), 3);
+        let (mut now, mut out) = (0, Vec::new());
+        let mut made = [0u32; 2];
+        let mut aggs = [0u32; 2];
+        let mut next_hw_seq = [0u64; 2];
+        let mut delivered: [Vec<u32>; 2] = Default::default();
+        for _ in 0..400 {
+            for (k, dscp) in [(0usize, 0u8), (1, 18)] {
+                while made[k] as usize - delivered[k].len() < 40 {
+                    let mut p = marked(dscp, 1514);
+                    if let crate::packet::Body::Ping { seq, .. } = &mut p.body {
+                        *seq = made[k];
+                    }
+                    made[k] += 1;
+                    if from_station {
+                        w.sta_enqueue(0, p, now);
+                    } else {
+                        w.ap_enqueue(0, p, now);
+                    }
+                }
+            }
+            let Some(end) = w.start(now) else {
+                now += 10_000;
+                continue;
+            };
+            for (_, agg) in &w.current {
+                let k = usize::from(agg.tid == 3);
+                assert!(agg.tid == 0 || agg.tid == 3, "tid {}", agg.tid);
+                aggs[k] += 1;
+                for f in &agg.frames {
+                    assert_eq!(w.cfg.tid_of(&f.pkt), agg.tid, "one TID per aggregate");
+                    assert_eq!(f.seq, next_hw_seq[k], "TID {}'s own numbering", agg.tid);
+                    next_hw_seq[k] += 1;
+                }
+            }
+            w.complete(end, &mut out);
+            for (_, p) in out.drain(..) {
+                if let crate::packet::Body::Ping { seq, .. } = p.body {
+                    delivered[usize::from(p.meta.dscp == 18)].push(seq);
+                }
+            }
+            now = end;
+        }
+        for (k, d) in delivered.iter().enumerate() {
+            assert!(d.len() > 500, "TID {k}: {} delivered", d.len());
+            assert!(
+                d.iter().enumerate().all(|(i, &s)| s == i as u32),
+                "TID {k} in order, nothing lost"
+            );
+        }
+        assert!(aggs[0] > 0 && aggs[1] > 0);
+        [delivered[0].len(), delivered[1].len()]
+    }
+
+    #[test]
+    fn each_tid_has_its_own_queue_aggregates_and_sequence_numbers() {
+        let rates = [PhyRate::ht(7)];
+        for (name, cfg, from_station) in [
+            (
+                "airtime, ath10k",
+                WifiConfig::new(&rates, ApQueueing::Airtime),
+                false,
+            ),
+            (
+                "airtime, ath9k",
+                WifiConfig::new(&rates, ApQueueing::Airtime).ath9k(),
+                false,
+            ),
+            (
+                "legacy, ath10k",
+                WifiConfig::new(&rates, ApQueueing::Legacy),
+                false,
+            ),
+            ("station", WifiConfig::new(&rates, ApQueueing::Legacy), true),
+        ] {
+            let [a, b] = two_tids_of_one_category(cfg, from_station);
+            let share = a as f64 / (a + b) as f64;
+            assert!(
+                (0.45..=0.55).contains(&share),
+                "{name}: TID 0 got {a} frames through, TID 3 {b}"
+            );
         }
     }
 

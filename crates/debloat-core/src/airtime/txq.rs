@@ -12,8 +12,8 @@
 //! * Overflow (`limit` 8192 packets or `memory_limit` of truesize, over all tins): the fattest
 //!   flow of any tin loses `max(1, min(32, qlen/2))` packets from its head, repeatedly.
 //!
-//! Tins are indices chosen by the caller (the simulator uses one per station and access
-//! category; mac80211 has one per station and TID, two TIDs per category). The 2025-reverted
+//! Tins are indices chosen by the caller (the simulator uses one per station and TID, as
+//! mac80211 does: two TIDs per access category). The 2025-reverted
 //! slow-station CoDel parameters are not modelled (6.18 behaviour).
 
 use crate::codel::{self, CodelQueue};
