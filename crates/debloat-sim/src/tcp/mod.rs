@@ -777,8 +777,17 @@ mod tests {
         assert!(seg.cwr);
     }
 
-    /// ACK everything sent so far, one ACK per two segments, at `now`; returns segments acked.
-    fn ack_all(s: &mut Sender, sent: &[u64], now: Nanos) {
+    /// Everything the sender will send at `now`, by segment number.
+    fn burst(s: &mut Sender, now: Nanos) -> Vec<u64> {
+        std::iter::from_fn(|| s.poll_transmit(now))
+            .map(|x| x.seq)
+            .collect()
+    }
+
+    /// One round trip of 1 ms: `sent` is ACKed, one ACK per two segments (RTT sample 1 ms),
+    /// and what the sender then sends replaces it.
+    fn round(s: &mut Sender, sent: &mut Vec<u64>, now: &mut Nanos) {
+        *now += 1_000_000;
         for pair in sent.chunks(2) {
             let last = pair[pair.len() - 1];
             s.on_ack(
@@ -787,11 +796,12 @@ mod tests {
                     sack: [(0, 0); 3],
                     sack_len: 0,
                     ece: false,
-                    echo: now.saturating_sub(1_000_000),
+                    echo: *now - 1_000_000,
                 },
-                now,
+                *now,
             );
         }
+        *sent = burst(s, *now);
     }
 
     #[test]
@@ -799,19 +809,13 @@ mod tests {
         let mut s = Sender::new(Algorithm::Cubic);
         s.set_window(Some(16));
         let mut now = 1_000_000;
-        let mut sent: Vec<u64> = std::iter::from_fn(|| s.poll_transmit(now))
-            .map(|x| x.seq)
-            .collect();
+        let mut sent = burst(&mut s, now);
         assert_eq!(sent.len(), 10, "IW10 is below the window");
         // Slow start: cwnd doubles per round until the window, not cwnd, stops the sender;
         // then (Linux's tcp_is_cwnd_limited) cwnd may reach twice the most that was out, and
         // no more.
         for _ in 0..20 {
-            now += 1_000_000;
-            ack_all(&mut s, &sent, now);
-            sent = std::iter::from_fn(|| s.poll_transmit(now))
-                .map(|x| x.seq)
-                .collect();
+            round(&mut s, &mut sent, &mut now);
             assert!(s.outstanding() <= 16, "{} out", s.outstanding());
         }
         assert_eq!(s.outstanding(), 16);
@@ -821,11 +825,7 @@ mod tests {
         s.cc.ssthresh = s.cc.cwnd;
         let before = s.cwnd();
         for _ in 0..50 {
-            now += 1_000_000;
-            ack_all(&mut s, &sent, now);
-            sent = std::iter::from_fn(|| s.poll_transmit(now))
-                .map(|x| x.seq)
-                .collect();
+            round(&mut s, &mut sent, &mut now);
         }
         assert_eq!(s.cwnd(), before, "no growth while the window limits");
         // A loss: the hole is retransmitted even though the window is full.
@@ -856,15 +856,9 @@ mod tests {
     fn without_a_window_a_bulk_sender_is_always_cwnd_limited() {
         let mut s = Sender::new(Algorithm::Reno);
         let mut now = 0;
-        let mut sent: Vec<u64> = std::iter::from_fn(|| s.poll_transmit(now))
-            .map(|x| x.seq)
-            .collect();
+        let mut sent = burst(&mut s, now);
         for _ in 0..5 {
-            now += 1_000_000;
-            ack_all(&mut s, &sent, now);
-            sent = std::iter::from_fn(|| s.poll_transmit(now))
-                .map(|x| x.seq)
-                .collect();
+            round(&mut s, &mut sent, &mut now);
         }
         // Slow start from IW10 doubles every round: 10, 20, 40, 80, 160, 320.
         assert_eq!(s.cwnd(), 320.0);
