@@ -284,7 +284,7 @@ fn add(
                 if b < u64::from(MSS) {
                     return Err(format!("window {v}: at least one segment (1448 bytes)"));
                 }
-                w.flows[k].sender.set_window(Some(b / u64::from(MSS)));
+                w.set_flow_window(k, Some(b));
             }
             if let Some(c) = &fl.client {
                 let n = clients.iter().position(|x| x == c).unwrap_or_else(|| {

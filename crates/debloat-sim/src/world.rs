@@ -291,6 +291,11 @@ fn host_octet(a: Option<IpAddr>) -> u8 {
     }
 }
 
+/// Whole segments in a window of `bytes` of payload (at least one).
+fn window_segments(bytes: u64) -> u64 {
+    (bytes / u64::from(MSS)).max(1)
+}
+
 /// A capture hook: called for every packet as a link starts to send it.
 pub type Tap = Box<dyn FnMut(Dir, Nanos, &SimPacket)>;
 
@@ -339,9 +344,16 @@ impl World {
     /// receive window the peer advertises, or the send buffer): `Sender::set_window`. None:
     /// no limit, only cwnd.
     pub fn set_tcp_window(&mut self, bytes: Option<u64>) {
-        self.tcp_window = bytes.map(|b| (b / u64::from(MSS)).max(1));
+        self.tcp_window = bytes.map(window_segments);
         for f in &mut self.flows {
             f.sender.set_window(self.tcp_window);
+        }
+    }
+
+    /// Limit TCP flow `i` alone to a window of `bytes` of payload (None: no limit).
+    pub fn set_flow_window(&mut self, i: usize, bytes: Option<u64>) {
+        if let Some(f) = self.flows.get_mut(i) {
+            f.sender.set_window(bytes.map(window_segments));
         }
     }
 

@@ -304,11 +304,10 @@ fn png_stats(p: &Path) -> (u32, u32, usize) {
     (info.width, info.height, colours.len())
 }
 
-#[test]
-fn sim_sweep_runs_every_value_and_compares_them_in_one_report() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let out = dir.path().join("sweep");
-    let o = debloat(&[
+/// `debloat sim tcp_nup` with two uploads for 20 s over `link` at `rtt`, plus `extra`
+/// arguments, swept over `sweep` into `out`; its printed table (the run must succeed).
+fn sweep_two_uploads(link: &str, rtt: &str, extra: &[&str], sweep: &str, out: &Path) -> String {
+    let mut args = vec![
         "sim",
         "tcp_nup",
         "--streams",
@@ -316,16 +315,32 @@ fn sim_sweep_runs_every_value_and_compares_them_in_one_report() {
         "--length",
         "20",
         "--link",
-        "20Mbit",
+        link,
         "--rtt",
-        "48ms",
+        rtt,
         "--sweep",
-        "qdisc=pfifo limit 1000;fq_codel",
+        sweep,
         "--output",
-        path(&out),
-    ]);
+        path(out),
+    ];
+    args.extend_from_slice(extra);
+    let o = debloat(&args);
     let t = text(&o);
     assert!(o.status.success(), "{t}");
+    t
+}
+
+#[test]
+fn sim_sweep_runs_every_value_and_compares_them_in_one_report() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("sweep");
+    let t = sweep_two_uploads(
+        "20Mbit",
+        "48ms",
+        &[],
+        "qdisc=pfifo limit 1000;fq_codel",
+        &out,
+    );
     let fifo = row(&t, "qdisc pfifo limit 1000");
     let fq = row(&t, "qdisc fq_codel");
     // Columns: download, upload (Mbit/s), latency p50 … induced (ms); tcp_nup has no download.
@@ -350,26 +365,13 @@ fn sim_sweep_runs_every_value_and_compares_them_in_one_report() {
 fn sim_tcp_window_caps_flows_at_window_over_rtt() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("sweep");
-    let o = debloat(&[
-        "sim",
-        "tcp_nup",
-        "--streams",
-        "2",
-        "--length",
-        "20",
-        "--link",
+    let t = sweep_two_uploads(
         "50Mbit",
-        "--rtt",
         "100ms",
-        "--qdisc",
-        "fq_codel",
-        "--sweep",
+        &["--qdisc", "fq_codel"],
         "tcp-window=none;128kb",
-        "--output",
-        path(&out),
-    ]);
-    let t = text(&o);
-    assert!(o.status.success(), "{t}");
+        &out,
+    );
     let free = row(&t, "tcp-window none");
     let capped = row(&t, "tcp-window 128kb");
     let cap = 2.0 * 90.0 * 1448.0 * 8.0 / 0.1 / 1e6;
