@@ -2,6 +2,10 @@
 //! socket. Frames from the LAN go through the egress path to the WAN; frames from the WAN go
 //! through the ingress path to the LAN. The loop sleeps in `ppoll` until a socket is readable or
 //! the next frame is due (nanosecond deadlines), so shaping is as precise as the kernel's timer.
+//! With [`Config::busy_poll`] it never sleeps: it watches the receive rings' slots in memory
+//! (no system call) and the clock in a tight loop, as DPDK-style forwarders do. That takes the
+//! process's wake-up (a context switch, and on a VM an idle CPU's exit) out of every frame's
+//! path, at the price of one core kept 100 % busy even when no frame comes.
 //!
 //! The gateway forwards at layer 2, like a bridge: ARP, IPv6 neighbour discovery and every
 //! other frame pass through the disciplines as their own flows, so the hosts on either side
@@ -41,6 +45,8 @@ pub struct Config {
     pub control: Option<PathBuf>,
     /// Address of the Prometheus endpoint (`GET /metrics`), if any.
     pub metrics: Option<std::net::SocketAddr>,
+    /// Spin instead of sleeping between frames (one core stays busy; lower latency).
+    pub busy_poll: bool,
 }
 
 /// Largest frame accepted: a 9000-byte jumbo frame plus headers. Bigger ones (GSO/GRO
@@ -103,6 +109,8 @@ pub struct Gateway {
 
 /// How often the forwarding loop hands the Prometheus endpoint fresh numbers.
 const PUBLISH_EVERY_NS: u64 = 1_000_000_000;
+/// How often a busy-polling loop looks at the control socket (a system call each time).
+const BUSY_CONTROL_EVERY_NS: u64 = 1_000_000;
 
 impl Gateway {
     /// Open the interfaces and the control socket.
@@ -142,6 +150,7 @@ impl Gateway {
     pub fn run(&mut self, stop: &AtomicBool) -> io::Result<Snapshot> {
         let mut batch = Vec::with_capacity(SEND_BATCH);
         let mut publish_at = 0;
+        let mut control_at = 0;
         while !stop.load(Ordering::Relaxed) {
             let now = self.now();
             send_due(&mut self.egress, &self.wan, now, &mut batch);
@@ -165,10 +174,26 @@ impl Gateway {
                 .map_or(100_000_000, |t| t.saturating_sub(now))
                 .min(100_000_000);
             let ctl = self.control.as_ref().map_or(-1, |c| c.as_raw_fd());
-            let ready = wait(
-                [self.lan.as_raw_fd(), self.wan.as_raw_fd(), ctl],
-                Some(timeout),
-            )?;
+            let ready = if self.cfg.busy_poll {
+                // The rings are read in memory; the control socket (a system call) only when
+                // a millisecond has passed since it was last looked at.
+                let ctl_ready = if now >= control_at {
+                    control_at = now + BUSY_CONTROL_EVERY_NS;
+                    wait([ctl], Some(0))?[0]
+                } else {
+                    false
+                };
+                let r = [self.lan.readable(), self.wan.readable(), ctl_ready];
+                if r == [false; 3] {
+                    std::hint::spin_loop();
+                }
+                r
+            } else {
+                wait(
+                    [self.lan.as_raw_fd(), self.wan.as_raw_fd(), ctl],
+                    Some(timeout),
+                )?
+            };
             if ready[0] {
                 receive(&mut self.lan, &mut self.egress, self.start)?;
             }

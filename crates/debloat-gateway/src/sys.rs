@@ -198,6 +198,12 @@ impl PacketSocket {
         Ok(r.take())
     }
 
+    /// Whether a frame is waiting in the receive ring, read from the ring's memory without a
+    /// system call (false for a socket that only sends).
+    pub fn readable(&self) -> bool {
+        self.ring.as_ref().is_some_and(RxRing::ready)
+    }
+
     /// Send one whole frame.
     pub fn send(&self, frame: &[u8]) -> io::Result<()> {
         // SAFETY: `frame` is valid for `frame.len()` bytes.
@@ -253,6 +259,20 @@ impl RxRing {
             frame_nr,
             next: 0,
         })
+    }
+
+    /// Whether the kernel has handed the next slot over (a frame is waiting), read in memory.
+    fn ready(&self) -> bool {
+        // SAFETY: as in `take`: slot `next` lies inside the mapping, its status word is read
+        // volatile because the kernel writes it.
+        let status = unsafe {
+            let hdr = self
+                .base
+                .add(self.next * self.frame_size)
+                .cast::<libc::tpacket2_hdr>();
+            std::ptr::addr_of!((*hdr).tp_status).read_volatile()
+        };
+        status & libc::TP_STATUS_USER != 0
     }
 
     /// The next frame, if the kernel has handed its slot over; the slot goes back at once.
@@ -389,6 +409,13 @@ pub fn realtime(priority: u8) -> io::Result<()> {
                 format!("SCHED_FIFO priority {priority}: {e} (needs root or CAP_SYS_NICE)"),
             )
         })
+}
+
+/// Run the calling thread under SCHED_IDLE: it gets the CPU only when nothing else wants it.
+pub fn idle_priority() -> io::Result<()> {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `param` is a valid sched_param; 0 is the calling thread.
+    check(unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) }).map(|_| ())
 }
 
 impl AsRawFd for PacketSocket {

@@ -13,7 +13,7 @@ use std::sync::Arc;
 #[derive(clap::Args, Debug)]
 #[command(
     args_conflicts_with_subcommands = true,
-    after_help = "Examples:\n  debloat gateway --lan eth1 --wan eth0 --egress \"cake bandwidth 19Mbit\" --ingress \"cake bandwidth 95Mbit ingress\"\n  debloat gateway --lan lan0 --wan wan0 --egress fq_codel --emulate-egress \"rate 10Mbit delay 10ms\" --control /run/debloat/gw.sock\n  debloat gateway --lan lan0 --wan wan0 --egress \"cake bandwidth 10Mbit\" --emulate-egress \"rate 10Mbit delay 20ms 2ms distribution normal loss gemodel 1% 20%\"\n  debloat gateway --lan lan0 --wan wan0 --metrics 9464    (Prometheus: curl 127.0.0.1:9464/metrics)\n  debloat gateway stats --control /run/debloat/gw.sock --json\n\nEmulated links take netem's words: rate RATE [PACKETOVERHEAD [CELLSIZE [CELLOVERHEAD]]],\ndelay TIME [JITTER [CORR]] [distribution uniform|normal|pareto|paretonormal], loss [random] P [CORR],\nloss state P13 [P31 [P32 [P23 [P14]]]], loss gemodel P [R [1-H [1-K]]], duplicate P [CORR],\ncorrupt P [CORR], reorder P [CORR] [gap N], ecn, limit PACKETS, seed N, slot MIN [MAX] |\nslot distribution NAME DELAY JITTER [packets N] [bytes N]; and buffer PACKETS (a modem's FIFO,\ndebloat's word). Unlike netem, jitter never reorders and there is no default limit.\n\n--realtime 50 (with --cpu) runs the forwarding loop under SCHED_FIFO, which cuts the millisecond wake-up tail.\n\nGRO, LRO, GSO and TSO are turned off on both interfaces while the gateway runs (ethtool; turned\nback on at exit; --keep-offloads leaves them): super-frames larger than the MTU are counted as\noversized and dropped."
+    after_help = "Examples:\n  debloat gateway --lan eth1 --wan eth0 --egress \"cake bandwidth 19Mbit\" --ingress \"cake bandwidth 95Mbit ingress\"\n  debloat gateway --lan lan0 --wan wan0 --egress fq_codel --emulate-egress \"rate 10Mbit delay 10ms\" --control /run/debloat/gw.sock\n  debloat gateway --lan lan0 --wan wan0 --egress \"cake bandwidth 10Mbit\" --emulate-egress \"rate 10Mbit delay 20ms 2ms distribution normal loss gemodel 1% 20%\"\n  debloat gateway --lan lan0 --wan wan0 --metrics 9464    (Prometheus: curl 127.0.0.1:9464/metrics)\n  debloat gateway stats --control /run/debloat/gw.sock --json\n\nEmulated links take netem's words: rate RATE [PACKETOVERHEAD [CELLSIZE [CELLOVERHEAD]]],\ndelay TIME [JITTER [CORR]] [distribution uniform|normal|pareto|paretonormal], loss [random] P [CORR],\nloss state P13 [P31 [P32 [P23 [P14]]]], loss gemodel P [R [1-H [1-K]]], duplicate P [CORR],\ncorrupt P [CORR], reorder P [CORR] [gap N], ecn, limit PACKETS, seed N, slot MIN [MAX] |\nslot distribution NAME DELAY JITTER [packets N] [bytes N]; and buffer PACKETS (a modem's FIFO,\ndebloat's word). Unlike netem, jitter never reorders and there is no default limit.\n\n--realtime 50 (with --cpu) runs the forwarding loop under SCHED_FIFO, which cuts the millisecond wake-up tail.\n--busy-poll (with --cpu) never sleeps: lowest latency, one core always busy.\n\nGRO, LRO, GSO and TSO are turned off on both interfaces while the gateway runs (ethtool; turned\nback on at exit; --keep-offloads leaves them): super-frames larger than the MTU are counted as\noversized and dropped."
 )]
 pub struct Args {
     #[command(subcommand)]
@@ -101,6 +101,11 @@ pub struct RunArgs {
     /// millisecond tail; see the README). Threads serving stats and metrics stay ordinary.
     #[arg(long, value_name = "PRIO", value_parser = clap::value_parser!(u8).range(1..=99))]
     realtime: Option<u8>,
+    /// Never sleep: watch the receive rings in a tight loop instead of waiting in `ppoll`.
+    /// Takes the process's wake-up out of every frame's path (lower, steadier latency; see the
+    /// README) and keeps one core 100 % busy even when idle. Use with --cpu.
+    #[arg(long)]
+    busy_poll: bool,
     /// Leave GRO/LRO/GSO/TSO as they are (by default they are turned off on both interfaces
     /// while the gateway runs, and turned back on at exit; super-frames are dropped as oversized).
     #[arg(long)]
@@ -136,7 +141,11 @@ fn forward(a: &RunArgs) -> Result<()> {
         seed: a.seed,
         control: a.control.clone(),
         metrics: a.metrics.as_deref().map(metrics_addr).transpose()?,
+        busy_poll: a.busy_poll,
     };
+    if a.busy_poll && a.realtime.is_some() {
+        bail!("--busy-poll with --realtime would spin at real-time priority and starve the kernel's own packet processing (ksoftirqd) on that CPU: use one or the other");
+    }
     if let Some(cpu) = a.cpu {
         debloat_gateway::sys::pin_to_cpu(cpu)?;
     }

@@ -130,6 +130,9 @@ pub struct UpArgs {
     /// --realtime`; 1–99): cuts the idle latency's wake-up tail.
     #[arg(long, value_name = "PRIO", value_parser = clap::value_parser!(u8).range(1..=99))]
     realtime: Option<u8>,
+    /// Let the gateway spin instead of sleeping (`gateway --busy-poll`; one core always busy).
+    #[arg(long, conflicts_with = "realtime")]
+    busy_poll: bool,
     /// Namespace name prefix: PREFIX-client, PREFIX-gw, PREFIX-server.
     #[arg(long, default_value = "dbl")]
     prefix: String,
@@ -244,6 +247,9 @@ fn up(u: &UpArgs) -> Result<()> {
     }
     if let Some(prio) = u.realtime {
         gateway_args.extend(["--realtime".into(), prio.to_string()]);
+    }
+    if u.busy_poll {
+        gateway_args.push("--busy-poll".into());
     }
     let setup = Setup {
         prefix: u.prefix.clone(),

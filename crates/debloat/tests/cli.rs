@@ -305,6 +305,31 @@ fn bad_specs_and_rates_say_how_to_fix_them() {
     assert!(text(&o).contains("Mbit"), "{}", text(&o));
 }
 
+/// Spinning at real-time priority would starve the kernel's packet processing on that core:
+/// the gateway refuses the pair before touching any interface, and says why.
+#[test]
+fn busy_poll_and_realtime_together_are_refused() {
+    let o = debloat(&[
+        "gateway",
+        "--lan",
+        "nosuch0",
+        "--wan",
+        "nosuch1",
+        "--busy-poll",
+        "--realtime",
+        "50",
+    ]);
+    assert!(!o.status.success());
+    let t = text(&o);
+    assert!(
+        t.contains("--busy-poll") && t.contains("ksoftirqd") && t.contains("one or the other"),
+        "{t}"
+    );
+    let o = debloat(&["testbed", "up", "--busy-poll", "--realtime", "50"]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("cannot be used with"), "{}", text(&o));
+}
+
 #[test]
 fn spec_prints_derived_parameters_as_tc_would() {
     let o = debloat(&["spec", "cake bandwidth 20Mbit diffserv3"]);

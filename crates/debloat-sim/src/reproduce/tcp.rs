@@ -11,8 +11,10 @@ use crate::tcp::cc::Algorithm;
 /// Model gap: the model drops ≈8 % of offered packets under fq_codel without ECN where the Pi
 /// dropped 19 % (band 10–35 %). Real Linux 6.18 TCP through `debloat gateway` on the same
 /// link drops 7.0–7.4 % (`tests/testbed.rs`, `part_a_pi_55_drop_band_on_real_tcp`), so the
-/// model matches today's kernel and the band reflects the 2016 one (GSO super-packets, drops
-/// counted per skb, older loss recovery). The band is kept, not widened. The FIFO
+/// model matches today's kernel and the band reflects the 2016 one. Not GSO super-packets: the
+/// published counters show maxpacket 1514 and 26 779 packets for 38.0 MB (1418 B each), so the
+/// Pi's fq_codel saw single frames; what differs is the 2016 sender's TCP (its loss recovery
+/// before RACK, unverified). The band is kept, not widened. The FIFO
 /// collapse (data FIFO:fq_codel ≈ 1:1.8) is not reproduced either: it needs the spurious RTOs and
 /// retransmissions queued behind 2 s of data that the 2016 stack showed.
 pub fn pi_55() -> Outcome {
