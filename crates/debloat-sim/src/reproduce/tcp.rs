@@ -13,8 +13,10 @@ use crate::tcp::cc::Algorithm;
 /// link drops 7.0–7.4 % (`tests/testbed.rs`, `part_a_pi_55_drop_band_on_real_tcp`), so the
 /// model matches today's kernel and the band reflects the 2016 one. Not GSO super-packets: the
 /// published counters show maxpacket 1514 and 26 779 packets for 38.0 MB (1418 B each), so the
-/// Pi's fq_codel saw single frames; what differs is the 2016 sender's TCP (its loss recovery
-/// before RACK, unverified). The band is kept, not widened. The FIFO
+/// Pi's fq_codel saw single frames. Nor today's loss recovery: with RACK and TLP turned off in
+/// the sender's namespace (`tcp_recovery=0`, `tcp_early_retrans=0`) Linux 6.18 still drops
+/// 7.6–7.8 % (15-s runs, 2026-11-23). What made the 2016 stack lose 2.7× as many packets is not
+/// known. The band is kept, not widened. The FIFO
 /// collapse (data FIFO:fq_codel ≈ 1:1.8) is not reproduced either: it needs the spurious RTOs and
 /// retransmissions queued behind 2 s of data that the 2016 stack showed.
 pub fn pi_55() -> Outcome {
