@@ -11,8 +11,13 @@ use std::time::{Duration, Instant};
 
 const EXE: &str = env!("CARGO_BIN_EXE_debloat");
 
-/// A `debloat server` on a free loopback port; killed when dropped.
-struct Server(std::process::Child, String);
+/// A `debloat server` on a free loopback port; killed when dropped. It holds a share of the
+/// CPUs (the third field) until then.
+struct Server(
+    std::process::Child,
+    String,
+    #[allow(dead_code)] Box<dyn std::any::Any>,
+);
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.0.kill();
@@ -20,7 +25,22 @@ impl Drop for Server {
     }
 }
 
+/// The tests here load loopback with real flows that can keep both CPUs busy. Most may run side
+/// by side; one that checks timing (the progress line's redraws) takes the CPUs alone, so
+/// another test's load cannot starve the thread it watches (seen once in CI: 3 s without a
+/// redraw while a second test's flows ran).
+static CPUS: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
 fn server() -> Server {
+    start_server(Box::new(CPUS.read().unwrap_or_else(|e| e.into_inner())))
+}
+
+/// A server for a test that must have the CPUs to itself.
+fn server_alone() -> Server {
+    start_server(Box::new(CPUS.write().unwrap_or_else(|e| e.into_inner())))
+}
+
+fn start_server(cpus: Box<dyn std::any::Any>) -> Server {
     let mut c = Command::new(EXE)
         .args(["server", "--bind", "127.0.0.1:0"])
         .stdout(Stdio::piped())
@@ -37,7 +57,7 @@ fn server() -> Server {
         .nth(3)
         .expect("address in the banner")
         .to_string();
-    Server(c, addr)
+    Server(c, addr, cpus)
 }
 
 /// `debloat test ARGS --output DIR` to its end; fails the test if it fails. Returns all it printed.
@@ -293,7 +313,7 @@ fn the_progress_line_shows_on_a_terminal_and_not_in_a_pipe() {
         println!("SKIP: the progress-line test needs `script` (util-linux) for a terminal");
         return;
     }
-    let srv = server();
+    let srv = server_alone();
     let dir = tempfile::tempdir().expect("tmp");
     let cmd = format!(
         "{EXE} test tcp_1down {} --length 2 --delay 0.5 --no-report --output {}",
@@ -414,6 +434,7 @@ fn icmp_uses_an_unprivileged_socket_where_allowed_and_raw_otherwise() {
             .spawn()
             .expect("server starts"),
         String::new(),
+        Box::new(CPUS.read().unwrap_or_else(|e| e.into_inner())),
     );
     std::thread::sleep(Duration::from_millis(300));
     let ping = |range: &str, user: &[&str], out: &str| -> serde_json::Value {
