@@ -161,18 +161,6 @@ impl Gateway {
                     publish_at = now + PUBLISH_EVERY_NS;
                 }
             }
-            let next = [
-                self.egress.path.next_wakeup(),
-                self.ingress.path.next_wakeup(),
-                self.metrics.as_ref().map(|_| publish_at),
-            ]
-            .into_iter()
-            .flatten()
-            .min();
-            // Wake at least every 100 ms to notice `stop`.
-            let timeout = next
-                .map_or(100_000_000, |t| t.saturating_sub(now))
-                .min(100_000_000);
             let ctl = self.control.as_ref().map_or(-1, |c| c.as_raw_fd());
             let ready = if self.cfg.busy_poll {
                 // The rings are read in memory; the control socket (a system call) only when
@@ -189,6 +177,18 @@ impl Gateway {
                 }
                 r
             } else {
+                let next = [
+                    self.egress.path.next_wakeup(),
+                    self.ingress.path.next_wakeup(),
+                    self.metrics.as_ref().map(|_| publish_at),
+                ]
+                .into_iter()
+                .flatten()
+                .min();
+                // Wake at least every 100 ms to notice `stop`.
+                let timeout = next
+                    .map_or(100_000_000, |t| t.saturating_sub(now))
+                    .min(100_000_000);
                 wait(
                     [self.lan.as_raw_fd(), self.wan.as_raw_fd(), ctl],
                     Some(timeout),

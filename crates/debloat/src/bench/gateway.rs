@@ -170,7 +170,7 @@ pub fn run(a: &Args) -> Result<()> {
             row.push(search(&rig, frame, a)?);
         }
         stop(&rig, *fwd)?;
-        rows.push((name, !extra.is_empty(), row));
+        rows.push((name, extra.iter().any(|e| e == busy[0]), row));
     }
     // Idle latency: the forwarders take turns in rounds, so a drift in the machine's state
     // (seen here as ±50 µs between minutes) falls on all of them alike. A busy-polling gateway
@@ -191,11 +191,12 @@ pub fn run(a: &Args) -> Result<()> {
                 None,
             )
         });
+        let awake_bridge = variants.len() - 1;
         variants.push(Latency::new(
             "debloat gateway --busy-poll",
             Forwarder::Gateway,
             &busy,
-            Some(2),
+            Some(awake_bridge),
         ));
     }
     if a.realtime > 0 {
@@ -625,9 +626,10 @@ impl KeepAwake {
         let stop = std::sync::Arc::new(AtomicBool::new(false));
         let flag = std::sync::Arc::clone(&stop);
         let thread = std::thread::spawn(move || {
-            if debloat_gateway::sys::pin_to_cpu(FWD_CPU).is_err()
-                || debloat_gateway::sys::idle_priority().is_err()
+            if let Err(e) = debloat_gateway::sys::pin_to_cpu(FWD_CPU)
+                .and_then(|()| debloat_gateway::sys::idle_priority())
             {
+                eprintln!("warning: cannot keep CPU {FWD_CPU} awake ({e}): the \"core kept awake\" bridge row is a sleeping bridge");
                 return;
             }
             while !flag.load(Ordering::Relaxed) {
