@@ -272,6 +272,7 @@ impl Table {
     }
 
     /// The way search; returns the queue and whether its host slots must be (re)allocated.
+    #[inline]
     fn probe(
         &mut self,
         flow_hash: u32,
@@ -334,6 +335,7 @@ impl Table {
     }
 
     /// `host_load`: the larger bulk count of the flow's hosts, at least 1.
+    #[inline(always)]
     pub fn host_load(&self, flow: usize, mode: FlowMode) -> u32 {
         let s = self.slots[flow];
         let mut load = 1u16;

@@ -59,6 +59,7 @@ impl Default for SizeStats {
 
 impl Overhead {
     /// Adjusted length of one packet of `len` bytes with L2 header `off`.
+    #[inline(always)]
     pub fn calc(&self, len: u32, off: u32, s: &mut SizeStats) -> u32 {
         let mut len = len;
         if self.strip_l2 {
@@ -79,6 +80,7 @@ impl Overhead {
     }
 
     /// Adjusted length of a packet, GSO super-packets charged per segment.
+    #[inline(always)]
     pub fn adjusted_len(&self, m: &crate::packet::PacketMeta, s: &mut SizeStats) -> u32 {
         let off = u32::from(m.network_offset);
         s.avg_netoff = ewma(s.avg_netoff, off << 16, 8);
