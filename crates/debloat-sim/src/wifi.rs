@@ -22,7 +22,7 @@
 //!
 //! A transmission opportunity carries, for best effort, background and video at HT/VHT rates,
 //! one A-MPDU of up to 64 MPDUs, 65 535 bytes and the driver's aggregate limit (4 ms, and
-//! video's 3 ms TXOP); then SIFS and a block ACK at the basic rate. Voice is not aggregated
+//! video's 3 ms TXOP, at the slowest rate of the retry chain); then SIFS and a block ACK at the basic rate. Voice is not aggregated
 //! (minstrel starts no block-ack session for it) and legacy rates cannot be: those send single
 //! MPDUs, each followed by SIFS and an ACK, as many as fit in the category's TXOP limit (one
 //! when it is 0). An MPDU is the Ethernet frame − 14 + 38 bytes (802.11 header, LLC/SNAP, FCS);
@@ -53,8 +53,11 @@
 //! The hardware keeps `hw_aggregates` built aggregates ready per category (ath9k: 2; ath10k:
 //! 1). Stations run stock client queueing: a qdisc per category (default pfifo 1000) from which
 //! they aggregate directly.
-//! Not modelled: power save, rate control (rates are fixed per station), RTS/CTS, multicast,
-//! capture (the pcap tap sees wired runs only).
+//! Rate control: rates are fixed per station (as `iw … set bitrates` fixes them), or, with
+//! [`WifiConfig::minstrel`], each station's rate is taken as minstrel_ht's best and its retry
+//! chain ends at minstrel's one-stream most reliable rate, which ath9k sizes aggregates by.
+//! Not modelled: rate errors and minstrel's sampling, power save, RTS/CTS, multicast, capture
+//! (the pcap tap sees wired runs only).
 
 use crate::packet::SimPacket;
 use crate::world::LinkStats;
@@ -125,6 +128,11 @@ pub struct StationConfig {
     pub fer: f64,
     /// Airtime weight (airtime queueing only; default 256).
     pub weight: u32,
+    /// The slowest rate of the multi-rate retry chain frames to and from it carry; aggregates
+    /// are sized to last the aggregate limit at this rate, as ath9k's `ath_lookup_rate` takes
+    /// the smallest 4 ms frame length over the chain. `None`: a fixed rate (`iw … set
+    /// bitrates`), the chain is the one rate. [`WifiConfig::minstrel`] sets it.
+    pub slowest_retry: Option<PhyRate>,
 }
 
 /// The Wi-Fi network.
@@ -169,6 +177,7 @@ impl WifiConfig {
                     rate,
                     fer: 0.0,
                     weight: debloat_core::airtime::scheduler::DEFAULT_WEIGHT,
+                    slowest_retry: None,
                 })
                 .collect(),
             queueing,
@@ -197,6 +206,18 @@ impl WifiConfig {
         self
     }
 
+    /// Rate control by minstrel_ht instead of fixed rates: each station's rate is the one
+    /// minstrel settles on as best, and its retry chain ends at minstrel's most reliable rate
+    /// ([`PhyRate::minstrel_prob_rate`]: one spatial stream), which sizes the aggregates.
+    /// Frames are still sent at the station's rate (the model has no rate errors to fall back
+    /// on) and minstrel's sampling frames are not modelled.
+    pub fn minstrel(mut self) -> WifiConfig {
+        for s in &mut self.stations {
+            s.slowest_retry = Some(s.rate.minstrel_prob_rate());
+        }
+        self
+    }
+
     /// The AP qdisc actually used.
     pub fn ap_qdisc_spec(&self) -> QdiscSpec {
         match self.queueing {
@@ -216,10 +237,16 @@ impl WifiConfig {
             ),
             _ => format!("{} qdisc", self.ap_qdisc_spec()),
         };
+        let minstrel = self.stations.iter().any(|s| s.slowest_retry.is_some());
         format!(
-            "Wi-Fi AP {q}, driver queue {} frames per AC, stations {}{}",
+            "Wi-Fi AP {q}, driver queue {} frames per AC, stations {}{}{}",
             self.driver_frames,
             rates.join(","),
+            if minstrel {
+                " (minstrel_ht retry chains)"
+            } else {
+                ""
+            },
             if self.wmm { "" } else { ", WMM off" }
         )
     }
@@ -751,7 +778,14 @@ impl Wifi {
                 self.cfg.txop_ns
             };
             let b: u32 = held.iter().map(|&l| ampdu_sub_len(l)).sum::<u32>() + ampdu_sub_len(len);
-            b <= MAX_AMPDU_BYTES && rate.ppdu_ns(b) <= limit
+            // Sized at the slowest rate of the retry chain (ath9k's `ath_lookup_rate`).
+            let sizing = self
+                .cfg
+                .stations
+                .get(sta)
+                .and_then(|s| s.slowest_retry)
+                .unwrap_or(rate);
+            b <= MAX_AMPDU_BYTES && sizing.ppdu_ns(b) <= limit
         } else {
             // Single MPDUs: as many as the TXOP limit holds (one when it is 0).
             edca_txop > 0
@@ -1364,6 +1398,42 @@ mod tests {
         let [a, b] = voice_vs_best_effort(false);
         let share = f64::from(a) / f64::from(a + b);
         assert!((share - 0.5).abs() < 0.05, "without WMM: {a} vs {b}");
+    }
+
+    #[test]
+    fn minstrel_sizes_aggregates_at_the_one_stream_end_of_the_chain() {
+        // Best effort to a station at HT MCS 12 (78 Mbit/s, 2 streams): with a fixed rate the
+        // aggregate fills 4 ms at 78 Mbit/s; with minstrel_ht the chain ends at MCS 4
+        // (39 Mbit/s), and ath9k sizes the aggregate to last 4 ms there — 2 ms at MCS 12.
+        let r = PhyRate::ht(12);
+        let frames = |cfg: WifiConfig| {
+            let w = Wifi::new(cfg, debloat_core::FlowHasher::new([1, 2]), 1);
+            let mut h = Vec::new();
+            while w.fits(0, Ac::Be, &h, 1514) {
+                h.push(1514);
+            }
+            h.len() as u32
+        };
+        let fixed = frames(WifiConfig::new(&[r], ApQueueing::Airtime));
+        let auto = frames(WifiConfig::new(&[r], ApQueueing::Airtime).minstrel());
+        let at = |rate: PhyRate, n: u32| rate.ppdu_ns(n * ampdu_sub_len(1514));
+        assert!(
+            at(r, fixed) <= 4_000_000 && at(r, fixed + 1) > 4_000_000,
+            "{fixed}"
+        );
+        let slow = PhyRate::ht(4);
+        assert!(
+            at(slow, auto) <= 4_000_000 && at(slow, auto + 1) > 4_000_000,
+            "{auto}"
+        );
+        assert_eq!((fixed, auto), (24, 12));
+        assert!(at(r, auto) < 2_100_000);
+        // A one-stream rate is its own most reliable rate: nothing changes.
+        let one = PhyRate::ht(7);
+        assert_eq!(
+            frames(WifiConfig::new(&[one], ApQueueing::Airtime)),
+            frames(WifiConfig::new(&[one], ApQueueing::Airtime).minstrel())
+        );
     }
 
     #[test]

@@ -124,6 +124,16 @@ pub struct Args {
     /// qdisc; aggregates built straight from the MAC queues with airtime; 2 ready in hardware).
     #[arg(long, default_value = "ath10k", requires = "wifi")]
     driver: String,
+    /// Rate control: fixed (each station at its rate, as `iw … set bitrates` fixes it) or
+    /// minstrel (the rate is minstrel_ht's best; its retry chain ends at a one-stream rate, by
+    /// which ath9k sizes aggregates: shorter aggregates for 2+-stream rates).
+    #[arg(
+        long,
+        default_value = "fixed",
+        value_name = "fixed|minstrel",
+        requires = "wifi"
+    )]
+    rate_control: String,
     /// Turn AQL off (airtime queueing): the firmware queue fills to its frame limit.
     #[arg(long, requires = "wifi")]
     no_aql: bool,
@@ -162,6 +172,11 @@ fn wifi_config(a: &Args, kind: &str) -> Result<debloat_sim::wifi::WifiConfig> {
         "ath10k" => {}
         "ath9k" => c = c.ath9k(),
         d => bail!("--driver {d}: choose ath10k or ath9k"),
+    }
+    match a.rate_control.as_str() {
+        "fixed" => {}
+        "minstrel" => c = c.minstrel(),
+        r => bail!("--rate-control {r}: choose fixed or minstrel"),
     }
     c.aql.enabled = !a.no_aql;
     c.wmm = !a.no_wmm;

@@ -820,6 +820,17 @@ fn wifi_sim_reports_stations_and_names_bad_rates() {
     assert!(!o.status.success());
     let t = text(&o);
     assert!(t.contains("'7'") && t.contains("mcsN"), "{t}");
+    let o = debloat(&[
+        "sim",
+        "tcp_nup",
+        "--wifi",
+        "airtime",
+        "--rate-control",
+        "auto",
+    ]);
+    assert!(!o.status.success());
+    let t = text(&o);
+    assert!(t.contains("auto") && t.contains("fixed or minstrel"), "{t}");
     let o = debloat(&["sim", "tcp_nup", "--wifi", "wmm"]);
     assert!(!o.status.success());
     assert!(

@@ -59,6 +59,33 @@ impl PhyRate {
         }
     }
 
+    /// The rate minstrel_ht puts last in a multi-rate retry chain (its `max_prob_rate`) when
+    /// this is the best-throughput rate: minstrel_ht takes the most reliable rate from groups
+    /// with fewer spatial streams than the best rate's, as a safe last try when the channel
+    /// fluctuates (mac80211's `minstrel_ht_update_stats`, "max_prob_rate must use only one
+    /// stream"; `minstrel_ht_prob_rate_reduce_streams` in later kernels). Which one-stream rate
+    /// depends on the channel; this model takes the one-stream rate with the same modulation,
+    /// coding, width and guard interval, which a channel that carries this rate on every
+    /// stream also carries on one. A single-stream or legacy rate is its own.
+    pub fn minstrel_prob_rate(self) -> PhyRate {
+        match self {
+            PhyRate::Mcs {
+                idx,
+                streams,
+                width,
+                sgi,
+                vht,
+            } if streams > 1 => PhyRate::Mcs {
+                idx,
+                streams: 1,
+                width,
+                sgi,
+                vht,
+            },
+            r => r,
+        }
+    }
+
     /// True for legacy rates (no A-MPDU aggregation).
     pub fn is_legacy(self) -> bool {
         matches!(self, PhyRate::Legacy { .. })
@@ -309,6 +336,19 @@ mod tests {
         assert_eq!("6".parse::<PhyRate>().unwrap().bps(), 6_000_000);
         assert_eq!("6.5".parse::<PhyRate>().unwrap(), PhyRate::ht(0));
         assert_eq!("65".parse::<PhyRate>().unwrap(), PhyRate::ht(7));
+    }
+
+    #[test]
+    fn minstrel_falls_back_to_one_stream() {
+        // HT MCS 12 (2 streams, 16-QAM 3/4, 78 Mbit/s) → MCS 4 (39 Mbit/s); MCS 15/sgi → 7/sgi.
+        assert_eq!(PhyRate::ht(12).minstrel_prob_rate(), PhyRate::ht(4));
+        let sgi: PhyRate = "mcs15/sgi".parse().unwrap();
+        assert_eq!(sgi.minstrel_prob_rate(), "mcs7/sgi".parse().unwrap());
+        let vht: PhyRate = "vht9x2/80/sgi".parse().unwrap();
+        assert_eq!(vht.minstrel_prob_rate(), "vht9x1/80/sgi".parse().unwrap());
+        assert_eq!(PhyRate::ht(7).minstrel_prob_rate(), PhyRate::ht(7));
+        let legacy: PhyRate = "54".parse().unwrap();
+        assert_eq!(legacy.minstrel_prob_rate(), legacy);
     }
 
     #[test]

@@ -74,12 +74,16 @@ pub fn ath10k_6m() -> Outcome {
 /// queue (pfifo 1000 + 123 driver frames) drains in the published ≈134 ms.
 pub fn netdev_ping() -> Outcome {
     let mut o = Outcome::new("NETDEV-PING");
-    let run = |q| {
+    let run_with = |q, minstrel: bool| {
         let mut wc = wifi(&["mcs15/sgi", "mcs12"], q).ath9k();
+        if minstrel {
+            wc = wc.minstrel();
+        }
         wc.flow_stations = vec![1];
         wc.ping_station = 0;
         ping_p50(&wifi_run(Test::TcpNUp, 1, wc))
     };
+    let run = |q| run_with(q, false);
     o.checks.push(Check::new(
         "default qdisc (pfifo 1000 over 123 driver frames): near station's ping median",
         run(ApQueueing::Legacy),
@@ -114,6 +118,17 @@ pub fn netdev_ping() -> Outcome {
              ≈11 ms in this model (measured 2026-11-23 from the air times of each ping)",
         ),
     );
+    // The same runs with minstrel_ht's retry chains (`--rate-control minstrel`): ath9k then
+    // sizes each aggregate at the chain's one-stream end, so both waits shrink. That brings
+    // the airtime row inside its band but takes the fq_codel row below its published 18.4 ms,
+    // so it is shown, not used: the model with fixed rates matches the published row.
+    o.notes.push(format!(
+        "with minstrel_ht retry chains (aggregates sized at the one-stream rate, MCS 12 → 4): \
+         default qdisc {:.0} ms, fq_codel {:.1} ms, airtime {:.1} ms",
+        run_with(ApQueueing::Legacy, true),
+        run_with(ApQueueing::FqCodel, true),
+        run_with(ApQueueing::Airtime, true)
+    ));
     o
 }
 
