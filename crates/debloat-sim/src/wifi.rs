@@ -22,7 +22,8 @@
 //!
 //! A transmission opportunity carries, for best effort, background and video at HT/VHT rates,
 //! one A-MPDU of up to 64 MPDUs, 65 535 bytes and the driver's aggregate limit (4 ms, and
-//! video's 3 ms TXOP, at the slowest rate of the retry chain); then SIFS and a block ACK at the basic rate. Voice is not aggregated
+//! video's 3 ms TXOP, at the slowest rate of the retry chain); then SIFS and a block ACK at
+//! the basic rate. Voice is not aggregated
 //! (minstrel starts no block-ack session for it) and legacy rates cannot be: those send single
 //! MPDUs, each followed by SIFS and an ACK, as many as fit in the category's TXOP limit (one
 //! when it is 0). An MPDU is the Ethernet frame − 14 + 38 bytes (802.11 header, LLC/SNAP, FCS);
@@ -209,8 +210,8 @@ impl WifiConfig {
     /// Rate control by minstrel_ht instead of fixed rates: each station's rate is the one
     /// minstrel settles on as best, and its retry chain ends at minstrel's most reliable rate
     /// ([`PhyRate::minstrel_prob_rate`]: one spatial stream), which sizes the aggregates.
-    /// Frames are still sent at the station's rate (the model has no rate errors to fall back
-    /// on) and minstrel's sampling frames are not modelled.
+    /// Frames and their retries are still sent at the station's rate (the chain's later rates
+    /// are never tried) and minstrel's sampling frames are not modelled.
     pub fn minstrel(mut self) -> WifiConfig {
         for s in &mut self.stations {
             s.slowest_retry = Some(s.rate.minstrel_prob_rate());
