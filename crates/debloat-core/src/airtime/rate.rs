@@ -68,22 +68,11 @@ impl PhyRate {
     /// coding, width and guard interval, which a channel that carries this rate on every
     /// stream also carries on one. A single-stream or legacy rate is its own.
     pub fn minstrel_prob_rate(self) -> PhyRate {
-        match self {
-            PhyRate::Mcs {
-                idx,
-                streams,
-                width,
-                sgi,
-                vht,
-            } if streams > 1 => PhyRate::Mcs {
-                idx,
-                streams: 1,
-                width,
-                sgi,
-                vht,
-            },
-            r => r,
+        let mut r = self;
+        if let PhyRate::Mcs { streams, .. } = &mut r {
+            *streams = 1;
         }
+        r
     }
 
     /// True for legacy rates (no A-MPDU aggregation).
