@@ -561,8 +561,12 @@ pub fn simulate_with_tap(
 }
 
 /// Put flows and probes on Wi-Fi stations: flows by `flow_stations` (default round robin),
-/// probes on `ping_station`. The rtt_fair tests keep their hosts (host `h` is station `h % n`).
+/// probes on `ping_station`, sending their requests from it with `station_pings`. The rtt_fair
+/// tests keep their hosts (host `h` is station `h % n`).
 fn place_on_stations(w: &mut World, wc: &crate::wifi::WifiConfig, has_hosts: bool) {
+    for k in 0..w.probes.len() {
+        w.set_probe_from_remote(k, wc.station_pings);
+    }
     if has_hosts {
         return;
     }

@@ -35,8 +35,11 @@
 //! * `legacy`: a qdisc per access category (Linux's `mq` root over the radio's four queues;
 //!   default pfifo 1000 each) over the driver's per-station, per-TID FIFOs, which hold at most
 //!   `driver_frames` per category (default 1024: ath10k firmware holds ≈1 000–1 400 MSDUs;
-//!   ath9k 123 per hardware queue); the driver takes from the qdiscs whenever it has room, and
-//!   serves stations round robin, one TXOP each.
+//!   ath9k 123 per hardware queue), counted until each frame's completion (built aggregates and
+//!   the one on the air included); the driver serves stations round robin, one TXOP each, and
+//!   takes from the qdiscs whenever it has room — after a completion, only once it has built
+//!   the next aggregate from what it already holds (the qdisc runs in the NET_TX softirq that
+//!   the driver's wake raises, after ath9k's completion tasklet has scheduled).
 //! * `fq_codel`: the same with an fq_codel qdisc per category.
 //! * `airtime`: mac80211's design — per-station per-TID TXQs in one shared fq with CoDel
 //!   ([`debloat_core::airtime::MacFq`]), the DRR airtime scheduler with per-station weights
@@ -57,6 +60,9 @@
 //! Rate control: rates are fixed per station (as `iw … set bitrates` fixes them), or, with
 //! [`WifiConfig::minstrel`], each station's rate is taken as minstrel_ht's best and its retry
 //! chain ends at minstrel's one-stream most reliable rate, which ath9k sizes aggregates by.
+//! Latency probes go from the wired host to a station, or with
+//! [`WifiConfig::station_pings`] from the station to the wired host (the reply then queues at
+//! the AP).
 //! Not modelled: rate errors and minstrel's sampling, power save, RTS/CTS, multicast, capture
 //! (the pcap tap sees wired runs only).
 
@@ -162,6 +168,9 @@ pub struct WifiConfig {
     pub flow_stations: Vec<usize>,
     /// Station the latency probes go to.
     pub ping_station: usize,
+    /// The ping station sends the echo requests and the wired host answers (`ping` run on
+    /// the station, as in NETDEV-PING's demo), instead of the wired host pinging the station.
+    pub station_pings: bool,
     /// WMM: DSCPs map to the four access categories (off: everything best effort, as with
     /// hostapd's `wmm_enabled=0`).
     pub wmm: bool,
@@ -191,6 +200,7 @@ impl WifiConfig {
             txop_ns: 4_000_000,
             flow_stations: Vec::new(),
             ping_station: 0,
+            station_pings: false,
             wmm: true,
         }
     }
@@ -249,7 +259,11 @@ impl WifiConfig {
                 ""
             },
             if self.wmm { "" } else { ", WMM off" }
-        )
+        ) + if self.station_pings {
+            ", the ping station sends the pings"
+        } else {
+            ""
+        }
     }
 }
 
@@ -653,36 +667,72 @@ impl Wifi {
     }
 
     fn fill_ac(&mut self, ac: Ac, now: Nanos) {
-        let a = ac.idx();
         let limit = self.cfg.driver_frames;
         if limit > 0 {
-            match &mut self.source {
-                Source::Qdisc(_) => {
-                    while self.driver_len[a] < limit {
-                        let Source::Qdisc(qs) = &mut self.source else {
-                            break;
-                        };
-                        let Dequeue::Packet(p) = qs[a].dequeue(now) else {
-                            break;
-                        };
-                        self.drain_source_drops();
-                        record_sent(&mut self.links[0], &p, now);
-                        let sta = self.station_of(&p);
-                        let tid = self.cfg.tid_of(&p);
-                        let seq = self.next_seq(sta, tid, 0);
-                        self.driver[tidx(sta, tid)].push_back(HwFrame {
-                            pkt: p,
-                            est: 0,
-                            tries: 0,
-                            seq,
-                        });
-                        self.driver_len[a] += 1;
-                    }
-                    self.drain_source_drops();
-                }
-                Source::Mac { .. } => self.pull_txqs(ac, now, limit),
-            }
+            // The driver first builds from the frames it already holds, and only then does the
+            // stack refill it: ath9k's completion tasklet wakes the netdev queue and calls
+            // `ath_txq_schedule` at once, while the qdisc is run later, from the NET_TX softirq
+            // that the wake raised. So a frame waiting in the qdisc while the driver is full
+            // misses the aggregate built at the completion that makes room for it.
+            self.build_hw(ac, now);
+            self.refill_driver(ac, now, limit);
         }
+        self.build_hw(ac, now);
+    }
+
+    /// Frames of category `ac` the AP's driver holds beyond its FIFOs: built into aggregates,
+    /// queued for the hardware or on the air. A driver counts a frame from the moment it takes
+    /// it until its completion (ath9k's `pending_frames`, ath10k's firmware descriptors).
+    fn driver_in_hw(&self, ac: Ac) -> usize {
+        let a = ac.idx();
+        let queued: usize = self.hw[a].iter().map(|x| x.frames.len()).sum();
+        let on_air: usize = self
+            .current
+            .iter()
+            .filter(|(c, x)| c.is_none() && x.ac == ac)
+            .map(|(_, x)| x.frames.len())
+            .sum();
+        queued + on_air
+    }
+
+    /// Move frames from the qdisc or the TXQs of category `ac` into the driver FIFOs while the
+    /// driver holds fewer than `limit` frames of the category, its FIFOs and the hardware's
+    /// aggregates together.
+    fn refill_driver(&mut self, ac: Ac, now: Nanos, limit: usize) {
+        let a = ac.idx();
+        let limit = limit.saturating_sub(self.driver_in_hw(ac));
+        match &mut self.source {
+            Source::Qdisc(_) => {
+                while self.driver_len[a] < limit {
+                    let Source::Qdisc(qs) = &mut self.source else {
+                        break;
+                    };
+                    let Dequeue::Packet(p) = qs[a].dequeue(now) else {
+                        break;
+                    };
+                    self.drain_source_drops();
+                    record_sent(&mut self.links[0], &p, now);
+                    let sta = self.station_of(&p);
+                    let tid = self.cfg.tid_of(&p);
+                    let seq = self.next_seq(sta, tid, 0);
+                    self.driver[tidx(sta, tid)].push_back(HwFrame {
+                        pkt: p,
+                        est: 0,
+                        tries: 0,
+                        seq,
+                    });
+                    self.driver_len[a] += 1;
+                }
+                self.drain_source_drops();
+            }
+            Source::Mac { .. } => self.pull_txqs(ac, now, limit),
+        }
+    }
+
+    /// Build aggregates for the hardware queue of `ac` while it has room.
+    fn build_hw(&mut self, ac: Ac, now: Nanos) {
+        let a = ac.idx();
+        let limit = self.cfg.driver_frames;
         // The aggregate on the air counts towards the hardware's depth (ath9k keeps two
         // aggregates per hardware queue, the one being sent included).
         let in_air = usize::from(
@@ -1219,6 +1269,58 @@ mod tests {
             .collect();
         assert_eq!(seqs, [0, 1, 3]);
         assert!(r.held.is_empty());
+    }
+
+    /// A packet from the wired host to station `sta` (198.18.2.(11 + sta)) on flow `port`.
+    fn to_station(sta: u8, port: u16, len: u32) -> SimPacket {
+        use std::net::{IpAddr, Ipv4Addr};
+        let mut p = marked(0, len);
+        p.meta.flow = debloat_core::flow::FlowKey::ip(
+            IpAddr::V4(Ipv4Addr::new(198, 18, 1, 3)),
+            IpAddr::V4(Ipv4Addr::new(198, 18, 2, 11 + sta)),
+            port,
+            5001,
+            6,
+        );
+        p
+    }
+
+    /// ath9k with a bulk backlog for station 1; a small frame for station 0 arrives while the
+    /// first aggregate is on the air. Returns the station of each of the first five aggregates.
+    fn aggregate_order(q: ApQueueing) -> Vec<usize> {
+        let cfg = WifiConfig::new(&[PhyRate::ht(15), PhyRate::ht(12)], q).ath9k();
+        let mut w = Wifi::new(cfg, debloat_core::FlowHasher::new([1, 2]), 1);
+        for _ in 0..400 {
+            w.ap_enqueue(1, to_station(1, 1000, 1514), 0);
+        }
+        let mut end = w.start(0).unwrap();
+        if q != ApQueueing::Airtime {
+            // ath9k's 123 pending frames count those in aggregates, on the air included.
+            let held = w.driver_len[Ac::Be.idx()] + w.driver_in_hw(Ac::Be);
+            assert_eq!(held, 123, "frames the driver holds");
+        }
+        w.ap_enqueue(0, to_station(0, 2000, 98), 1_000);
+        let mut order = vec![w.current[0].1.sta];
+        let mut out = Vec::new();
+        w.complete(end, &mut out);
+        for _ in 0..4 {
+            let e = w.start(end).unwrap();
+            order.push(w.current[0].1.sta);
+            w.complete(e, &mut out);
+            end = e;
+        }
+        order
+    }
+
+    #[test]
+    fn a_frame_held_in_the_qdisc_misses_the_aggregate_built_as_room_is_made() {
+        // Under a qdisc the driver is full (123 frames of station 1): at the first completion
+        // ath9k builds the next aggregate from what it holds, then the qdisc hands over the
+        // small frame, which goes two aggregates later.
+        assert_eq!(aggregate_order(ApQueueing::FqCodel), [1, 1, 1, 0, 1]);
+        // With mac80211's queues the frame is in its TXQ at once and the scheduler takes it
+        // into the aggregate built at that completion.
+        assert_eq!(aggregate_order(ApQueueing::Airtime), [1, 1, 0, 1, 1]);
     }
 
     #[test]

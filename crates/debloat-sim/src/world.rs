@@ -215,6 +215,10 @@ pub struct Probe {
     pub flood_len: Option<u32>,
     /// Direction of a flood.
     pub flood_dir: Dir,
+    /// The remote host sends the requests and the client answers them (`ping` run on a Wi-Fi
+    /// station, as in NETDEV-PING), rather than the client asking. `owd_up` then holds the
+    /// one-way delay remote → client.
+    pub from_remote: bool,
     /// Start sending at this time, ns.
     pub start: Nanos,
     /// Stop sending at this time (floods and scenario probes), ns.
@@ -420,6 +424,7 @@ impl World {
             voip: false,
             flood_len: None,
             flood_dir: Dir::Up,
+            from_remote: false,
             start,
             stop: Nanos::MAX,
             delivered_bytes: 0,
@@ -458,6 +463,11 @@ impl World {
         p.stop = stop;
     }
 
+    /// Make the remote host of probe `k` send its requests (and the client answer them).
+    pub fn set_probe_from_remote(&mut self, k: usize, from_remote: bool) {
+        self.probes[k].from_remote = from_remote;
+    }
+
     /// Stop probe `k` at `stop`.
     pub fn set_probe_stop(&mut self, k: usize, stop: Nanos) {
         self.probes[k].stop = stop;
@@ -475,17 +485,18 @@ impl World {
         self.probes[k].extra_ns = extra_ns;
     }
 
-    fn probe_meta(&self, k: usize, reply: bool) -> PacketMeta {
+    /// Header of probe `k`'s packets going server → client (`down`) or client → server.
+    fn probe_meta(&self, k: usize, down: bool) -> PacketMeta {
         let p = &self.probes[k];
         let (client, server) = (addr(1, 3), addr(2, p.host));
-        let (src, dst) = if reply {
+        let (src, dst) = if down {
             (server, client)
         } else {
             (client, server)
         };
         let port = 2112 + k as u16;
         let key = if p.udp {
-            if reply {
+            if down {
                 FlowKey::ip(src, dst, 2112, port, 17)
             } else {
                 FlowKey::ip(src, dst, port, 2112, 17)
@@ -941,8 +952,9 @@ impl World {
                         pr.seqs.push(seq);
                     }
                 } else {
+                    // The reply goes back the way the request came.
                     let r = SimPacket {
-                        meta: self.probe_meta(k, true),
+                        meta: self.probe_meta(k, d.reverse() == Dir::Down),
                         body: Body::Ping {
                             probe,
                             seq,
@@ -1035,6 +1047,8 @@ impl World {
         let (seq, interval) = (p.seq, p.interval);
         let dir = if p.flood_len.is_some() {
             p.flood_dir
+        } else if p.from_remote {
+            Dir::Down
         } else {
             Dir::Up
         };
@@ -1054,6 +1068,63 @@ impl World {
         );
         if now + interval <= self.end {
             self.events.push(now + interval, Event::Probe(k));
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use debloat_core::{FlowHasher, QdiscSpec};
+
+    /// An idle wired world, 10 ms each way, 100 Mbit/s up (client → remote) and 1 Mbit/s down,
+    /// with one ICMP probe every 100 ms from 0 to 1 s (11), sent by the remote host if `from_remote`.
+    fn probe_world(from_remote: bool) -> World {
+        let link = |rate_bps| LinkConfig {
+            rate_bps,
+            delay_ns: 10_000_000,
+            qdisc: "pfifo limit 1000"
+                .parse::<QdiscSpec>()
+                .unwrap()
+                .build(FlowHasher::new([1, 2]), 1),
+            device: Device::default(),
+            wire: Wire::default(),
+        };
+        let mut w = World::new(
+            link(100_000_000),
+            link(1_000_000),
+            1_000_000_000,
+            100_000_000,
+        );
+        let k = w.add_probe("Ping (ms) ICMP", false, 0, 0, 100_000_000);
+        w.set_probe_from_remote(k, from_remote);
+        w.run(|_| {});
+        w
+    }
+
+    #[test]
+    fn a_probe_from_the_remote_host_sends_its_requests_down_the_link() {
+        let ser = |bps: u64| u64::from(PING_FRAME) * 8 * 1_000_000_000 / bps;
+        for (from_remote, request_bps) in [(false, 100_000_000), (true, 1_000_000)] {
+            let w = probe_world(from_remote);
+            let p = &w.probes[0];
+            assert_eq!(
+                p.samples.len(),
+                11,
+                "from_remote {from_remote}: every request answered"
+            );
+            // The request crosses the link in its own direction: its one-way delay is that
+            // direction's serialisation plus 10 ms; the RTT holds both directions either way.
+            for (&owd, &(_, rtt)) in p.owd_up.iter().zip(&p.samples) {
+                let want = 10_000_000 + ser(request_bps);
+                assert!(
+                    owd.abs_diff(want) < 10_000,
+                    "from_remote {from_remote}: one-way {owd} ns, want {want}"
+                );
+                let both = 20_000_000 + ser(100_000_000) + ser(1_000_000);
+                assert!(rtt.abs_diff(both) < 10_000, "rtt {rtt} ns, want {both}");
+            }
         }
     }
 }

@@ -147,6 +147,11 @@ pub struct Args {
     /// Station the latency probes go to.
     #[arg(long, default_value_t = 0, requires = "wifi")]
     ping_station: usize,
+    /// The ping station sends the echo requests and the wired host answers (`ping` run on the
+    /// station), instead of the wired host pinging it: the request then contends for the
+    /// channel first and the reply waits in the AP's queues.
+    #[arg(long, requires = "wifi")]
+    station_pings: bool,
 }
 
 fn wifi_config(a: &Args, kind: &str) -> Result<debloat_sim::wifi::WifiConfig> {
@@ -224,6 +229,7 @@ fn wifi_config(a: &Args, kind: &str) -> Result<debloat_sim::wifi::WifiConfig> {
     }
     c.flow_stations = a.flow_stations.clone();
     c.ping_station = a.ping_station;
+    c.station_pings = a.station_pings;
     Ok(c)
 }
 
