@@ -250,7 +250,7 @@ impl WifiConfig {
         };
         let minstrel = self.stations.iter().any(|s| s.slowest_retry.is_some());
         format!(
-            "Wi-Fi AP {q}, driver queue {} frames per AC, stations {}{}{}",
+            "Wi-Fi AP {q}, driver queue {} frames per AC, stations {}{}{}{}",
             self.driver_frames,
             rates.join(","),
             if minstrel {
@@ -258,12 +258,13 @@ impl WifiConfig {
             } else {
                 ""
             },
-            if self.wmm { "" } else { ", WMM off" }
-        ) + if self.station_pings {
-            ", the ping station sends the pings"
-        } else {
-            ""
-        }
+            if self.wmm { "" } else { ", WMM off" },
+            if self.station_pings {
+                ", the ping station sends the pings"
+            } else {
+                ""
+            }
+        )
     }
 }
 

@@ -185,9 +185,10 @@ pub fn atf_ath9k() -> Outcome {
     ));
     // The commit's "before" was probably ath9k already on mac80211's TXQs (the commit
     // schedules stations as it dequeues from them) with stations served round robin: the same
-    // structure with the airtime fairness off. In the model each turn is one aggregate of at most 4 ms whatever the rate, so round
-    // robin per aggregate is already close to airtime-fair and shows no gain: a note, since
-    // the Part A row compares with the legacy structure.
+    // structure with the airtime fairness off. In the model each turn is one aggregate of at
+    // most 4 ms whatever the rate, so round robin per aggregate is already close to
+    // airtime-fair and shows no gain: a note, since the Part A row compares with the legacy
+    // structure.
     let mut rr = wifi(&rates, ApQueueing::Airtime).ath9k();
     rr.fairness = false;
     let rr = wifi_run(Test::TcpNUp, 3, rr);
