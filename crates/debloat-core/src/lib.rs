@@ -30,22 +30,13 @@
 #![warn(missing_docs)]
 
 pub mod airtime;
-pub mod bottleneck;
-pub mod cake;
 pub mod classify;
-pub mod codel;
-pub mod deadline;
-pub mod dql;
-pub mod fifo;
+pub mod device;
 pub mod flow;
-pub mod fq_codel;
-pub mod list;
+pub mod link;
 pub mod packet;
-pub mod pktq;
 pub mod qdisc;
 pub mod rng;
-pub mod spec;
-pub mod stats;
 pub mod units;
 
 #[doc(hidden)]
@@ -53,9 +44,9 @@ pub mod testutil;
 
 pub use flow::FlowHasher;
 pub use packet::{Nanos, Packet, PacketMeta, Record};
+pub use qdisc::spec::{QdiscSpec, SpecError};
+pub use qdisc::stats::QdiscStats;
 pub use qdisc::{Dequeue, DropReason, Dropped, Qdisc, Verdict};
-pub use spec::{QdiscSpec, SpecError};
-pub use stats::QdiscStats;
 
 /// `psched_mtu` of an Ethernet device: MTU 1500 + 14-byte header. fq_codel's default quantum,
 /// CoDel's byte floor and CAKE's MTU.

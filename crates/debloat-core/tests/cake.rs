@@ -4,9 +4,9 @@
 mod common;
 
 use common::{mbps, run, Source};
-use debloat_core::cake::Cake;
 use debloat_core::packet::Record;
-use debloat_core::stats::Xstats;
+use debloat_core::qdisc::cake::Cake;
+use debloat_core::qdisc::stats::Xstats;
 use debloat_core::testutil::{ack, pkt, pkt_in, udp_flow};
 use debloat_core::{Dequeue, DropReason, FlowHasher, Qdisc, QdiscSpec};
 
@@ -20,7 +20,7 @@ fn cake(spec: &str) -> Cake<Record> {
     Cake::new(&s, FlowHasher::new([7, 11]), 42)
 }
 
-fn cake_stats(q: &Cake<Record>) -> debloat_core::stats::CakeStats {
+fn cake_stats(q: &Cake<Record>) -> debloat_core::qdisc::stats::CakeStats {
     match q.stats().xstats {
         Xstats::Cake(c) => *c,
         _ => panic!("cake stats"),

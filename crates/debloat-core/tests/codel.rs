@@ -1,9 +1,9 @@
 //! CoDel conformance (algorithms.md §1): when it first drops, how drops are spaced, the byte
 //! floor, ECN, and the re-entry rule — all with Linux's numbers.
 
-use debloat_core::codel::Codel;
 use debloat_core::packet::{Ecn, Record};
-use debloat_core::spec::CodelSpec;
+use debloat_core::qdisc::codel::Codel;
+use debloat_core::qdisc::spec::CodelSpec;
 use debloat_core::testutil::{ect, pkt};
 use debloat_core::{Dequeue, Qdisc};
 
@@ -101,7 +101,7 @@ fn ecn_capable_packets_are_marked_on_the_same_schedule_and_never_dropped() {
     assert_eq!(marks[0], drops[0]);
     let s = q.stats();
     assert_eq!(s.drops, 0);
-    let debloat_core::stats::Xstats::Codel { ecn_mark, .. } = s.xstats else {
+    let debloat_core::qdisc::stats::Xstats::Codel { ecn_mark, .. } = s.xstats else {
         panic!("codel stats")
     };
     assert_eq!(ecn_mark as usize, marks.len());
@@ -134,7 +134,7 @@ fn tail_drops_at_limit_and_counts_drop_overlimit() {
         .map(|d| d.packet.id)
         .collect();
     assert_eq!(d, vec![3, 4]);
-    let debloat_core::stats::Xstats::Codel { drop_overlimit, .. } = q.stats().xstats else {
+    let debloat_core::qdisc::stats::Xstats::Codel { drop_overlimit, .. } = q.stats().xstats else {
         panic!()
     };
     assert_eq!(drop_overlimit, 2);
@@ -192,7 +192,7 @@ fn ce_threshold_marks_even_with_ecn_off() {
 fn stats_show_drop_next_relative_to_now_while_dropping() {
     let (_, q) = signals(codel(false), false, 120 * MS);
     assert!(q.vars().dropping);
-    let debloat_core::stats::Xstats::Codel {
+    let debloat_core::qdisc::stats::Xstats::Codel {
         drop_next_us,
         count,
         ..

@@ -2,7 +2,7 @@
 //! limit converges to about the bytes completed per interval (C·T): enough that the device never
 //! starves, not much more.
 
-use debloat_core::dql::{Config, Dql};
+use debloat_core::device::dql::{Config, Dql};
 
 /// Run a device of `rate_bps` with completion interrupts every `irq_ns` for `secs`; returns
 /// (final limit, fraction of the last second the device sat idle, bytes per interval).

@@ -5,9 +5,9 @@ mod common;
 
 use common::{mbps, run, Source};
 use debloat_core::flow::FlowKey;
-use debloat_core::fq_codel::FqCodel;
 use debloat_core::packet::Record;
-use debloat_core::spec::FqCodelSpec;
+use debloat_core::qdisc::fq_codel::FqCodel;
+use debloat_core::qdisc::spec::FqCodelSpec;
 use debloat_core::testutil::{pkt_in, udp_flow};
 use debloat_core::{Dequeue, DropReason, FlowHasher, Qdisc};
 
@@ -154,7 +154,7 @@ fn ecn_flow_is_marked_not_dropped() {
     let (r, q) = run(q, Some(10_000_000), &[src], 5 * SEC, 0);
     assert!(r[0].marked > 10, "marks {}", r[0].marked);
     assert_eq!(r[0].dropped, 0);
-    let debloat_core::stats::Xstats::FqCodel { ecn_mark, .. } = q.stats().xstats else {
+    let debloat_core::qdisc::stats::Xstats::FqCodel { ecn_mark, .. } = q.stats().xstats else {
         panic!()
     };
     assert_eq!(u64::from(ecn_mark), r[0].marked);
@@ -200,7 +200,7 @@ fn memory_limit_drops_from_the_fattest_flow_and_counts_overmemory() {
         vec![0, 1, 2, 3]
     );
     assert!(dropped.iter().all(|d| d.1 == DropReason::Overmemory));
-    let debloat_core::stats::Xstats::FqCodel {
+    let debloat_core::qdisc::stats::Xstats::FqCodel {
         drop_overmemory,
         drop_overlimit,
         ..

@@ -17,7 +17,7 @@
 //!   `debloat_cake_tin_{packets,bytes,drops,ecn_marks,ack_drops}_total`.
 
 use crate::forward::{DirectionStats, Snapshot};
-use debloat_core::stats::Xstats;
+use debloat_core::qdisc::stats::Xstats;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
@@ -229,7 +229,7 @@ impl Collect {
         if tins.is_empty() {
             return Ok(());
         }
-        type Tin = debloat_core::stats::TinStats;
+        type Tin = debloat_core::qdisc::stats::TinStats;
         fn us(v: u64) -> f64 {
             v as f64 / 1e6
         }

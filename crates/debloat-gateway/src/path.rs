@@ -19,9 +19,9 @@
 
 use crate::emulate::{Emulation, Netem, Placement};
 use crate::frame::Frame;
-use debloat_core::bottleneck::{Bottleneck, Event};
-use debloat_core::fifo::{Fifo, Limit};
+use debloat_core::link::bottleneck::{Bottleneck, Event};
 use debloat_core::packet::Packet;
+use debloat_core::qdisc::fifo::{Fifo, Limit};
 use debloat_core::{FlowHasher, Qdisc, QdiscSpec};
 use serde::Serialize;
 use std::collections::VecDeque;
@@ -440,7 +440,7 @@ mod tests {
                 "{spec}: {} frames held, {held} bytes",
                 st.qlen
             );
-            if let debloat_core::stats::Xstats::Cake(c) = &st.xstats {
+            if let debloat_core::qdisc::stats::Xstats::Cake(c) = &st.xstats {
                 // tc's "memory used" is the peak (Linux buffer_max_used): the arriving frame
                 // counts before the overflow drop, so it may pass the limit by one frame.
                 let one = 1000 + std::mem::size_of::<Frame>() as u64;

@@ -11,8 +11,8 @@ use crate::packet::{
 };
 use crate::tcp::cc::Algorithm;
 use crate::tcp::{AckInfo, Receiver, Sender};
-use debloat_core::bottleneck::tx_time;
 use debloat_core::flow::FlowKey;
+use debloat_core::link::bottleneck::tx_time;
 use debloat_core::packet::{Ecn, Nanos, PacketMeta};
 use debloat_core::{Dequeue, DropReason, Qdisc};
 use std::net::{IpAddr, Ipv4Addr};
@@ -66,7 +66,7 @@ pub struct LinkConfig {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Wire {
     /// Link-layer framing for transmission time (default: the frame as is).
-    pub framing: debloat_core::cake::overhead::Overhead,
+    pub framing: debloat_core::qdisc::cake::overhead::Overhead,
     /// Probability that a packet is lost on the wire.
     pub loss: f64,
     /// Maximum extra delay, ns.
@@ -87,7 +87,7 @@ pub struct Device {
     /// TX ring descriptors (packets); 0 = none.
     pub ring: usize,
     /// Byte queue limits on the ring.
-    pub bql: Option<debloat_core::dql::Config>,
+    pub bql: Option<debloat_core::device::dql::Config>,
     /// Completion interrupts every this many ns (0 = as each packet finishes).
     pub coalesce_ns: Nanos,
 }
@@ -136,7 +136,7 @@ struct Link {
     /// in the order they left: events need only name the link, and stay small in the heap.
     in_flight: std::collections::VecDeque<SimPacket>,
     ring: std::collections::VecDeque<SimPacket>,
-    dql: Option<debloat_core::dql::Dql>,
+    dql: Option<debloat_core::device::dql::Dql>,
     /// Lengths of transmissions whose TxDone is pending, in order (a new transmission can start at
     /// the very instant the previous one ends, before its TxDone is handled).
     wire_lens: std::collections::VecDeque<u32>,
@@ -311,7 +311,10 @@ impl World {
     /// A client and a server joined by `up` and `down`; run for `end` ns, sampling every `step`.
     pub fn new(up: LinkConfig, down: LinkConfig, end: Nanos, step: Nanos) -> World {
         let link = |cfg: LinkConfig| Link {
-            dql: cfg.device.bql.map(|c| debloat_core::dql::Dql::new(c, 0)),
+            dql: cfg
+                .device
+                .bql
+                .map(|c| debloat_core::device::dql::Dql::new(c, 0)),
             rng: debloat_core::rng::SplitMix64::new(cfg_seed(&cfg)),
             cfg,
             busy_until: 0,

@@ -411,7 +411,7 @@ fn rtt_fairness_with_two_hosts() {
 /// losing or reordering anything.
 #[test]
 fn wire_framing_loss_and_jitter() {
-    use debloat_core::cake::overhead::{AtmMode, Overhead};
+    use debloat_core::qdisc::cake::overhead::{AtmMode, Overhead};
     let mut c = cfg(
         Test::Tcp1Up,
         8_000_000,

@@ -347,7 +347,7 @@ pub fn config(a: &Args) -> Result<Config> {
         },
         device: debloat_sim::world::Device {
             ring: a.ring,
-            bql: a.bql.then(debloat_core::dql::Config::default),
+            bql: a.bql.then(debloat_core::device::dql::Config::default),
             coalesce_ns: match &a.irq_coalesce {
                 Some(t) => parse_time(t).with_context(|| format!("--irq-coalesce {t}"))?,
                 None => 0,

@@ -16,10 +16,10 @@
 //! mac80211 does: two TIDs per access category). The 2025-reverted
 //! slow-station CoDel parameters are not modelled (6.18 behaviour).
 
-use crate::codel::{self, CodelQueue};
 use crate::flow::{reciprocal_scale, FlowHasher};
 use crate::packet::{Nanos, Packet};
-use crate::pktq::{Fifo, Pool};
+use crate::qdisc::codel::{self, CodelQueue};
+use crate::qdisc::pktq::{Fifo, Pool};
 use crate::qdisc::{DropBox, DropReason, Dropped};
 use std::collections::VecDeque;
 

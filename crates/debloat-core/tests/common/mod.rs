@@ -1,8 +1,8 @@
 //! Shared helpers for the scenario tests: open-loop traffic through a bottleneck.
 #![allow(dead_code)]
 
-use debloat_core::bottleneck::{Bottleneck, Event};
 use debloat_core::flow::FlowKey;
+use debloat_core::link::bottleneck::{Bottleneck, Event};
 use debloat_core::packet::{Ecn, PacketMeta, Record};
 use debloat_core::testutil::addr;
 use debloat_core::{FlowHasher, Qdisc, QdiscSpec};

@@ -36,7 +36,7 @@
 use super::dist::Distribution;
 use super::loss::Loss;
 use super::random::Prob;
-use debloat_core::bottleneck::Framing;
+use debloat_core::link::bottleneck::Framing;
 use debloat_core::units::{fmt_rate, fmt_size, fmt_time, parse_rate, parse_size, parse_time};
 use std::fmt;
 

@@ -5,8 +5,8 @@
 //! ≈100 % 8-way.
 
 use super::{Band, Check, Outcome};
-use debloat_core::cake::hash::{FlowMode, FlowSet, Table, QUEUES};
 use debloat_core::flow::{reciprocal_scale, FlowKey, HashPart};
+use debloat_core::qdisc::cake::hash::{FlowMode, FlowSet, Table, QUEUES};
 use debloat_core::rng::SplitMix64;
 use debloat_core::FlowHasher;
 use std::net::{IpAddr, Ipv4Addr};

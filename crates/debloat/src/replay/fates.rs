@@ -1,7 +1,7 @@
 //! The fates file: what happened to every input packet, one row each, in input order.
 
 use anyhow::{Context, Result};
-use debloat_core::bottleneck::Event;
+use debloat_core::link::bottleneck::Event;
 use debloat_core::Record;
 use std::path::Path;
 

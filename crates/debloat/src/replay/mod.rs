@@ -11,7 +11,7 @@ mod trace;
 
 use crate::summary::{mbps, ms, percentile};
 use anyhow::{bail, Context, Result};
-use debloat_core::bottleneck::{Bottleneck, Event};
+use debloat_core::link::bottleneck::{Bottleneck, Event};
 use debloat_core::units::{fmt_rate, parse_rate};
 use debloat_core::{FlowHasher, QdiscSpec, Record};
 use fates::Fate;

@@ -4,9 +4,9 @@
 //! signal buys over a hard delay cap. Tail-drops at `limit` packets (default 1000).
 
 use crate::packet::{Nanos, Packet};
+use crate::qdisc::spec::DeadlineSpec;
+use crate::qdisc::stats::{QdiscStats, Xstats};
 use crate::qdisc::{Dequeue, DropBox, DropReason, Dropped, Qdisc, Verdict};
-use crate::spec::DeadlineSpec;
-use crate::stats::{QdiscStats, Xstats};
 use std::collections::VecDeque;
 
 /// The `deadline` qdisc.

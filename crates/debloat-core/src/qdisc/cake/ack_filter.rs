@@ -10,7 +10,7 @@
 
 use crate::flow::FlowKey;
 use crate::packet::{Packet, TcpInfo};
-use crate::pktq::{Fifo, Pool};
+use crate::qdisc::pktq::{Fifo, Pool};
 
 /// ACK filter setting.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]

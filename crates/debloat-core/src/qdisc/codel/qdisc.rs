@@ -5,9 +5,9 @@
 
 use super::{codel_time_to_ns, CodelQueue, Params, Stats, Vars};
 use crate::packet::{Nanos, Packet};
+use crate::qdisc::spec::CodelSpec;
+use crate::qdisc::stats::{QdiscStats, Xstats};
 use crate::qdisc::{Dequeue, DropBox, DropReason, Dropped, Qdisc, Verdict};
-use crate::spec::CodelSpec;
-use crate::stats::{QdiscStats, Xstats};
 use std::collections::VecDeque;
 
 /// The `codel` qdisc.

@@ -218,7 +218,7 @@ impl<Q> Bottleneck<Q> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fifo::{Fifo, Limit};
+    use crate::qdisc::fifo::{Fifo, Limit};
     use crate::testutil::pkt;
 
     #[test]

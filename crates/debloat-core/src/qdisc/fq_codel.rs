@@ -14,14 +14,14 @@
 //! Linux vs RFC 8290: an empty flow taken from `new_flows` moves to `old_flows` only if
 //! `old_flows` is non-empty; otherwise it is deactivated and its next packet re-enters as new.
 
-use crate::codel::{self, CodelQueue};
 use crate::flow::{reciprocal_scale, FlowHasher};
-use crate::list::ListSet;
 use crate::packet::{Nanos, Packet};
-use crate::pktq::{Fifo, Pool};
+use crate::qdisc::codel::{self, CodelQueue};
+use crate::qdisc::list::ListSet;
+use crate::qdisc::pktq::{Fifo, Pool};
+use crate::qdisc::spec::FqCodelSpec;
+use crate::qdisc::stats::{QdiscStats, Xstats};
 use crate::qdisc::{Dequeue, DropBox, DropReason, Dropped, Qdisc, Verdict};
-use crate::spec::FqCodelSpec;
-use crate::stats::{QdiscStats, Xstats};
 
 const NEW: usize = 0;
 const OLD: usize = 1;

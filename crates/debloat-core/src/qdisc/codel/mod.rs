@@ -1,7 +1,7 @@
 //! CoDel, "controlled delay" (include/net/codel.h, codel_impl.h; RFC 8289), as Linux runs it.
 //!
 //! One CoDel core is shared by [`Codel`](qdisc::Codel) (sch_codel) and
-//! [`FqCodel`](crate::fq_codel::FqCodel) (one per flow), exactly as the kernel shares
+//! [`FqCodel`](crate::qdisc::fq_codel::FqCodel) (one per flow), exactly as the kernel shares
 //! `codel_dequeue` between them.
 //!
 //! Faithful to Linux rather than to the RFC pseudocode where they differ:

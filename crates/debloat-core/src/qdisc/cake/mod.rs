@@ -25,12 +25,12 @@ pub mod tins;
 pub use config::CakeSpec;
 
 use crate::flow::{FlowHasher, FlowKey, HashPart};
-use crate::list::ListSet;
 use crate::packet::{Nanos, Packet};
-use crate::pktq::{Fifo, Pool};
+use crate::qdisc::list::ListSet;
+use crate::qdisc::pktq::{Fifo, Pool};
+use crate::qdisc::stats::{CakeStats, QdiscStats, TinStats, Xstats};
 use crate::qdisc::{Dequeue, DropBox, DropReason, Dropped, Qdisc, Verdict};
 use crate::rng::SplitMix64;
-use crate::stats::{CakeStats, QdiscStats, TinStats, Xstats};
 use hash::{FlowMode, FlowSet, PerQueue, QUEUES};
 
 const NEW: usize = 0;
@@ -881,7 +881,8 @@ mod tests {
         ];
         let mut shortcuts = 0;
         for (k, text) in specs.iter().enumerate() {
-            let crate::spec::QdiscSpec::Cake(spec) = format!("cake {text}").parse().unwrap() else {
+            let crate::qdisc::spec::QdiscSpec::Cake(spec) = format!("cake {text}").parse().unwrap()
+            else {
                 panic!("{text} is not a cake spec");
             };
             for seed in 0..40u64 {

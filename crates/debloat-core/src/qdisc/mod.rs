@@ -13,8 +13,18 @@
 //! * Accounting: every packet handed to `enqueue` is, at any moment, exactly one of: returned by
 //!   `dequeue`, returned by `take_dropped`, or counted in `qlen()`.
 
+pub mod cake;
+pub mod codel;
+pub mod deadline;
+pub mod fifo;
+pub mod fq_codel;
+pub mod list;
+pub mod pktq;
+pub mod spec;
+pub mod stats;
+
 use crate::packet::{Nanos, Packet};
-use crate::stats::QdiscStats;
+use crate::qdisc::stats::QdiscStats;
 use std::collections::VecDeque;
 
 /// Why a discipline dropped a packet.

@@ -3,13 +3,13 @@
 //! mpu 84`. Parsing is the one place options are validated; defaults live with each spec and
 //! equal the kernel's. A bad spec fails with the offending token and the valid choices.
 
-use crate::cake::{Cake, CakeSpec};
-use crate::codel::{self, codel_time, Codel};
-use crate::deadline::Deadline;
-use crate::fifo::{Fifo, Limit};
 use crate::flow::FlowHasher;
-use crate::fq_codel::FqCodel;
 use crate::packet::Packet;
+use crate::qdisc::cake::{Cake, CakeSpec};
+use crate::qdisc::codel::{self, codel_time, Codel};
+use crate::qdisc::deadline::Deadline;
+use crate::qdisc::fifo::{Fifo, Limit};
+use crate::qdisc::fq_codel::FqCodel;
 use crate::qdisc::Qdisc;
 use crate::units::{fmt_size, fmt_time_exact as fmt_time, parse_size, parse_time};
 use std::fmt;
@@ -529,9 +529,9 @@ impl fmt::Display for DeadlineSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cake::hash::FlowMode;
-    use crate::cake::overhead::AtmMode;
-    use crate::cake::tins::Diffserv;
+    use crate::qdisc::cake::hash::FlowMode;
+    use crate::qdisc::cake::overhead::AtmMode;
+    use crate::qdisc::cake::tins::Diffserv;
 
     #[test]
     fn parses_the_issue_examples() {

@@ -4,8 +4,8 @@
 //! limit is dropped and counted; nothing queued is ever dropped.
 
 use crate::packet::{Nanos, Packet};
+use crate::qdisc::stats::{QdiscStats, Xstats};
 use crate::qdisc::{Dequeue, DropBox, DropReason, Dropped, Qdisc, Verdict};
-use crate::stats::{QdiscStats, Xstats};
 use std::collections::VecDeque;
 
 /// Which quantity the limit counts.

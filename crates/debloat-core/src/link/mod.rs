@@ -1,0 +1,3 @@
+//! The link behind a discipline: serialisation at a rate, with framing.
+
+pub mod bottleneck;
