@@ -35,6 +35,7 @@ pub mod device;
 pub mod flow;
 pub mod link;
 pub mod packet;
+pub mod path;
 pub mod qdisc;
 pub mod rng;
 pub mod units;

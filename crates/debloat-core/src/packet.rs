@@ -186,6 +186,17 @@ pub trait Packet {
         self.meta_mut().dscp = 0;
     }
 
+    /// Write what a discipline changed in the metadata (a CE mark, a washed DSCP) into the
+    /// packet's bytes, just before it goes onto the wire. Packets without bytes have nothing
+    /// to do.
+    fn write_back(&mut self) {}
+
+    /// The packet's bytes, for a link that corrupts one bit (netem's `corrupt`); `None` for a
+    /// packet that has only metadata.
+    fn bytes_mut(&mut self) -> Option<&mut [u8]> {
+        None
+    }
+
     /// Split the first segment off a GSO super-packet, shrinking `self` to the rest.
     /// Returns `None` when the packet is a single segment or cannot be split.
     fn split_first_segment(&mut self) -> Option<Self>

@@ -12,10 +12,10 @@
 //! address each other directly.
 
 use crate::control::ControlServer;
-use crate::emulate::Emulation;
 use crate::metrics::Exporter;
 use crate::path::{Counters, Path};
 use crate::sys::{wait, PacketSocket, Received};
+use debloat_core::link::Emulation;
 use debloat_core::{FlowHasher, QdiscSpec};
 use serde::Serialize;
 use std::io;
@@ -219,7 +219,7 @@ impl Gateway {
             qdisc: s.spec.to_string(),
             link: s.path.emulation().to_string(),
             stats: s.path.qdisc().stats(),
-            frames: s.path.counters,
+            frames: s.path.counters(),
             oversized: s.oversized,
             tx_errors: s.tx_errors,
             on_wire: s.path.on_wire(),
@@ -271,7 +271,7 @@ impl Gateway {
                 Ok(())
             }
             "emulate-egress" | "emulate-ingress" => {
-                let emu: Emulation = words.parse().map_err(|e: crate::emulate::EmulateError| e.0)?;
+                let emu: Emulation = words.parse().map_err(|e: debloat_core::link::netem::EmulateError| e.0)?;
                 let side = if what == "emulate-egress" { &mut self.egress } else { &mut self.ingress };
                 side.path.change_emulation(emu)
             }

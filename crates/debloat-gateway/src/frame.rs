@@ -71,6 +71,12 @@ impl Packet for Frame {
     fn meta_mut(&mut self) -> &mut PacketMeta {
         &mut self.meta
     }
+    fn write_back(&mut self) {
+        self.finish();
+    }
+    fn bytes_mut(&mut self) -> Option<&mut [u8]> {
+        Some(&mut self.data)
+    }
 }
 
 #[cfg(test)]

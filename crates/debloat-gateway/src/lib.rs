@@ -12,7 +12,6 @@
 //! [`sys`].
 
 pub mod control;
-pub mod emulate;
 pub mod forward;
 pub mod frame;
 pub mod loadgen;
@@ -22,5 +21,5 @@ pub mod path;
 pub mod sys;
 pub mod testbed;
 
-pub use emulate::{Emulation, Netem};
+pub use debloat_core::link::netem::{Emulation, Netem};
 pub use forward::{Config, Gateway, Snapshot};

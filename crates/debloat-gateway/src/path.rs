@@ -1,30 +1,30 @@
-//! One direction through the gateway, sans-IO: frames in at `now`, through the discipline and
-//! the emulated link (rate, then netem's impairments on the wire), frames out when due.
+//! One direction through the gateway, sans-IO: frames in at `now`, parsed and handed to the
+//! core's data path (discipline, the link's optional buffer, the emulated link: rate, then
+//! netem's impairments on the wire), frames out when due.
 //!
 //! ```text
-//! on_frame(bytes, now) ─► classify ─► qdisc ─► [buffer] ─► link at `rate` ─► wire: duplicate, loss/ECN,
-//!                            │ malformed       │ drops  │ drops            corrupt, limit, reorder/delay ─► poll(now)
-//!                            ▼                 ▼        ▼                      │ lost, over limit
-//!                         counted           counted  counted                   ▼ counted
+//! on_frame(bytes, now) ─► Frame::parse ─► DataPath: qdisc ─► [buffer] ─► link at `rate` ─► wire ─► poll(now)
+//!                            │ malformed            │ drops      │ drops                   │ lost, over limit
+//!                            ▼                      ▼            ▼                         ▼
+//!                         counted                counted      counted                   counted
 //! ```
 //!
-//! Without `buffer N` the link pulls from the discipline whenever it is free, so the
-//! discipline is the queue. With it, the discipline hands frames on at once (or at its own
-//! shaper's pace) into a drop-tail buffer of N frames that the link drains: a modem's FIFO.
+//! The path after parsing is [`debloat_core::path::DataPath`], the same one `debloat replay`
+//! drives and whose link the simulator drives: see there for the buffer and the order of
+//! things. This module adds what is particular to frames: parsing (a malformed frame is
+//! counted and dropped), and the counters the gateway reports.
 //!
-//! Every frame handed in is exactly one of: malformed, dropped by the discipline, lost on the
-//! wire, dropped over the wire's `limit`, queued (discipline or wire), or sent; a duplicate
-//! counts as one more frame handed in ([`Counters::accounted`] checks this). Time never goes
-//! backwards; [`Path::next_wakeup`] says when to call [`Path::poll`] again.
+//! Every frame handed in is exactly one of: malformed, dropped by the discipline, dropped by
+//! the buffer, lost on the wire, dropped over the wire's `limit`, queued (discipline, buffer or
+//! wire), or sent; a duplicate counts as one more frame handed in ([`Path::accounted`] checks
+//! this). Time never goes backwards; [`Path::next_wakeup`] says when to call [`Path::poll`]
+//! again.
 
-use crate::emulate::{Emulation, Netem, Placement};
 use crate::frame::Frame;
-use debloat_core::link::bottleneck::{Bottleneck, Event};
-use debloat_core::packet::Packet;
-use debloat_core::qdisc::fifo::{Fifo, Limit};
+use debloat_core::link::{Emulation, LinkLayer};
+use debloat_core::path::{DataPath, Event};
 use debloat_core::{FlowHasher, Qdisc, QdiscSpec};
 use serde::Serialize;
-use std::collections::VecDeque;
 
 /// What happened to the frames of one direction.
 #[derive(Clone, Copy, Debug, Default, Serialize, PartialEq, Eq)]
@@ -55,68 +55,56 @@ pub struct Counters {
 
 /// One direction.
 pub struct Path {
-    link: Bottleneck<Box<dyn Qdisc<Frame>>>,
-    /// The link's own buffer (`buffer N`): the discipline feeds it, the link drains it.
-    buffer: Option<Bottleneck<Fifo<Frame>>>,
-    netem: Netem,
+    path: DataPath<Frame, Box<dyn Qdisc<Frame>>>,
     seed: u64,
-    /// Delayed frames, in departure order.
-    wire: VecDeque<(u64, Frame)>,
-    /// Reordered frames (no delay), in departure order.
-    express: VecDeque<(u64, Frame)>,
-    last_release: u64,
-    /// Scratch space for the link's events, reused so a frame costs no extra allocation.
-    events: Vec<Event<Frame>>,
-    /// The same for the buffer's.
-    buffer_events: Vec<Event<Frame>>,
-    /// Counters.
-    pub counters: Counters,
+    received: u64,
+    malformed: u64,
 }
 
 impl Path {
     /// A direction with this discipline in front of this emulated link.
     pub fn new(spec: &QdiscSpec, emu: Emulation, hasher: FlowHasher, seed: u64) -> Path {
         let qdisc = spec.build(hasher, seed);
-        let (link, buffer) = match emu.buffer {
-            None => {
-                let mut link = Bottleneck::new(qdisc, emu.rate_bps);
-                link.set_framing(emu.framing);
-                (link, None)
-            }
-            Some(n) => {
-                let mut b = Bottleneck::new(Fifo::new(Limit::Packets(n)), emu.rate_bps);
-                b.set_framing(emu.framing);
-                (Bottleneck::new(qdisc, None), Some(b))
-            }
-        };
         let seed = seed ^ 0x5eed;
         Path {
-            link,
-            buffer,
-            buffer_events: Vec::new(),
-            netem: Netem::new(emu, seed),
+            path: DataPath::new(qdisc, emu, 0, seed),
             seed,
-            wire: VecDeque::new(),
-            express: VecDeque::new(),
-            last_release: 0,
-            events: Vec::new(),
-            counters: Counters::default(),
+            received: 0,
+            malformed: 0,
+        }
+    }
+
+    /// What happened to the frames so far.
+    pub fn counters(&self) -> Counters {
+        let (p, w) = (self.path.counters(), self.path.wire_counters());
+        Counters {
+            received: self.received,
+            malformed: self.malformed,
+            qdisc_dropped: p.qdisc_dropped,
+            lost: w.lost,
+            ecn_marked: w.ecn_marked,
+            corrupted: w.corrupted,
+            reordered: w.reordered,
+            overlimit: w.overlimit,
+            buffer_dropped: p.buffer_dropped,
+            duplicated: w.duplicated,
+            sent: w.delivered,
         }
     }
 
     /// The discipline (for statistics).
     pub fn qdisc(&self) -> &dyn Qdisc<Frame> {
-        self.link.qdisc().as_ref()
+        self.path.qdisc().as_ref()
     }
 
     /// The discipline, to change at run time.
     pub fn qdisc_mut(&mut self) -> &mut Box<dyn Qdisc<Frame>> {
-        self.link.qdisc_mut()
+        self.path.qdisc_mut()
     }
 
     /// The emulated link.
     pub fn emulation(&self) -> Emulation {
-        *self.netem.emulation()
+        *self.path.link().wire().emulation()
     }
 
     /// Change the discipline at run time, keeping every queued frame: only a shaper's rate can
@@ -134,7 +122,7 @@ impl Path {
                 ))
             }
         };
-        if self.link.qdisc_mut().set_bandwidth(rate) {
+        if self.path.qdisc_mut().set_bandwidth(rate) {
             Ok(())
         } else {
             Err("this discipline has no shaper (only cake's bandwidth can change)".into())
@@ -146,194 +134,54 @@ impl Path {
     /// model's state, correlations), as `tc qdisc change … netem` does. A `buffer` cannot be
     /// added, removed or resized at run time.
     pub fn change_emulation(&mut self, emu: Emulation) -> Result<(), String> {
-        if emu.buffer != self.netem.emulation().buffer {
+        if emu.buffer != self.emulation().buffer {
             return Err("`buffer` cannot change at run time: restart the gateway".into());
         }
-        match &mut self.buffer {
-            Some(b) => {
-                b.set_rate(emu.rate_bps);
-                b.set_framing(emu.framing);
-            }
-            None => {
-                self.link.set_rate(emu.rate_bps);
-                self.link.set_framing(emu.framing);
-            }
-        }
+        let link = self.path.link_mut();
+        link.set_rate(emu.rate_bps);
+        link.set_layer(LinkLayer::Netem(emu.framing));
         self.seed = self.seed.wrapping_add(1);
-        self.netem = Netem::new(emu, self.seed);
+        link.wire_mut().set_emulation(emu, self.seed);
         Ok(())
     }
 
     /// Frames in the link's `buffer`.
     pub fn in_buffer(&self) -> usize {
-        self.buffer.as_ref().map_or(0, |b| b.qdisc().qlen())
+        self.path.in_buffer()
     }
 
     /// Frames waiting on the emulated wire.
     pub fn on_wire(&self) -> usize {
-        self.wire.len() + self.express.len()
+        self.path.link().wire().len()
     }
 
     /// A frame arrived at `now`.
     pub fn on_frame(&mut self, data: Vec<u8>, now: u64) {
-        self.counters.received += 1;
-        let frame = match Frame::parse(data) {
-            Ok(f) => f,
-            Err(_) => {
-                self.counters.malformed += 1;
-                return;
-            }
-        };
-        let mut events = std::mem::take(&mut self.events);
-        self.link.arrive(frame, now, &mut |e| events.push(e));
-        self.handle(&mut events);
-        self.events = events;
-    }
-
-    /// The discipline's events: a sent frame goes into the buffer, if there is one, or onto
-    /// the wire.
-    fn handle(&mut self, events: &mut Vec<Event<Frame>>) {
-        for e in events.drain(..) {
-            match e {
-                Event::Sent { packet, end, .. } => {
-                    if let Some(b) = self.buffer.as_mut() {
-                        let mut be = std::mem::take(&mut self.buffer_events);
-                        b.arrive(packet, end, &mut |e| be.push(e));
-                        self.handle_buffer(&mut be);
-                        self.buffer_events = be;
-                    } else {
-                        self.onto_wire(packet, end, true);
-                    }
-                }
-                Event::Dropped { .. } => self.counters.qdisc_dropped += 1,
-            }
-        }
-    }
-
-    /// The buffer's events: sent frames go onto the wire.
-    fn handle_buffer(&mut self, events: &mut Vec<Event<Frame>>) {
-        for e in events.drain(..) {
-            match e {
-                Event::Sent { packet, end, .. } => self.onto_wire(packet, end, true),
-                Event::Dropped { .. } => self.counters.buffer_dropped += 1,
-            }
-        }
-    }
-
-    /// The link finished sending `f` at `end`: netem's decisions, in netem's order (see
-    /// [`crate::emulate`]). `original` is false for a duplicate.
-    fn onto_wire(&mut self, mut f: Frame, end: u64, original: bool) {
-        let admit = self.netem.admit(original);
-        let mut copies = 1 + u8::from(admit.duplicate);
-        if admit.lost {
-            if self.netem.emulation().ecn && f.set_ce() {
-                self.counters.ecn_marked += 1;
-            } else {
-                copies -= 1;
-            }
-        }
-        if copies == 0 {
-            self.counters.lost += 1;
-            return;
-        }
-        f.finish();
-        let copy = (copies > 1).then(|| f.clone());
-        if self.netem.corrupt(&mut f.data) {
-            self.counters.corrupted += 1;
-        }
-        if let Some(limit) = self.netem.emulation().limit {
-            if self.on_wire() >= limit as usize {
-                // netem drops the frame and its copy-to-be together.
-                self.counters.overlimit += 1;
-                return;
-            }
-        }
-        if let Some(copy) = copy {
-            self.counters.duplicated += 1;
-            self.onto_wire(copy, end, false);
-        }
-        match self.netem.place() {
-            Placement::Now => {
-                self.counters.reordered += 1;
-                self.express.push_back((end, f));
-            }
-            Placement::After(delay) => {
-                // A negative draw (jitter above the delay) means "at once", as in netem; and
-                // never reorder: a delayed frame leaves no earlier than the one before it.
-                let release = end
-                    .saturating_add_signed(delay)
-                    .max(end)
-                    .max(self.last_release);
-                self.last_release = release;
-                self.wire.push_back((release, f));
-            }
+        self.received += 1;
+        match Frame::parse(data) {
+            Ok(f) => self.path.arrive(f, now, &mut |_| {}),
+            Err(_) => self.malformed += 1,
         }
     }
 
     /// Hand out every frame due by `now`.
     pub fn poll(&mut self, now: u64, out: &mut impl FnMut(Vec<u8>)) {
-        let mut events = std::mem::take(&mut self.events);
-        self.link.advance_to(now, &mut |e| events.push(e));
-        self.handle(&mut events);
-        self.events = events;
-        if let Some(b) = self.buffer.as_mut() {
-            let mut be = std::mem::take(&mut self.buffer_events);
-            b.advance_to(now, &mut |e| be.push(e));
-            self.handle_buffer(&mut be);
-            self.buffer_events = be;
-        }
-        loop {
-            // Reordered frames first, as netem hands its requeued frames out before the
-            // delayed ones; they skip slots.
-            if let Some(&(t, _)) = self.express.front() {
-                if t <= now {
-                    if let Some((_, f)) = self.express.pop_front() {
-                        self.counters.sent += 1;
-                        out(f.data);
-                    }
-                    continue;
-                }
+        self.path.poll(now, &mut |e| {
+            if let Event::Delivered { packet, .. } = e {
+                out(packet.data)
             }
-            let Some(&(due, _)) = self.wire.front() else {
-                break;
-            };
-            if self.netem.slot_gate(due, now) > now {
-                break;
-            }
-            if let Some((_, f)) = self.wire.pop_front() {
-                self.netem.slot_sent(f.data.len(), now);
-                self.counters.sent += 1;
-                out(f.data);
-            }
-        }
+        });
     }
 
     /// When to poll next (None: nothing pending).
     pub fn next_wakeup(&self) -> Option<u64> {
-        [
-            self.link.next_wakeup(),
-            self.buffer.as_ref().and_then(Bottleneck::next_wakeup),
-            self.express.front().map(|(t, _)| *t),
-            self.wire.front().map(|(t, _)| self.netem.slot_wait(*t)),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        self.path.next_wakeup()
     }
 
     /// Frames received + duplicates = malformed + dropped (discipline, buffer) + lost + over
     /// limit + queued (discipline, buffer, wire) + sent.
     pub fn accounted(&self) -> bool {
-        let c = self.counters;
-        let queued = (self.link.qdisc().qlen() + self.in_buffer() + self.on_wire()) as u64;
-        c.received + c.duplicated
-            == c.malformed
-                + c.qdisc_dropped
-                + c.buffer_dropped
-                + c.lost
-                + c.overlimit
-                + queued
-                + c.sent
+        self.received == self.malformed + self.path.counters().arrived && self.path.accounted()
     }
 }
 
@@ -381,16 +229,16 @@ mod tests {
             p.on_frame(frame(i, 1500), 0);
         }
         p.on_frame(vec![0xde, 0xad], 0);
-        assert_eq!(p.counters.malformed, 1);
-        assert!(p.counters.qdisc_dropped >= 89);
+        assert_eq!(p.counters().malformed, 1);
+        assert!(p.counters().qdisc_dropped >= 89);
         assert!(p.accounted());
         let mut n = 0;
         while let Some(t) = p.next_wakeup() {
             p.poll(t, &mut |_| n += 1);
         }
         assert!(p.accounted());
-        assert_eq!(n as u64, p.counters.sent);
-        assert_eq!(p.counters.sent + p.counters.lost, 11);
+        assert_eq!(n as u64, p.counters().sent);
+        assert_eq!(p.counters().sent + p.counters().lost, 11);
     }
 
     #[test]
@@ -408,7 +256,7 @@ mod tests {
         while let Some(t) = p.next_wakeup() {
             p.poll(t, &mut |_| last = t);
         }
-        assert_eq!(p.counters.sent, 100);
+        assert_eq!(p.counters().sent, 100);
         assert!(last < 15_000_000, "last frame left at {last} ns");
         let e = path("fq_codel", "")
             .change_qdisc("bandwidth 1Mbit")
@@ -451,9 +299,9 @@ mod tests {
                 );
             }
             assert!(
-                p.counters.qdisc_dropped > 90_000,
+                p.counters().qdisc_dropped > 90_000,
                 "{spec}: {:?}",
-                p.counters
+                p.counters()
             );
             assert!(p.accounted(), "{spec}");
         }
@@ -513,7 +361,7 @@ mod tests {
             .expect("ipv4")
             .0;
         assert_eq!(h.header_checksum, h.calc_header_checksum());
-        assert_eq!((p.counters.ecn_marked, p.counters.lost), (1, 1));
+        assert_eq!((p.counters().ecn_marked, p.counters().lost), (1, 1));
         assert!(p.accounted());
     }
 
@@ -526,7 +374,7 @@ mod tests {
         }
         let out = drain(&mut p);
         assert_eq!(out.len(), 100);
-        assert_eq!(p.counters.duplicated, 50);
+        assert_eq!(p.counters().duplicated, 50);
         assert!(p.accounted());
     }
 
@@ -538,7 +386,7 @@ mod tests {
             p.on_frame(numbered(i), 0);
         }
         p.poll(0, &mut |_| {});
-        assert_eq!((p.on_wire(), p.counters.overlimit), (10, 40));
+        assert_eq!((p.on_wire(), p.counters().overlimit), (10, 40));
         assert!(p.accounted());
         assert_eq!(drain(&mut p).len(), 10);
         assert!(p.accounted());
@@ -555,14 +403,14 @@ mod tests {
         let out = drain(&mut p);
         assert_eq!(out.len(), 1000);
         let seq = |d: &[u8]| u16::from(d[50]) | (u16::from(d[51]) << 8);
-        let r = p.counters.reordered as f64 / 1000.0;
+        let r = p.counters().reordered as f64 / 1000.0;
         assert!((0.25..0.35).contains(&r), "reordered share {r}");
         let late: Vec<u16> = out
             .iter()
             .filter(|(t, d)| *t >= u64::from(seq(d)) * 100_000 + 10_000_000)
             .map(|(_, d)| seq(d))
             .collect();
-        assert_eq!(late.len() as u64, 1000 - p.counters.reordered);
+        assert_eq!(late.len() as u64, 1000 - p.counters().reordered);
         assert!(
             late.windows(2).all(|w| w[0] < w[1]),
             "delayed frames in order"
@@ -583,7 +431,7 @@ mod tests {
             p.on_frame(numbered((i % 60_000) as u16), u64::from(i) * 10_000);
         }
         drain(&mut p);
-        let rate = p.counters.lost as f64 / 20_000.0;
+        let rate = p.counters().lost as f64 / 20_000.0;
         assert!((rate - 0.0909).abs() < 0.02, "{rate}");
         assert!(p.accounted());
     }
@@ -601,7 +449,7 @@ mod tests {
         assert_eq!(p.qdisc().qlen(), 0, "fq_codel hands frames on at once");
         // One frame on the link, ten waiting in the buffer, the rest dropped by it.
         assert_eq!(p.in_buffer(), 10);
-        assert_eq!(p.counters.buffer_dropped, 39);
+        assert_eq!(p.counters().buffer_dropped, 39);
         assert!(p.accounted());
         let out = drain(&mut p);
         assert_eq!(out.len(), 11);
@@ -623,7 +471,7 @@ mod tests {
             most <= 1,
             "cake below the link rate keeps the buffer empty: {most}"
         );
-        assert_eq!(p.counters.buffer_dropped, 0);
+        assert_eq!(p.counters().buffer_dropped, 0);
         assert!(p.accounted());
         assert!(p
             .change_emulation("rate 8Mbit".parse().expect("valid"))

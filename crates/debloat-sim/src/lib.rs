@@ -8,7 +8,7 @@
 //! Status (issue 3): flent's ping, tcp_1up, tcp_nup, tcp_ndown, tcp_bidirectional, rrul,
 //! rrul_be, tcp_4up_squarewave, tcp_2up_square, rtt_fair_up, rtt_fair_var_up/down and voip; TOML
 //! scenarios with UDP floods; Reno, CUBIC (HyStart), Westwood+ and BBR v1; a TX-ring/BQL device;
-//! wire framing, loss and jitter; Wi-Fi (`wifi`: shared airtime, A-MPDU, legacy / fq_codel /
+//! the core's link model for the wire (framing, netem's impairments); Wi-Fi (`wifi`: shared airtime, A-MPDU, legacy / fq_codel /
 //! mac80211 airtime queueing with AQL); flent data files and pcap; an optional fixed window
 //! cap per flow (receive window or send buffer). Not modelled: PRR, RACK/TLP, TSO/GSO and TSQ,
 //! receive-window autotuning.
@@ -24,6 +24,7 @@ pub mod scenario;
 pub mod scenario_file;
 pub mod tcp;
 pub mod wifi;
+pub mod wire;
 pub mod world;
 
 pub use scenario::{run, simulate, Config, Run, Summary, Test};

@@ -78,6 +78,7 @@ pub struct LinkSection {
     framing: Option<String>,
     loss: Option<f64>,
     jitter: Option<String>,
+    impair: Option<String>,
     #[serde(default)]
     ring: usize,
     #[serde(default)]
@@ -137,22 +138,13 @@ pub fn run(text: &str, progress: impl FnMut(f64)) -> Result<(Config, Run), Strin
         v.parse().map_err(|e| format!("link.{what} \"{v}\": {e}"))
     };
     let rtt = time(&l.rtt, "link.rtt")?;
-    let wire = Wire {
-        framing: match &l.framing {
-            Some(fr) => match format!("cake {fr}").parse::<QdiscSpec>() {
-                Ok(QdiscSpec::Cake(c)) => c.overhead,
-                Ok(_) => return Err("link.framing takes cake's overhead words".into()),
-                Err(e) => return Err(format!("link.framing \"{fr}\": {e}")),
-            },
-            None => Default::default(),
-        },
-        loss: l.loss.unwrap_or(0.0) / 100.0,
-        jitter_ns: match &l.jitter {
-            Some(j) => time(j, "link.jitter")?,
-            None => 0,
-        },
-        seed,
-    };
+    let wire = crate::wire::WireWords {
+        framing: l.framing.as_deref(),
+        loss_pct: l.loss,
+        jitter: l.jitter.as_deref(),
+        impair: l.impair.as_deref(),
+    }
+    .build(seed, |f| format!("link.{f}"))?;
     let device = Device {
         ring: l.ring,
         bql: l.bql.then(Default::default),

@@ -11,8 +11,9 @@ use crate::packet::{
 };
 use crate::tcp::cc::Algorithm;
 use crate::tcp::{AckInfo, Receiver, Sender};
+pub use crate::wire::Wire;
 use debloat_core::flow::FlowKey;
-use debloat_core::link::bottleneck::tx_time;
+use debloat_core::link::{Emulation, Link as WireLink, LinkLayer};
 use debloat_core::packet::{Ecn, Nanos, PacketMeta};
 use debloat_core::{Dequeue, DropReason, Qdisc};
 use std::net::{IpAddr, Ipv4Addr};
@@ -56,27 +57,19 @@ pub struct LinkConfig {
     pub wire: Wire,
 }
 
-/// What the wire does to packets: framing that costs transmission time (ATM cells, PTM, Ethernet
-/// preamble and gaps — the core's CAKE overhead model), random loss, and delay jitter. Seeded:
-/// the same seed loses the same packets.
-///
-/// Jitter adds a uniform 0..`jitter_ns` to each packet's delay but never reorders: a packet
-/// arrives no earlier than the one before it (netem with a rate limit behaves alike; plain netem
-/// jitter reorders).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Wire {
-    /// Link-layer framing for transmission time (default: the frame as is).
-    pub framing: debloat_core::qdisc::cake::overhead::Overhead,
-    /// Probability that a packet is lost on the wire.
-    pub loss: f64,
-    /// Maximum extra delay, ns.
-    pub jitter_ns: Nanos,
-    /// Seed for loss and jitter.
-    pub seed: u64,
-}
-
 fn cfg_seed(cfg: &LinkConfig) -> u64 {
     cfg.wire.seed ^ 0x5DEE_CE66_D1CE_4E5B
+}
+
+/// The core's link for a direction: the simulator's rate and propagation delay, the wire's
+/// framing and impairments.
+fn wire_link(cfg: &LinkConfig) -> WireLink<SimPacket> {
+    let emu = Emulation {
+        rate_bps: Some(cfg.rate_bps),
+        buffer: None,
+        ..cfg.wire.impair
+    };
+    WireLink::new(emu, cfg.delay_ns, cfg_seed(cfg)).with_layer(LinkLayer::Cake(cfg.wire.framing))
 }
 
 /// The network device between the discipline and the wire: a TX ring the driver fills from the
@@ -129,12 +122,12 @@ impl Default for LinkStats {
 
 struct Link {
     cfg: LinkConfig,
-    busy_until: Nanos,
+    /// The transmitter and the wire behind it (the core's link model). Each packet placed on
+    /// the wire gets an `Arrive` event at its release time, which takes the next packet due:
+    /// events need only name the link, and stay small in the heap.
+    link: WireLink<SimPacket>,
     wake_at: Option<Nanos>,
     stats: LinkStats,
-    /// Packets on the wire. The link sends one at a time and its delay is fixed, so they arrive
-    /// in the order they left: events need only name the link, and stay small in the heap.
-    in_flight: std::collections::VecDeque<SimPacket>,
     ring: std::collections::VecDeque<SimPacket>,
     dql: Option<debloat_core::device::dql::Dql>,
     /// Lengths of transmissions whose TxDone is pending, in order (a new transmission can start at
@@ -142,8 +135,6 @@ struct Link {
     wire_lens: std::collections::VecDeque<u32>,
     uncompleted: u32,
     irq_armed: bool,
-    rng: debloat_core::rng::SplitMix64,
-    last_arrival: Nanos,
 }
 
 /// A bulk TCP transfer.
@@ -315,17 +306,14 @@ impl World {
                 .device
                 .bql
                 .map(|c| debloat_core::device::dql::Dql::new(c, 0)),
-            rng: debloat_core::rng::SplitMix64::new(cfg_seed(&cfg)),
+            link: wire_link(&cfg),
             cfg,
-            busy_until: 0,
             wake_at: None,
             stats: LinkStats::default(),
-            in_flight: Default::default(),
             ring: Default::default(),
             wire_lens: Default::default(),
             uncompleted: 0,
             irq_armed: false,
-            last_arrival: 0,
         };
         let mut w = World {
             now: 0,
@@ -593,10 +581,14 @@ impl World {
                 self.try_transmit(d);
             }
             Event::Arrive(d) => {
-                if let Some(p) = self.links[d.idx()].in_flight.pop_front() {
+                let l = &mut self.links[d.idx()].link;
+                if let Some(p) = l.pop_due(self.now) {
                     // Hosts beyond the bottleneck add their own delay (constant per host, so
                     // each host's packets stay in order).
                     self.deliver_after(d, p, 0);
+                } else if let Some(t) = l.next_release() {
+                    // netem's `slot` held the packet due: look again when it may leave.
+                    self.events.push(t, Event::Arrive(d));
                 }
             }
             Event::Deliver(d, p) => self.arrive(d, *p),
@@ -656,7 +648,7 @@ impl World {
         let l = &mut self.links[d.idx()];
         l.stats.max_backlog_pkts = l.stats.max_backlog_pkts.max(l.cfg.qdisc.qlen() as u64);
         let ring_room = l.cfg.device.ring > 0 && l.ring.len() < l.cfg.device.ring;
-        if (l.busy_until <= now || ring_room) && l.wake_at.is_none() {
+        if (l.link.busy_until() <= now || ring_room) && l.wake_at.is_none() {
             self.try_transmit(d);
         }
     }
@@ -824,7 +816,7 @@ impl World {
         let ring = self.links[d.idx()].cfg.device.ring;
         self.try_fill(d);
         let now = self.now;
-        if self.links[d.idx()].busy_until > now {
+        if self.links[d.idx()].link.busy_until() > now {
             return;
         }
         let next = if ring > 0 {
@@ -834,36 +826,16 @@ impl World {
         };
         let Some(p) = next else { return };
         let l = &mut self.links[d.idx()];
-        let wire = l.cfg.wire;
-        let on_wire = if wire.framing == Default::default() {
-            p.meta.len
-        } else {
-            wire.framing.calc(
-                p.meta.len,
-                u32::from(p.meta.network_offset),
-                &mut Default::default(),
-            )
-        };
-        let done = now + tx_time(on_wire, l.cfg.rate_bps);
-        l.busy_until = done;
         l.wire_lens.push_back(p.meta.len);
         if let Some(tap) = self.tap.as_mut() {
             tap(d, now, &p);
         }
-        self.events.push(done, Event::TxDone(d));
-        if wire.loss > 0.0 && ((l.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64) < wire.loss {
-            l.stats.lost_on_wire += 1;
-            return;
-        }
-        let jitter = if wire.jitter_ns > 0 {
-            l.rng.next_u64() % (wire.jitter_ns + 1)
-        } else {
-            0
-        };
-        let arrive = (done + l.cfg.delay_ns + jitter).max(l.last_arrival);
-        l.last_arrival = arrive;
-        l.in_flight.push_back(p);
-        self.events.push(arrive, Event::Arrive(d));
+        self.events
+            .push(l.link.tx_end(&p.meta, now), Event::TxDone(d));
+        let events = &mut self.events;
+        l.link
+            .transmit(p, now, &mut |t| events.push(t, Event::Arrive(d)));
+        l.stats.lost_on_wire = l.link.wire().counters.lost;
         if ring > 0 {
             // A descriptor freed: the driver may take another packet.
             self.try_fill(d);

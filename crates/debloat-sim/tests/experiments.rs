@@ -5,6 +5,7 @@
 use debloat_core::QdiscSpec;
 use debloat_sim::scenario::{Config, Summary, Test};
 use debloat_sim::tcp::cc::Algorithm;
+use debloat_sim::wire::Wire;
 
 #[allow(clippy::too_many_arguments)]
 fn cfg(
@@ -446,7 +447,7 @@ fn wire_framing_loss_and_jitter() {
         0,
         false,
     );
-    c.wire.loss = 0.01;
+    c.wire.impair = Wire::loss_and_jitter(0.01, 0);
     let lossy = debloat_sim::run(&c, |_| {});
     let up = &lossy.queues[0];
     let share = up.lost_on_wire as f64 / up.sent_pkts as f64;
@@ -469,7 +470,7 @@ fn wire_framing_loss_and_jitter() {
         0,
         false,
     );
-    c.wire.jitter_ns = 10_000_000;
+    c.wire.impair = Wire::loss_and_jitter(0.0, 10_000_000);
     let j = debloat_sim::run(&c, |_| {});
     let l = j.pings[0].latency_ms.as_ref().expect("samples");
     assert!(

@@ -78,9 +78,15 @@ pub struct Args {
     /// Random loss on both bottleneck wires, e.g. 0.5% (netem's `loss`).
     #[arg(long)]
     loss: Option<String>,
-    /// Extra delay of 0 to this much on each packet, without reordering (e.g. 2ms).
+    /// Extra delay of 0 to this much on each packet, without reordering (e.g. 2ms; netem's
+    /// `delay J/2 J/2`).
     #[arg(long)]
     jitter: Option<String>,
+    /// netem's words for both bottleneck wires, after the transmitter and on top of the base
+    /// RTT, as the gateway's --emulate-* take them (e.g. "delay 5ms 1ms distribution normal
+    /// loss gemodel 1% 10% reorder 1%", "slot 2ms 6ms packets 16"); the rate is --link's.
+    #[arg(long, value_name = "NETEM WORDS")]
+    impair: Option<String>,
     /// Link-layer framing the wires pay for in transmission time, in cake's overhead words
     /// (e.g. "pppoe-vcmux" for ADSL's ATM cells, "ethernet", "docsis", "overhead 18 ptm").
     #[arg(long)]
@@ -312,35 +318,19 @@ pub fn config(a: &Args) -> Result<Config> {
             .iter()
             .map(|t| parse_time(t).with_context(|| format!("--rtts {t}")))
             .collect::<Result<Vec<_>>>()?,
-        wire: debloat_sim::world::Wire {
-            framing: match &a.framing {
-                Some(f) => match format!("cake {f}")
-                    .parse::<QdiscSpec>()
-                    .with_context(|| format!("--framing \"{f}\""))?
-                {
-                    QdiscSpec::Cake(c) => c.overhead,
-                    _ => bail!("--framing takes cake's overhead keywords"),
-                },
-                None => Default::default(),
+        wire: debloat_sim::wire::WireWords {
+            framing: a.framing.as_deref(),
+            loss_pct: match &a.loss {
+                Some(l) => Some(l.trim_end_matches('%').parse().map_err(|_| {
+                    anyhow::anyhow!("--loss {l}: expected a percentage such as 0.5%")
+                })?),
+                None => None,
             },
-            loss: match &a.loss {
-                Some(l) => {
-                    let v: f64 = l.trim_end_matches('%').parse().map_err(|_| {
-                        anyhow::anyhow!("--loss {l}: expected a percentage such as 0.5%")
-                    })?;
-                    if !(0.0..=100.0).contains(&v) {
-                        bail!("--loss {l}: must be between 0% and 100%");
-                    }
-                    v / 100.0
-                }
-                None => 0.0,
-            },
-            jitter_ns: match &a.jitter {
-                Some(j) => parse_time(j).with_context(|| format!("--jitter {j}"))?,
-                None => 0,
-            },
-            seed: 0,
-        },
+            jitter: a.jitter.as_deref(),
+            impair: a.impair.as_deref(),
+        }
+        .build(0, |f| format!("--{f}"))
+        .map_err(anyhow::Error::msg)?,
         wifi: match &a.wifi {
             Some(k) => Some(wifi_config(a, k)?),
             None => None,

@@ -2,8 +2,9 @@
 #![allow(dead_code)]
 
 use debloat_core::flow::FlowKey;
-use debloat_core::link::bottleneck::{Bottleneck, Event};
+use debloat_core::link::Emulation;
 use debloat_core::packet::{Ecn, PacketMeta, Record};
+use debloat_core::path::{DataPath, Event};
 use debloat_core::testutil::addr;
 use debloat_core::{FlowHasher, Qdisc, QdiscSpec};
 
@@ -84,11 +85,11 @@ pub fn run<Q: Qdisc<Record>>(
     dur_ns: u64,
     warmup_ns: u64,
 ) -> (Vec<FlowResult>, Q) {
-    let mut b = Bottleneck::new(qdisc, link_bps);
+    let mut b = DataPath::new(qdisc, Emulation::rate(link_bps), 0, 0);
     let mut res = vec![FlowResult::default(); sources.len()];
     let mut next: Vec<u64> = sources.iter().map(|s| s.start_ns).collect();
     let mut id = 0u64;
-    let mut out = |e: Event<Record>| match e {
+    let mut out = |e: Event<'_, Record>| match e {
         Event::Sent { packet, start, .. } => {
             let r = &mut res[(packet.id >> 40) as usize];
             r.sent += 1;
@@ -103,6 +104,7 @@ pub fn run<Q: Qdisc<Record>>(
             }
         }
         Event::Dropped { packet, .. } => res[(packet.id >> 40) as usize].dropped += 1,
+        Event::Delivered { .. } => {}
     };
     loop {
         let (i, &t) = next
@@ -121,7 +123,7 @@ pub fn run<Q: Qdisc<Record>>(
         id += 1;
         next[i] = t + s.interval_ns();
     }
-    b.advance_to(dur_ns, &mut out);
+    b.poll(dur_ns, &mut out);
     (res, b.into_qdisc())
 }
 

@@ -17,8 +17,8 @@
 //! drift falls on all of them alike. A machine this noisy is compared only within one run.
 
 use anyhow::{bail, Context, Result};
+use debloat_core::link::Emulation;
 use debloat_core::FlowHasher;
-use debloat_gateway::emulate::Emulation;
 use debloat_gateway::path::Path;
 use debloat_gateway::testbed::{self, in_ns, sh, Setup};
 use std::process::Stdio;

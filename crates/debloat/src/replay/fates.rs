@@ -1,7 +1,7 @@
 //! The fates file: what happened to every input packet, one row each, in input order.
 
 use anyhow::{Context, Result};
-use debloat_core::link::bottleneck::Event;
+use debloat_core::path::{Event, PathDrop};
 use debloat_core::Record;
 use std::path::Path;
 
@@ -59,10 +59,14 @@ pub struct Row {
 }
 
 /// Record a bottleneck event against its packet. Sent packets are also kept for the pcap.
-pub fn record(e: Event<Record>, fates: &mut [Option<Fate>], delivered: &mut Vec<(u64, Record)>) {
+pub fn record(
+    e: Event<'_, Record>,
+    fates: &mut [Option<Fate>],
+    delivered: &mut Vec<(u64, Record)>,
+) {
     let (id, outcome) = match e {
         Event::Sent { packet, start, .. } => {
-            delivered.push((start, packet));
+            delivered.push((start, *packet));
             (
                 packet.id,
                 Outcome::Sent {
@@ -76,9 +80,13 @@ pub fn record(e: Event<Record>, fates: &mut [Option<Fate>], delivered: &mut Vec<
             packet.id,
             Outcome::Dropped {
                 at,
-                reason: reason.as_str(),
+                reason: match reason {
+                    PathDrop::Qdisc(r) => r.as_str(),
+                    PathDrop::Buffer => "buffer",
+                },
             },
         ),
+        Event::Delivered { .. } => return,
     };
     if let Some(Some(f)) = fates.get_mut(id as usize) {
         f.outcome = Some(outcome);

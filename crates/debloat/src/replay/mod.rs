@@ -11,7 +11,8 @@ mod trace;
 
 use crate::summary::{mbps, ms, percentile};
 use anyhow::{bail, Context, Result};
-use debloat_core::link::bottleneck::{Bottleneck, Event};
+use debloat_core::link::Emulation;
+use debloat_core::path::{DataPath, Event};
 use debloat_core::units::{fmt_rate, parse_rate};
 use debloat_core::{FlowHasher, QdiscSpec, Record};
 use fates::Fate;
@@ -89,7 +90,7 @@ pub fn run(a: &Args) -> Result<()> {
         FlowHasher::new([a.seed, a.seed.rotate_left(32) ^ 0x5eed]),
         a.seed,
     );
-    let mut link = Bottleneck::new(qdisc, a.rate);
+    let mut link = DataPath::new(qdisc, Emulation::rate(a.rate), 0, a.seed);
     // A packet arriving "before" the previous one (a reordered capture) arrives at its time.
     let mut reordered = 0usize;
     let mut last_t = 0;
@@ -106,7 +107,7 @@ pub fn run(a: &Args) -> Result<()> {
     }
     let mut delivered: Vec<(u64, Record)> = Vec::new();
     {
-        let mut out = |e: Event<Record>| fates::record(e, &mut fates, &mut delivered);
+        let mut out = |e: Event<'_, Record>| fates::record(e, &mut fates, &mut delivered);
         for p in trace.packets.iter().flatten() {
             link.arrive(p.record, p.t_ns, &mut out);
         }

@@ -36,8 +36,8 @@
 use super::dist::Distribution;
 use super::loss::Loss;
 use super::random::Prob;
-use debloat_core::link::bottleneck::Framing;
-use debloat_core::units::{fmt_rate, fmt_size, fmt_time, parse_rate, parse_size, parse_time};
+use crate::link::framing::Framing;
+use crate::units::{fmt_rate, fmt_size, fmt_time, parse_rate, parse_size, parse_time};
 use std::fmt;
 
 /// netem's `slot`: the wire hands frames out in bursts, one burst ("slot") at a time, the next
@@ -115,6 +115,16 @@ pub struct Emulation {
     pub buffer: Option<u32>,
     /// Frames leave the wire in slots (netem's `slot`).
     pub slot: Option<Slot>,
+}
+
+impl Emulation {
+    /// A plain link at `rate_bps` (None: never limits), nothing else.
+    pub fn rate(rate_bps: Option<u64>) -> Emulation {
+        Emulation {
+            rate_bps,
+            ..Emulation::default()
+        }
+    }
 }
 
 /// A spec that does not parse: the bad token and what was expected.

@@ -17,7 +17,7 @@
 //! lost), 1−K = 0 (the simple Gilbert model).
 
 use super::random::{Correlated, Prob};
-use debloat_core::rng::SplitMix64;
+use crate::rng::SplitMix64;
 
 /// Which loss model, with its parameters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -11,7 +11,7 @@
 //! `seed` word) rather than the kernel's prandom Tausworthe generator, so a seed does not give
 //! the same sequence as a seeded kernel netem; the distributions are the same.
 
-use debloat_core::rng::SplitMix64;
+use crate::rng::SplitMix64;
 
 /// A probability as netem holds it: `p · (2³² − 1)`, rounded.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]

@@ -164,7 +164,7 @@ pub fn tabledist(mu: i64, sigma: i64, rnd: u32, table: Option<&[i16]>) -> i64 {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use debloat_core::rng::SplitMix64;
+    use crate::rng::SplitMix64;
 
     #[test]
     fn the_normal_quantile_matches_known_values() {

@@ -39,7 +39,7 @@ pub use loss::Loss;
 pub use random::Prob;
 pub use spec::{EmulateError, Emulation, Slot, SlotGap};
 
-use debloat_core::rng::SplitMix64;
+use crate::rng::SplitMix64;
 use loss::LossState;
 use random::Correlated;
 

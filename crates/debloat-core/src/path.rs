@@ -1,0 +1,291 @@
+//! The data path, sans-IO: a discipline, optionally the link's own drop-tail buffer (a modem's
+//! FIFO), and the [`Link`]. `debloat replay` and the gateway drive it; the simulator drives
+//! the same [`Link`] behind its device model (a TX ring with BQL), which sits where the buffer
+//! sits here.
+//!
+//! ```text
+//! arrive(p, now) ─► qdisc ─► [buffer: drop-tail, N packets] ─► link: rate, framing ─► wire ─► poll(now)
+//!                     │ drops        │ drops                     (Sent)               │ lost, over limit,
+//!                     ▼              ▼                                                ▼ duplicated…
+//!                  Dropped        Dropped                                          counted     Delivered
+//! ```
+//!
+//! The link asks the stage in front of it for a packet whenever it is idle and something is
+//! queued, as the kernel's `qdisc_run` does after every enqueue and every completed
+//! transmission; a shaper's [`Dequeue::NotBefore`] is a wake-up, never a lost turn. Without a
+//! buffer the discipline is the link's only queue; with one, the discipline hands packets on
+//! as fast as it releases them (or at its own shaper's pace) and the queue forms in the
+//! buffer unless the discipline shapes below the link's rate.
+//!
+//! Contract: [`DataPath::arrive`] and [`DataPath::poll`] are the inputs, in time order;
+//! [`Event`]s are the outputs; [`DataPath::next_wakeup`] says when to poll again. Every packet
+//! handed in is at any moment exactly one of: dropped (discipline or buffer), lost or dropped
+//! by the wire (its counters), queued ([`DataPath::queued`]), or delivered — a duplicate
+//! counts as one more packet handed in ([`DataPath::accounted`] checks it).
+
+use crate::link::{Emulation, Link, WireCounters};
+use crate::packet::{Nanos, Packet};
+use crate::qdisc::fifo::{Fifo, Limit};
+use crate::qdisc::{Dequeue, DropReason, Qdisc};
+
+/// Where a packet was dropped before the link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PathDrop {
+    /// By the discipline, for this reason.
+    Qdisc(DropReason),
+    /// By the link's full buffer.
+    Buffer,
+}
+
+/// Something that happened on the path.
+#[derive(Debug)]
+pub enum Event<'a, P> {
+    /// The link started sending `packet` at `start`; it finishes at `end`.
+    Sent {
+        /// The packet as it left the queues (ECN and DSCP as the discipline left them).
+        packet: &'a P,
+        /// Start of transmission.
+        start: Nanos,
+        /// End of transmission.
+        end: Nanos,
+    },
+    /// A packet was dropped in front of the link.
+    Dropped {
+        /// The packet.
+        packet: P,
+        /// Where and why.
+        reason: PathDrop,
+        /// When.
+        at: Nanos,
+    },
+    /// A packet reached the far end of the wire.
+    Delivered {
+        /// The packet.
+        packet: P,
+        /// When.
+        at: Nanos,
+    },
+}
+
+/// Counts of what the path handled, apart from the wire's own.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PathCounters {
+    /// Packets handed in.
+    pub arrived: u64,
+    /// Packets the discipline dropped.
+    pub qdisc_dropped: u64,
+    /// Packets the buffer dropped.
+    pub buffer_dropped: u64,
+}
+
+/// A discipline in front of a link.
+pub struct DataPath<P, Q> {
+    qdisc: Q,
+    buffer: Option<Fifo<P>>,
+    link: Link<P>,
+    /// When the link next asks the discipline (None: it is empty, or the buffer is full).
+    qdisc_next: Option<Nanos>,
+    /// When the link next asks the buffer.
+    buffer_next: Option<Nanos>,
+    now: Nanos,
+    counters: PathCounters,
+}
+
+impl<P: Packet + Clone, Q: Qdisc<P>> DataPath<P, Q> {
+    /// `qdisc` in front of the link `emu` describes (its `buffer`, if any, between them),
+    /// with `propagation_ns` of fixed delay and `seed` for the link's impairments.
+    pub fn new(qdisc: Q, emu: Emulation, propagation_ns: Nanos, seed: u64) -> Self {
+        DataPath {
+            qdisc,
+            buffer: emu.buffer.map(|n| Fifo::new(Limit::Packets(n))),
+            link: Link::new(emu, propagation_ns, seed),
+            qdisc_next: None,
+            buffer_next: None,
+            now: 0,
+            counters: PathCounters::default(),
+        }
+    }
+
+    /// The discipline.
+    pub fn qdisc(&self) -> &Q {
+        &self.qdisc
+    }
+
+    /// The discipline, mutably (e.g. to change a shaper's rate).
+    pub fn qdisc_mut(&mut self) -> &mut Q {
+        &mut self.qdisc
+    }
+
+    /// Take the discipline back.
+    pub fn into_qdisc(self) -> Q {
+        self.qdisc
+    }
+
+    /// The link.
+    pub fn link(&self) -> &Link<P> {
+        &self.link
+    }
+
+    /// The link, mutably (to change its rate, framing or impairments).
+    pub fn link_mut(&mut self) -> &mut Link<P> {
+        &mut self.link
+    }
+
+    /// Packets in the link's buffer.
+    pub fn in_buffer(&self) -> usize {
+        self.buffer.as_ref().map_or(0, |b| b.qlen())
+    }
+
+    /// Packets queued anywhere on the path: discipline, buffer, wire.
+    pub fn queued(&self) -> usize {
+        self.qdisc.qlen() + self.in_buffer() + self.link.wire().len()
+    }
+
+    /// The path's counters.
+    pub fn counters(&self) -> PathCounters {
+        self.counters
+    }
+
+    /// The wire's counters.
+    pub fn wire_counters(&self) -> WireCounters {
+        self.link.wire().counters
+    }
+
+    /// The latest time passed in.
+    pub fn now(&self) -> Nanos {
+        self.now
+    }
+
+    /// A packet arrives at `t` (a time before the previous one is taken as that one).
+    pub fn arrive(&mut self, packet: P, t: Nanos, out: &mut impl FnMut(Event<'_, P>)) {
+        let t = t.max(self.now);
+        self.advance_to(t, out);
+        self.counters.arrived += 1;
+        self.qdisc.enqueue(packet, t);
+        self.drain_qdisc_drops(t, out);
+        if self.qdisc_next.is_none() {
+            let free = if self.buffer.is_some() {
+                t
+            } else {
+                self.link.busy_until()
+            };
+            self.qdisc_next = Some(t.max(free));
+        }
+    }
+
+    /// Run the path up to `now` and hand out what the wire delivers by then.
+    pub fn poll(&mut self, now: Nanos, out: &mut impl FnMut(Event<'_, P>)) {
+        self.advance_to(now, out);
+        while let Some(packet) = self.link.pop_due(now) {
+            out(Event::Delivered { packet, at: now });
+        }
+    }
+
+    /// Run until nothing is pending; returns the time the last thing happened.
+    pub fn finish(&mut self, out: &mut impl FnMut(Event<'_, P>)) -> Nanos {
+        while let Some(t) = self.next_wakeup() {
+            self.poll(t, out);
+        }
+        self.now.max(self.link.busy_until())
+    }
+
+    /// When to call [`DataPath::poll`] next (None: nothing pending).
+    pub fn next_wakeup(&self) -> Option<Nanos> {
+        [self.qdisc_next, self.buffer_next, self.link.next_release()]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Handed in (duplicates included) = dropped + lost + over limit + queued + delivered.
+    pub fn accounted(&self) -> bool {
+        let (c, w) = (self.counters, self.wire_counters());
+        c.arrived + w.duplicated
+            == c.qdisc_dropped
+                + c.buffer_dropped
+                + w.lost
+                + w.overlimit
+                + self.queued() as u64
+                + w.delivered
+    }
+
+    /// Run the discipline and the buffer up to `t`, in time order (the buffer first on a tie:
+    /// what it holds was there before what the discipline hands it now).
+    fn advance_to(&mut self, t: Nanos, out: &mut impl FnMut(Event<'_, P>)) {
+        loop {
+            let b = self.buffer_next.filter(|&a| a <= t);
+            let q = self.qdisc_next.filter(|&a| a <= t);
+            match (b, q) {
+                (Some(b), Some(q)) if b <= q => self.attempt_buffer(b, out),
+                (Some(b), None) => self.attempt_buffer(b, out),
+                (_, Some(q)) => self.attempt_qdisc(q, out),
+                (None, None) => break,
+            }
+        }
+        self.now = self.now.max(t);
+    }
+
+    fn attempt_qdisc(&mut self, at: Nanos, out: &mut impl FnMut(Event<'_, P>)) {
+        self.now = self.now.max(at);
+        let got = self.qdisc.dequeue(at);
+        self.drain_qdisc_drops(at, out);
+        self.qdisc_next = match got {
+            Dequeue::Packet(p) if self.buffer.is_some() => {
+                self.buffer_enqueue(p, at, out);
+                Some(at)
+            }
+            Dequeue::Packet(p) => Some(self.send(p, at, out)),
+            Dequeue::Empty => None,
+            Dequeue::NotBefore(t) => Some(t.max(at + 1)),
+        };
+    }
+
+    fn buffer_enqueue(&mut self, p: P, at: Nanos, out: &mut impl FnMut(Event<'_, P>)) {
+        let Some(buffer) = self.buffer.as_mut() else {
+            return;
+        };
+        buffer.enqueue(p, at);
+        while let Some(d) = buffer.take_dropped() {
+            self.counters.buffer_dropped += 1;
+            out(Event::Dropped {
+                packet: d.packet,
+                reason: PathDrop::Buffer,
+                at,
+            });
+        }
+        if self.buffer_next.is_none() {
+            self.buffer_next = Some(at.max(self.link.busy_until()));
+        }
+    }
+
+    fn attempt_buffer(&mut self, at: Nanos, out: &mut impl FnMut(Event<'_, P>)) {
+        self.now = self.now.max(at);
+        let got = self.buffer.as_mut().map(|b| b.dequeue(at));
+        self.buffer_next = match got {
+            Some(Dequeue::Packet(p)) => Some(self.send(p, at, out)),
+            _ => None,
+        };
+    }
+
+    /// The link starts sending `p` at `at`; returns when it is free again.
+    fn send(&mut self, p: P, at: Nanos, out: &mut impl FnMut(Event<'_, P>)) -> Nanos {
+        let end = self.link.tx_end(p.meta(), at);
+        out(Event::Sent {
+            packet: &p,
+            start: at,
+            end,
+        });
+        self.link.transmit(p, at, &mut |_| {})
+    }
+
+    fn drain_qdisc_drops(&mut self, at: Nanos, out: &mut impl FnMut(Event<'_, P>)) {
+        while let Some(d) = self.qdisc.take_dropped() {
+            self.counters.qdisc_dropped += 1;
+            out(Event::Dropped {
+                packet: d.packet,
+                reason: PathDrop::Qdisc(d.reason),
+                at,
+            });
+        }
+    }
+}
