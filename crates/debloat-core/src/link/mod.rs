@@ -103,7 +103,7 @@ impl<P: Packet + Clone> Link<P> {
     pub fn transmit(&mut self, p: P, now: Nanos, released: &mut impl FnMut(Nanos)) -> Nanos {
         let end = self.tx_end(p.meta(), now);
         self.busy_until = end;
-        self.wire.place(p, end, released);
+        self.wire.place(p, now, end, released);
         end
     }
 

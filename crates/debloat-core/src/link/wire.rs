@@ -85,10 +85,19 @@ impl<P: Packet + Clone> Wire<P> {
         self.len() == 0
     }
 
-    /// The link finished sending `p` at `end`: netem's decisions, in netem's order. `released`
-    /// is called with the release time of every copy placed on the wire (0, 1 or 2 of them).
-    pub fn place(&mut self, p: P, end: Nanos, released: &mut impl FnMut(Nanos)) {
+    /// The link started sending `p` at `now` and finishes at `end`: netem's decisions, in
+    /// netem's order. `released` is called with the release time of every copy placed on the
+    /// wire (0, 1 or 2 of them).
+    ///
+    /// netem looks at its slot whenever it is dequeued, and the kernel dequeues right after
+    /// every enqueue: so the slot is looked at here, as each packet is placed, and when the
+    /// head is due ([`Wire::pop_due`]) — never at a driver's other polls, which would make the
+    /// slots depend on how often a driver looks.
+    pub fn place(&mut self, p: P, now: Nanos, end: Nanos, released: &mut impl FnMut(Nanos)) {
         self.place_copy(p, end, true, released);
+        if let Some(&(due, _)) = self.delayed.front() {
+            self.netem.slot_gate(due, now);
+        }
     }
 
     fn place_copy(
@@ -175,7 +184,7 @@ impl<P: Packet + Clone> Wire<P> {
             return self.express.pop_front().map(|(_, p)| p);
         }
         let due = self.delayed.front()?.0;
-        if self.netem.slot_gate(due, now) > now {
+        if due > now || self.netem.slot_gate(due, now) > now {
             return None;
         }
         let (_, p) = self.delayed.pop_front()?;
