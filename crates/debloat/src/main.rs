@@ -26,8 +26,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Show what queue management does: one synthetic overload through pfifo, fq_codel and cake,
-    /// compared side by side.
+    /// Show what queue management does: flent's rrul over a simulated cable-like link (20/2
+    /// Mbit/s, 20 ms) through pfifo, fq_codel and cake, side by side, with an HTML report.
     Demo(demo::Args),
     /// Run a packet trace (CSV or pcap) through one queue discipline and one bottleneck, and
     /// write what happened to every packet.
@@ -54,7 +54,8 @@ enum Command {
     /// Run one of flent's tests (rrul, tcp_nup, voip …) on a real network against a debloat
     /// server: flent data file, JSON, table, HTML report, bufferbloat grade and RPM.
     Test(Box<probe::TestArgs>),
-    /// Measure how fast the simulator runs (`debloat bench sim`).
+    /// Speed measurements: the simulator's (`bench sim`) and the gateway's forwarding against
+    /// the kernel's bridge (`bench gateway`, root).
     Bench(bench::Args),
 }
 

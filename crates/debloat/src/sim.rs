@@ -294,8 +294,14 @@ pub fn config(a: &Args) -> Result<Config> {
         down_bps,
         up_bps,
         rtt_ns,
-        qdisc_up: spec(a.qdisc_up.as_deref().unwrap_or(&a.qdisc), "--qdisc-up")?,
-        qdisc_down: spec(a.qdisc_down.as_deref().unwrap_or(&a.qdisc), "--qdisc-down")?,
+        qdisc_up: match &a.qdisc_up {
+            Some(q) => spec(q, "--qdisc-up")?,
+            None => spec(&a.qdisc, "--qdisc")?,
+        },
+        qdisc_down: match &a.qdisc_down {
+            Some(q) => spec(q, "--qdisc-down")?,
+            None => spec(&a.qdisc, "--qdisc")?,
+        },
         length_s: a.length,
         delay_s: a.delay,
         step_s: a.step,

@@ -636,6 +636,60 @@ fn sim_runs_a_toml_scenario() {
     );
 }
 
+/// A misspelt word is reported against the flag the user typed, with the nearest valid word.
+#[test]
+fn sim_names_the_flag_typed_and_the_word_meant() {
+    let o = debloat(&["sim", "rrul", "--qdisc", "cake bandwith 20Mbit"]);
+    let t = text(&o);
+    assert!(!o.status.success());
+    assert!(t.contains("--qdisc \"cake bandwith 20Mbit\""), "{t}");
+    assert!(!t.contains("--qdisc-up"), "{t}");
+    assert!(t.contains("did you mean `bandwidth`?"), "{t}");
+    let o = debloat(&["sim", "rrul", "--qdisc-down", "fq_codle"]);
+    let t = text(&o);
+    assert!(
+        t.contains("--qdisc-down") && t.contains("`fq_codel`"),
+        "{t}"
+    );
+    let o = debloat(&["sim", "rrul", "--impair", "delay 5ms jiter 1ms"]);
+    let t = text(&o);
+    assert!(t.contains("--impair") && t.contains("`jitter`"), "{t}");
+    let o = debloat(&["sim", "rrul", "--impair", "rate 5mbit"]);
+    let t = text(&o);
+    assert!(!o.status.success() && t.contains("--link"), "{t}");
+    let o = debloat(&["sim", "rrul", "--loss", "120%"]);
+    assert!(
+        !o.status.success() && text(&o).contains("between 0 and 100"),
+        "{}",
+        text(&o)
+    );
+}
+
+/// `--impair` takes netem's words: a 10 ms delay on each wire adds 20 ms to the idle RTT.
+#[test]
+fn sim_impair_adds_netems_delay_to_both_wires() {
+    let run = |extra: &[&str]| {
+        let mut args = vec!["sim", "ping", "--length", "5", "--rtt", "20ms"];
+        args.extend_from_slice(extra);
+        let o = debloat(&args);
+        assert!(o.status.success(), "{}", text(&o));
+        text(&o)
+    };
+    let p50 = |t: &str| -> f64 {
+        let i = t.find("p50 ").expect("a p50");
+        t[i + 4..]
+            .split_whitespace()
+            .next()
+            .and_then(|v| v.parse().ok())
+            .expect("a number")
+    };
+    let (plain, delayed) = (p50(&run(&[])), p50(&run(&["--impair", "delay 10ms"])));
+    assert!(
+        (delayed - plain - 20.0).abs() < 0.5,
+        "{plain} ms → {delayed} ms"
+    );
+}
+
 #[test]
 fn sim_says_which_tests_exist() {
     let o = debloat(&["sim", "tcp_1down"]);

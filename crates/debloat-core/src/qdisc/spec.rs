@@ -22,12 +22,16 @@ pub enum SpecError {
     #[error("empty qdisc spec: expected one of {}", QDISCS.join(", "))]
     Empty,
     /// A word the discipline does not know.
-    #[error("unknown {context} option `{token}`; valid choices: {}", choices.join(", "))]
+    #[error("unknown {context} option `{token}`{}; valid choices: {}",
+        suggestion.map(|s| format!(": did you mean `{s}`?")).unwrap_or_default(),
+        choices.join(", "))]
     Unknown {
         /// The word.
         token: String,
         /// Which discipline (or "qdisc" for the kind).
         context: &'static str,
+        /// The valid word nearest to `token`, when one is near.
+        suggestion: Option<&'static str>,
         /// What would have been accepted.
         choices: Vec<&'static str>,
     },
@@ -62,6 +66,7 @@ impl SpecError {
         SpecError::Unknown {
             token: token.to_string(),
             context,
+            suggestion: nearest(token, choices),
             choices: choices.to_vec(),
         }
     }
@@ -77,6 +82,19 @@ impl SpecError {
             hint,
         }
     }
+}
+
+/// The choice nearest to `word` when it is near enough to be a slip (a typo, a missing or
+/// doubled letter): Jaro-Winkler similarity of at least 0.85.
+pub fn nearest(word: &str, choices: &[&'static str]) -> Option<&'static str> {
+    // A choice may carry its value's name ("bandwidth RATE"): compare the keyword.
+    choices
+        .iter()
+        .filter_map(|c| c.split(' ').next())
+        .map(|c| (strsim::jaro_winkler(word, c), c))
+        .filter(|(score, _)| *score >= 0.85)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, c)| c)
 }
 
 /// The disciplines debloat knows.
@@ -529,6 +547,28 @@ impl fmt::Display for DeadlineSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_misspelt_word_gets_the_nearest_valid_one() {
+        let e = "cake bandwith 20Mbit"
+            .parse::<QdiscSpec>()
+            .expect_err("misspelt");
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with("unknown cake option `bandwith`: did you mean `bandwidth`?"),
+            "{msg}"
+        );
+        assert!(msg.contains("valid choices: "), "{msg}");
+        let e = "fq_codle".parse::<QdiscSpec>().expect_err("misspelt kind");
+        assert!(e.to_string().contains("did you mean `fq_codel`?"), "{e}");
+        // Nothing near: no guess.
+        let e = "cake zzz".parse::<QdiscSpec>().expect_err("unknown");
+        assert!(!e.to_string().contains("did you mean"), "{e}");
+        let e = "delay 5ms jiter 1ms"
+            .parse::<crate::link::Emulation>()
+            .expect_err("misspelt");
+        assert!(e.to_string().contains("did you mean `jitter`?"), "{e}");
+    }
     use crate::qdisc::cake::hash::FlowMode;
     use crate::qdisc::cake::overhead::AtmMode;
     use crate::qdisc::cake::tins::Diffserv;

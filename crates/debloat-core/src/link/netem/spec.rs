@@ -132,8 +132,22 @@ impl Emulation {
 #[error("emulation spec: {0}")]
 pub struct EmulateError(pub String);
 
-const WORDS: &str = "rate, delay, jitter, distribution, loss, duplicate, corrupt, reorder, gap, \
-                     ecn, limit, seed, slot, buffer";
+const WORD_LIST: [&str; 14] = [
+    "rate",
+    "delay",
+    "jitter",
+    "distribution",
+    "loss",
+    "duplicate",
+    "corrupt",
+    "reorder",
+    "gap",
+    "ecn",
+    "limit",
+    "seed",
+    "slot",
+    "buffer",
+];
 
 fn err<T>(msg: String) -> Result<T, EmulateError> {
     Err(EmulateError(msg))
@@ -299,7 +313,15 @@ impl std::str::FromStr for Emulation {
                     e.buffer = Some(n);
                 }
                 "slot" => e.slot = Some(slot(&mut w)?),
-                other => return err(format!("unknown word `{other}`: expected one of {WORDS}")),
+                other => {
+                    let near = crate::qdisc::spec::nearest(other, &WORD_LIST)
+                        .map(|w| format!(" (did you mean `{w}`?)"))
+                        .unwrap_or_default();
+                    return err(format!(
+                        "unknown word `{other}`{near}: expected one of {}",
+                        WORD_LIST.join(", ")
+                    ));
+                }
             }
         }
         // iproute2's checks, with its reasons.
