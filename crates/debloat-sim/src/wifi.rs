@@ -373,6 +373,9 @@ const N_TID: usize = 8;
 pub struct Wifi {
     cfg: WifiConfig,
     source: Source,
+    /// When the AP's qdisc (a shaper) next releases a frame: the driver asks again then
+    /// ([`Wifi::take_wakeup`]); a shaper's "not before" is a wake-up, never a lost turn.
+    wake_at: Option<Nanos>,
     /// The driver's FIFOs, per station and TID.
     driver: Vec<VecDeque<HwFrame>>,
     /// Per station and category: which of the category's two TIDs goes next.
@@ -526,6 +529,7 @@ impl Wifi {
         };
         let ap_edca = |ac| Contender::new(Edca::access_point(ac));
         Wifi {
+            wake_at: None,
             sta_q: (0..n * N_AC)
                 .map(|i| cfg.sta_qdisc.build(hasher, seed.wrapping_add(i as u64 + 1)))
                 .collect(),
@@ -625,6 +629,17 @@ impl Wifi {
         self.fill(now);
     }
 
+    /// When the AP's shaping qdisc wants the driver to ask again, if it said so since the last
+    /// call: the driver then calls [`Wifi::wake`].
+    pub fn take_wakeup(&mut self) -> Option<Nanos> {
+        self.wake_at.take()
+    }
+
+    /// The driver asks its qdisc again (a shaper's wake-up).
+    pub fn wake(&mut self, now: Nanos) {
+        self.fill(now);
+    }
+
     /// Station `sta` sends a packet towards the AP at `now`.
     pub fn sta_enqueue(&mut self, sta: usize, p: SimPacket, now: Nanos) {
         let sta = sta.min(self.n() - 1);
@@ -708,8 +723,13 @@ impl Wifi {
                     let Source::Qdisc(qs) = &mut self.source else {
                         break;
                     };
-                    let Dequeue::Packet(p) = qs[a].dequeue(now) else {
-                        break;
+                    let p = match qs[a].dequeue(now) {
+                        Dequeue::Packet(p) => p,
+                        Dequeue::NotBefore(t) => {
+                            self.wake_at = Some(self.wake_at.map_or(t, |w| w.min(t)));
+                            break;
+                        }
+                        Dequeue::Empty => break,
                     };
                     self.drain_source_drops();
                     record_sent(&mut self.links[0], &p, now);
@@ -1322,6 +1342,33 @@ mod tests {
         // With mac80211's queues the frame is in its TXQ at once and the scheduler takes it
         // into the aggregate built at that completion.
         assert_eq!(aggregate_order(ApQueueing::Airtime), [1, 1, 0, 1, 1]);
+    }
+
+    /// A shaping qdisc at the AP (cake at 1 Mbit/s) holds frames back: the driver is told when
+    /// to ask again and, asked then, takes each frame at the shaper's pace — none is stranded.
+    #[test]
+    fn a_shaping_ap_qdisc_wakes_the_driver_when_it_releases() {
+        let mut cfg = WifiConfig::new(&[PhyRate::ht(7)], ApQueueing::Legacy);
+        cfg.ap_qdisc = "cake bandwidth 1Mbit".parse().unwrap();
+        let mut w = Wifi::new(cfg, debloat_core::FlowHasher::new([1, 2]), 1);
+        for _ in 0..20 {
+            w.ap_enqueue(0, marked(0, 1000), 0);
+        }
+        let be = Ac::Be.idx();
+        let in_qdisc = |w: &Wifi| match &w.source {
+            Source::Qdisc(qs) => qs[be].qlen(),
+            Source::Mac { .. } => unreachable!("legacy queueing has a qdisc"),
+        };
+        assert!(in_qdisc(&w) > 10, "the shaper holds frames back");
+        let mut wakes = Vec::new();
+        while let Some(t) = w.take_wakeup() {
+            wakes.push(t);
+            w.wake(t);
+        }
+        assert_eq!(in_qdisc(&w), 0, "every frame reached the driver");
+        // 1000-byte frames at 1 Mbit/s: one every 8 ms, the last about 19 × 8 ms in.
+        let last = *wakes.last().unwrap();
+        assert!((140_000_000..170_000_000).contains(&last), "{wakes:?}");
     }
 
     #[test]

@@ -241,6 +241,8 @@ enum Event {
     Sample,
     /// The Wi-Fi channel's current TXOP ends.
     Air,
+    /// The AP's shaping qdisc may release a frame.
+    WifiWake,
     /// A packet from the wired host reaches the AP (after the wire's one-way delay).
     ToAp(Box<SimPacket>),
 }
@@ -616,6 +618,14 @@ impl World {
             }
             Event::Probe(k) => self.send_probe(k),
             Event::Air => self.air_done(),
+            Event::WifiWake => {
+                let now = self.now;
+                if let Some(w) = self.wifi.as_mut() {
+                    w.wake(now);
+                }
+                self.drain_wifi_drops();
+                self.start_air();
+            }
             Event::ToAp(p) => self.ap_receive(*p),
             Event::Sample => {
                 self.sample_times.push(self.now);
@@ -699,6 +709,9 @@ impl World {
         let Some(w) = self.wifi.as_mut() else { return };
         if let Some(t) = w.start(now) {
             self.events.push(t, Event::Air);
+        }
+        if let Some(t) = w.take_wakeup() {
+            self.events.push(t, Event::WifiWake);
         }
         self.drain_wifi_drops();
     }
