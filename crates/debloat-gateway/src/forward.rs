@@ -260,7 +260,7 @@ impl Gateway {
                 let side = if what == "egress" { &mut self.egress } else { &mut self.ingress };
                 side.path.change_qdisc(words)?;
                 if let QdiscSpec::Cake(c) = &mut side.spec {
-                    c.bandwidth = match words.split_whitespace().nth(1) {
+                    c.bandwidth_bytes_per_s = match words.split_whitespace().nth(1) {
                         Some(r) => debloat_core::units::parse_rate(r)
                             .ok()
                             .map(|b| b / 8)

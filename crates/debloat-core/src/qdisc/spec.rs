@@ -581,7 +581,7 @@ mod tests {
         else {
             panic!("not cake")
         };
-        assert_eq!(c.bandwidth, Some(2_500_000));
+        assert_eq!(c.bandwidth_bytes_per_s, Some(2_500_000));
         assert_eq!(c.diffserv, Diffserv::Diffserv4);
         assert_eq!(c.flow_mode, FlowMode::DUAL_DSTHOST);
         assert!(c.nat);

@@ -15,7 +15,7 @@ use std::fmt;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CakeSpec {
     /// Shaper rate in bytes/s; `None` = unlimited.
-    pub bandwidth: Option<u64>,
+    pub bandwidth_bytes_per_s: Option<u64>,
     /// DiffServ mode (default diffserv3).
     pub diffserv: Diffserv,
     /// Isolation mode (default triple-isolate).
@@ -45,7 +45,7 @@ pub struct CakeSpec {
 impl Default for CakeSpec {
     fn default() -> Self {
         CakeSpec {
-            bandwidth: None,
+            bandwidth_bytes_per_s: None,
             diffserv: Diffserv::Diffserv3,
             flow_mode: FlowMode::TRIPLE_ISOLATE,
             rtt_us: 100_000,
@@ -185,9 +185,9 @@ impl CakeSpec {
             "bandwidth" => {
                 let v = expect_value(t, "bandwidth", "a rate such as 20Mbit")?;
                 let bits = parse_rate(v).map_err(|e| SpecError::value(v, &e.to_string()))?;
-                self.bandwidth = if bits == 0 { None } else { Some(bits / 8) };
+                self.bandwidth_bytes_per_s = if bits == 0 { None } else { Some(bits / 8) };
             }
-            "unlimited" => self.bandwidth = None,
+            "unlimited" => self.bandwidth_bytes_per_s = None,
             "autorate-ingress" | "autorate_ingress" => {
                 return Err(SpecError::unsupported(
                     w,
@@ -321,7 +321,7 @@ fn parse_u32(v: &str) -> Result<u32, SpecError> {
 
 impl fmt::Display for CakeSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.bandwidth {
+        match self.bandwidth_bytes_per_s {
             Some(b) => write!(f, "bandwidth {}", fmt_rate(b * 8))?,
             None => write!(f, "unlimited")?,
         }

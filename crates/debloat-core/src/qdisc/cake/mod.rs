@@ -196,7 +196,7 @@ impl<P: Packet> Cake<P> {
     /// Derive tins, shaper rate and buffer limit from the spec (`cake_reconfigure`).
     fn reconfigure(&mut self) {
         let s = &self.spec;
-        let rate = s.bandwidth.unwrap_or(0);
+        let rate = s.bandwidth_bytes_per_s.unwrap_or(0);
         let (target, rtt) = (s.target_us * 1000, s.rtt_us * 1000);
         let rates = s.diffserv.tin_rates(rate);
         if self.tins.len() == rates.len() {
@@ -222,10 +222,12 @@ impl<P: Packet> Cake<P> {
         self.buffer_limit = limit;
     }
 
-    /// Change the shaper rate at run time (bytes/s; `None` = unlimited) without touching the
-    /// queued packets, like `tc qdisc change … cake bandwidth R`.
-    pub fn set_bandwidth(&mut self, rate: Option<u64>) {
-        self.spec.bandwidth = rate;
+    /// Change the shaper rate at run time (bytes per second, as the spec and the kernel's
+    /// TCA_CAKE_BASE_RATE64 keep it; `None` = unlimited) without touching the queued packets,
+    /// like `tc qdisc change … cake bandwidth R`. The [`Qdisc::set_bandwidth`] method takes
+    /// bit/s, as every rate on the command line is.
+    pub fn set_bandwidth_bytes_per_s(&mut self, rate_bytes_per_s: Option<u64>) {
+        self.spec.bandwidth_bytes_per_s = rate_bytes_per_s;
         self.reconfigure();
     }
 
@@ -708,7 +710,7 @@ impl<P: Packet> Cake<P> {
 impl<P: Packet> Qdisc<P> for Cake<P> {
     fn set_bandwidth(&mut self, rate_bps: Option<u64>) -> bool {
         // The spec keeps bytes/s, as the kernel's TCA_CAKE_BASE_RATE64 does.
-        Cake::set_bandwidth(self, rate_bps.map(|b| b / 8).filter(|&b| b > 0));
+        self.set_bandwidth_bytes_per_s(rate_bps.map(|b| b / 8).filter(|&b| b > 0));
         true
     }
 
@@ -845,7 +847,7 @@ impl<P: Packet> Qdisc<P> for Cake<P> {
             backlog: self.backlog,
             qlen: self.qlen as u64,
             xstats: Xstats::Cake(Box::new(CakeStats {
-                capacity_estimate: self.spec.bandwidth.unwrap_or(0),
+                capacity_estimate: self.spec.bandwidth_bytes_per_s.unwrap_or(0),
                 memory_limit: self.buffer_limit,
                 memory_used: self.buffer_max_used,
                 avg_hdr_offset: (self.sizes.avg_netoff + 0x8000) >> 16,
