@@ -44,12 +44,12 @@ impl GradeStat {
         }
         let mut s = v.to_vec();
         s.sort_by(f64::total_cmp);
-        let q = |p: f64| s[((s.len() as f64 * p).ceil() as usize).clamp(1, s.len()) - 1];
-        Some(match self {
-            GradeStat::Mean => s.iter().sum::<f64>() / s.len() as f64,
-            GradeStat::Median => q(0.5),
-            GradeStat::P95 => q(0.95),
-        })
+        let q = |p: f64| debloat_report::percentile::percentile(&s, p);
+        match self {
+            GradeStat::Mean => Some(s.iter().sum::<f64>() / s.len() as f64),
+            GradeStat::Median => q(50.0),
+            GradeStat::P95 => q(95.0),
+        }
     }
 }
 

@@ -131,13 +131,9 @@ pub fn trimmed_mean(v: &[f64]) -> Option<f64> {
 }
 
 fn p90(v: &[f64]) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
-    let i = ((s.len() as f64 * 0.9).ceil() as usize).clamp(1, s.len()) - 1;
-    Some(s[i])
+    debloat_report::percentile::percentile(&s, 90.0)
 }
 
 /// The draft's confidence in the result.

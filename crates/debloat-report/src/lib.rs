@@ -14,6 +14,7 @@
 pub mod flent;
 pub mod flent_write;
 pub mod html;
+pub mod percentile;
 pub mod plot;
 pub mod summary;
 pub mod table;

@@ -5,6 +5,7 @@
 //! samples where present; on a regular 0.2 s grid the two agree closely).
 
 use crate::flent::{Dataset, Direction, Kind};
+use crate::percentile::percentile;
 
 /// Latency percentiles, ms.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -112,20 +113,16 @@ impl RunSummary {
     }
 }
 
-/// Nearest-rank percentiles; None for no samples.
+/// Nearest-rank percentiles ([`percentile`]); None for no samples.
 pub fn percentiles(v: &mut [f64]) -> Option<Percentiles> {
     if v.is_empty() {
         return None;
     }
     v.sort_by(f64::total_cmp);
-    let q = |p: f64| {
-        let rank = ((p / 100.0) * v.len() as f64).ceil().max(1.0) as usize;
-        v[rank.min(v.len()) - 1]
-    };
     Some(Percentiles {
-        p50: q(50.0),
-        p90: q(90.0),
-        p99: q(99.0),
+        p50: percentile(v, 50.0)?,
+        p90: percentile(v, 90.0)?,
+        p99: percentile(v, 99.0)?,
     })
 }
 

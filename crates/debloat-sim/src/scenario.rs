@@ -313,12 +313,9 @@ pub struct Summary {
     pub series: Vec<Vec<f64>>,
 }
 
+/// The p-th percentile of sorted nanoseconds, in ms (0 for none).
 fn pct(sorted: &[u64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil().max(1.0) as usize;
-    sorted[rank.min(sorted.len()) - 1] as f64 / 1e6
+    debloat_report::percentile::percentile(sorted, p).map_or(0.0, |v| v as f64 / 1e6)
 }
 
 fn latency(mut v: Vec<u64>) -> Option<Latency> {
