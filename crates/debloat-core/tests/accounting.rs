@@ -7,7 +7,7 @@ use debloat_core::packet::{Ecn, PacketMeta, Record, TcpInfo};
 use debloat_core::testutil::addr;
 use debloat_core::{Dequeue, FlowHasher, Qdisc, QdiscSpec};
 use proptest::prelude::*;
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -127,8 +127,8 @@ proptest! {
         let mut q = parsed.build::<Record>(FlowHasher::new(key), key[0]);
         let (mut now, mut id) = (0u64, 0u64);
         let (mut in_pkts, mut in_bytes, mut out_pkts, mut out_bytes) = (0u64, 0u64, 0u64, 0u64);
-        let mut seen = HashSet::new();
-        let account = |p: &Record, seen: &mut HashSet<u64>, out_pkts: &mut u64, out_bytes: &mut u64| -> Result<(), TestCaseError> {
+        let mut seen = BTreeSet::new();
+        let account = |p: &Record, seen: &mut BTreeSet<u64>, out_pkts: &mut u64, out_bytes: &mut u64| -> Result<(), TestCaseError> {
             prop_assert!(seen.insert(p.id), "packet {} came out twice", p.id);
             *out_pkts += 1;
             *out_bytes += u64::from(p.meta.len);
