@@ -177,3 +177,86 @@ proptest! {
         prop_assert_eq!((in_pkts, in_bytes), (out_pkts, out_bytes));
     }
 }
+
+/// One operation on mac80211's TXQs: enqueue or dequeue on a tin (tins 0..6, of which 6 is out
+/// of range and must be dropped as overlimit), or let time pass.
+#[derive(Clone, Debug)]
+enum TxqOp {
+    Enqueue {
+        tin: u8,
+        len: u32,
+        flow: u8,
+        ecn: u8,
+    },
+    Dequeue {
+        tin: u8,
+    },
+    Advance(u64),
+}
+
+fn txq_op() -> impl Strategy<Value = TxqOp> {
+    prop_oneof![
+        5 => (0u8..7, 40u32..3000, 0u8..40, 0u8..4)
+            .prop_map(|(tin, len, flow, ecn)| TxqOp::Enqueue { tin, len, flow, ecn }),
+        4 => (0u8..7).prop_map(|tin| TxqOp::Dequeue { tin }),
+        2 => prop_oneof![0u64..10_000, 0u64..50_000_000, 0u64..2_000_000_000].prop_map(TxqOp::Advance),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// mac80211's per-station TXQs (`airtime::MacFq`, not a `Qdisc`: a driver picks the tin)
+    /// under the same rule: every packet is exactly one of dequeued, dropped or queued, the
+    /// tins add up to the total, and everything left drains.
+    #[test]
+    fn every_packet_through_the_txqs_is_sent_dropped_or_queued(
+        ops in proptest::collection::vec(txq_op(), 1..400),
+        limit in 1u32..300,
+        memory in 2_000u64..2_000_000,
+        key in any::<[u64; 2]>(),
+    ) {
+        use debloat_core::airtime::txq::{MacFq, MacFqConfig};
+        let cfg = MacFqConfig { limit, memory_limit: memory, ..MacFqConfig::default() };
+        let mut q = MacFq::<Record>::new(6, cfg, FlowHasher::new(key));
+        let (mut now, mut id, mut in_pkts, mut out_pkts) = (0u64, 0u64, 0u64, 0u64);
+        let mut seen = BTreeSet::new();
+        let mut out = |p: &Record, seen: &mut BTreeSet<u64>| -> Result<(), TestCaseError> {
+            prop_assert!(seen.insert(p.id), "packet {} came out twice", p.id);
+            out_pkts += 1;
+            Ok(())
+        };
+        for op in ops {
+            match op {
+                TxqOp::Enqueue { tin, len, flow, ecn } => {
+                    q.enqueue(usize::from(tin), packet(id, len, flow, 0, ecn, 0, None), now);
+                    id += 1;
+                    in_pkts += 1;
+                }
+                TxqOp::Dequeue { tin } => {
+                    if let Some(p) = q.dequeue(usize::from(tin), now) {
+                        out(&p, &mut seen)?;
+                    }
+                }
+                TxqOp::Advance(d) => now += d,
+            }
+            while let Some(d) = q.take_dropped() {
+                out(&d.packet, &mut seen)?;
+            }
+            let tins: usize = (0..6).map(|t| q.tin_len(t)).sum();
+            prop_assert_eq!(tins, q.qlen());
+        }
+        for tin in 0..6 {
+            while q.tin_len(tin) > 0 {
+                if let Some(p) = q.dequeue(tin, now) {
+                    out(&p, &mut seen)?;
+                }
+                while let Some(d) = q.take_dropped() {
+                    out(&d.packet, &mut seen)?;
+                }
+            }
+        }
+        prop_assert_eq!(q.qlen(), 0);
+        prop_assert_eq!(in_pkts, out_pkts);
+    }
+}

@@ -9,19 +9,23 @@ use debloat_core::packet::{PacketMeta, Record};
 use debloat_core::testutil::udp_flow;
 use debloat_core::{Dequeue, FlowHasher, Qdisc, QdiscSpec};
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 struct Counting;
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
 
 thread_local! {
     /// Set on the thread whose allocations are counted (const-initialised: no allocation).
     static COUNTED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Allocations made on this thread while counted (per thread: the tests run in parallel).
+    static ALLOCS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+fn allocs() -> u64 {
+    ALLOCS.with(std::cell::Cell::get)
 }
 
 fn count() {
     if COUNTED.try_with(std::cell::Cell::get).unwrap_or(false) {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        let _ = ALLOCS.try_with(|n| n.set(n.get() + 1));
     }
 }
 
@@ -82,9 +86,41 @@ fn steady_state_enqueue_dequeue_does_not_allocate() {
             q.enqueue(Record::new(i, flows[i as usize % flows.len()]), now);
         }
         cycle(q.as_mut(), &flows, 50_000, &mut now);
-        let before = ALLOCS.load(Ordering::Relaxed);
+        let before = allocs();
         cycle(q.as_mut(), &flows, 200_000, &mut now);
-        let n = ALLOCS.load(Ordering::Relaxed) - before;
+        let n = allocs() - before;
         assert_eq!(n, 0, "{s}: {n} allocations in steady state");
     }
+}
+
+/// mac80211's TXQs (`airtime::MacFq`, driven per station) allocate nothing in steady state either.
+#[test]
+fn steady_state_txqs_do_not_allocate() {
+    use debloat_core::airtime::txq::{MacFq, MacFqConfig};
+    COUNTED.with(|c| c.set(true));
+    let flows: Vec<PacketMeta> = (0..1024u32)
+        .map(|i| PacketMeta::new(1514, udp_flow((i % 50) as u8, (i % 13) as u8, i as u16)))
+        .collect();
+    let mut q = MacFq::<Record>::new(8, MacFqConfig::default(), FlowHasher::new([1, 2]));
+    let mut now = 0u64;
+    let mut run = |q: &mut MacFq<Record>, rounds: usize, now: &mut u64| {
+        for r in 0..rounds {
+            q.enqueue(r % 8, Record::new(r as u64, flows[r % flows.len()]), *now);
+            *now += 1_000;
+            let _ = q.dequeue((r + 3) % 8, *now);
+            while q.take_dropped().is_some() {}
+        }
+    };
+    for i in 0..200u64 {
+        q.enqueue(
+            i as usize % 8,
+            Record::new(i, flows[i as usize % flows.len()]),
+            now,
+        );
+    }
+    run(&mut q, 50_000, &mut now);
+    let before = allocs();
+    run(&mut q, 200_000, &mut now);
+    let n = allocs() - before;
+    assert_eq!(n, 0, "MacFq: {n} allocations in steady state");
 }
