@@ -103,7 +103,7 @@ fn steady_state_txqs_do_not_allocate() {
         .collect();
     let mut q = MacFq::<Record>::new(8, MacFqConfig::default(), FlowHasher::new([1, 2]));
     let mut now = 0u64;
-    let mut run = |q: &mut MacFq<Record>, rounds: usize, now: &mut u64| {
+    let run = |q: &mut MacFq<Record>, rounds: usize, now: &mut u64| {
         for r in 0..rounds {
             q.enqueue(r % 8, Record::new(r as u64, flows[r % flows.len()]), *now);
             *now += 1_000;
