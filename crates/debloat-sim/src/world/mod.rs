@@ -1,0 +1,327 @@
+//! The simulated network: a client and a server joined by one link in each direction. Each link
+//! direction is a queue discipline from `debloat-core` in front of a transmitter that sends one
+//! packet at a time at the link rate, followed by a fixed propagation delay. Uploads, ping
+//! requests and download ACKs use the up link; downloads, ping replies and upload ACKs the down
+//! link. Timers are lazy: an event carries the deadline it was scheduled for and is ignored if
+//! the endpoint's deadline has moved since.
+
+use crate::engine::EventQueue;
+use crate::packet::{
+    Body, SimPacket, ACK_FRAME, DATA_FRAME, MSS, PING_FRAME, UDP_PROBE_FRAME, VOIP_FRAME,
+};
+use crate::tcp::cc::Algorithm;
+use crate::tcp::{AckInfo, Receiver, Sender};
+pub use crate::wire::Wire;
+use debloat_core::flow::FlowKey;
+use debloat_core::link::{Emulation, Link as WireLink, LinkLayer};
+use debloat_core::packet::{Ecn, Nanos, PacketMeta};
+use debloat_core::{Dequeue, DropReason, Qdisc};
+use std::net::{IpAddr, Ipv4Addr};
+
+mod air;
+mod hosts;
+mod link;
+
+pub use hosts::{Flow, Probe};
+use link::*;
+pub use link::{Device, LinkConfig, LinkStats};
+
+/// Up (client → server) or down (server → client).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dir {
+    /// Client to server.
+    Up,
+    /// Server to client.
+    Down,
+}
+
+impl Dir {
+    fn idx(self) -> usize {
+        match self {
+            Dir::Up => 0,
+            Dir::Down => 1,
+        }
+    }
+    fn reverse(self) -> Dir {
+        match self {
+            Dir::Up => Dir::Down,
+            Dir::Down => Dir::Up,
+        }
+    }
+}
+
+enum Event {
+    TxDone(Dir),
+    Irq(Dir),
+    Wake(Dir),
+    Arrive(Dir),
+    /// A packet held by its remote host's extra delay (boxed: events stay small in the heap).
+    Deliver(Dir, Box<SimPacket>),
+    SenderTimer(usize, Nanos),
+    Pace(usize, Nanos),
+    ReceiverTimer(usize, Nanos),
+    FlowStart(usize),
+    Probe(usize),
+    Sample,
+    /// The Wi-Fi channel's current TXOP ends.
+    Air,
+    /// The AP's shaping qdisc may release a frame.
+    WifiWake,
+    /// A packet from the wired host reaches the AP (after the wire's one-way delay).
+    ToAp(Box<SimPacket>),
+}
+
+/// The simulation: build it, add flows, `run` to the end.
+pub struct World {
+    now: Nanos,
+    events: EventQueue<Event>,
+    links: [Link; 2],
+    /// The transfers.
+    pub flows: Vec<Flow>,
+    /// Latency probes and their results.
+    pub probes: Vec<Probe>,
+    step: Nanos,
+    end: Nanos,
+    /// Sample times, ns.
+    pub sample_times: Vec<Nanos>,
+    /// The Wi-Fi channel's busy time so far at each sample, ns (Wi-Fi runs).
+    pub air_busy_series: Vec<Nanos>,
+    tap: Option<Tap>,
+    wifi: Option<Box<crate::wifi::Wifi>>,
+    wired_ns: Nanos,
+    air_out: Vec<(bool, SimPacket)>,
+    /// Every TCP flow's window limit, segments (see [`World::set_tcp_window`]).
+    tcp_window: Option<u64>,
+}
+
+/// The station behind remote host 198.18.2.`host` when `n` stations share a Wi-Fi AP: hosts
+/// .11, .12, … are stations 0, 1, … (wrapping); any other host is station 0.
+pub fn station_of_host(host: u8, n: usize) -> usize {
+    if host >= 11 {
+        usize::from(host - 11) % n.max(1)
+    } else {
+        0
+    }
+}
+
+/// The last octet of an IPv4 address (0 for anything else): which remote host it is.
+fn host_octet(a: Option<IpAddr>) -> u8 {
+    match a {
+        Some(IpAddr::V4(a)) => a.octets()[3],
+        _ => 0,
+    }
+}
+
+/// A capture hook: called for every packet as a link starts to send it.
+pub type Tap = Box<dyn FnMut(Dir, Nanos, &SimPacket)>;
+
+fn addr(net: u8, host: u8) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(198, 18, net, host))
+}
+
+impl World {
+    /// A client and a server joined by `up` and `down`; run for `end` ns, sampling every `step`.
+    pub fn new(up: LinkConfig, down: LinkConfig, end: Nanos, step: Nanos) -> World {
+        let link = |cfg: LinkConfig| Link {
+            dql: cfg
+                .device
+                .bql
+                .map(|c| debloat_core::device::dql::Dql::new(c, 0)),
+            link: wire_link(&cfg),
+            cfg,
+            wake_at: None,
+            stats: LinkStats::default(),
+            ring: Default::default(),
+            wire_lens: Default::default(),
+            uncompleted: 0,
+            irq_armed: false,
+        };
+        let mut w = World {
+            now: 0,
+            events: EventQueue::default(),
+            links: [link(up), link(down)],
+            flows: Vec::new(),
+            probes: Vec::new(),
+            step,
+            end,
+            sample_times: Vec::new(),
+            air_busy_series: Vec::new(),
+            tap: None,
+            wifi: None,
+            wired_ns: 0,
+            air_out: Vec::new(),
+            tcp_window: None,
+        };
+        w.events.push(step, Event::Sample);
+        w
+    }
+
+    /// Watch every packet as a link starts to send it (for pcap capture).
+    pub fn set_tap(&mut self, tap: Tap) {
+        self.tap = Some(tap);
+    }
+
+    /// Run until the end time. `progress` is called with the fraction done now and then.
+    pub fn run(&mut self, mut progress: impl FnMut(f64)) {
+        let mut next_report = 0;
+        // A grace period after the end lets replies already on their way arrive; nothing new is
+        // sent (probes and samples stop at the end, flows before it).
+        const GRACE: Nanos = 2_000_000_000;
+        while let Some((t, e)) = self.events.pop() {
+            if t > self.end + GRACE {
+                break;
+            }
+            if t > self.end && matches!(e, Event::Probe(_) | Event::Sample | Event::FlowStart(_)) {
+                continue;
+            }
+            self.now = t;
+            if t >= next_report && t <= self.end {
+                progress(t as f64 / self.end as f64);
+                next_report = t + self.end / 100;
+            }
+            self.handle(e);
+        }
+        self.now = self.end;
+        progress(1.0);
+    }
+
+    fn handle(&mut self, e: Event) {
+        match e {
+            Event::TxDone(d) => {
+                self.complete(d);
+                self.try_transmit(d);
+            }
+            Event::Irq(d) => {
+                let l = &mut self.links[d.idx()];
+                l.irq_armed = false;
+                if let Some(q) = l.dql.as_mut() {
+                    let _ = q.completed(std::mem::take(&mut l.uncompleted), self.now);
+                }
+                self.try_transmit(d);
+            }
+            Event::Wake(d) => {
+                self.links[d.idx()].wake_at = None;
+                self.try_transmit(d);
+            }
+            Event::Arrive(d) => {
+                let l = &mut self.links[d.idx()].link;
+                if let Some(p) = l.pop_due(self.now) {
+                    // Hosts beyond the bottleneck add their own delay (constant per host, so
+                    // each host's packets stay in order).
+                    self.deliver_after(d, p, 0);
+                } else if let Some(t) = l.next_release() {
+                    // netem's `slot` held the packet due: look again when it may leave.
+                    self.events.push(t, Event::Arrive(d));
+                }
+            }
+            Event::Deliver(d, p) => self.arrive(d, *p),
+            Event::SenderTimer(i, at) => {
+                // A transfer that has ended (netperf stopped) neither retransmits nor times out.
+                if self.flows[i].sender.poll_timeout() == Some(at) && self.now < self.flows[i].stop
+                {
+                    self.flows[i].sender.on_timeout(self.now);
+                    self.pump(i);
+                }
+            }
+            Event::ReceiverTimer(i, at) => {
+                if self.flows[i].receiver.poll_timeout() == Some(at) {
+                    if let Some(a) = self.flows[i].receiver.on_timeout(self.now) {
+                        self.send_ack(i, a);
+                    }
+                }
+            }
+            Event::FlowStart(i) => self.pump(i),
+            Event::Pace(i, at) => {
+                if self.flows[i].pace_armed == Some(at) {
+                    self.flows[i].pace_armed = None;
+                    self.pump(i);
+                }
+            }
+            Event::Probe(k) => self.send_probe(k),
+            Event::Air => self.air_done(),
+            Event::WifiWake => {
+                let now = self.now;
+                if let Some(w) = self.wifi.as_mut() {
+                    w.wake(now);
+                }
+                self.drain_wifi_drops();
+                self.start_air();
+            }
+            Event::ToAp(p) => self.ap_receive(*p),
+            Event::Sample => {
+                self.sample_times.push(self.now);
+                for f in &mut self.flows {
+                    f.delivered_series.push(f.receiver.delivered);
+                    f.cwnd_series.push(f.sender.cwnd());
+                }
+                for p in &mut self.probes {
+                    p.delivered_series.push(p.delivered_bytes);
+                }
+                if let Some(w) = &self.wifi {
+                    self.air_busy_series.push(w.busy_ns);
+                }
+                if self.now + self.step <= self.end {
+                    self.events.push(self.now + self.step, Event::Sample);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use debloat_core::{FlowHasher, QdiscSpec};
+
+    /// An idle wired world, 10 ms each way, 100 Mbit/s up (client → remote) and 1 Mbit/s down,
+    /// with one ICMP probe every 100 ms from 0 to 1 s (11), sent by the remote host if `from_remote`.
+    fn probe_world(from_remote: bool) -> World {
+        let link = |rate_bps| LinkConfig {
+            rate_bps,
+            delay_ns: 10_000_000,
+            qdisc: "pfifo limit 1000"
+                .parse::<QdiscSpec>()
+                .unwrap()
+                .build(FlowHasher::new([1, 2]), 1),
+            device: Device::default(),
+            wire: Wire::default(),
+        };
+        let mut w = World::new(
+            link(100_000_000),
+            link(1_000_000),
+            1_000_000_000,
+            100_000_000,
+        );
+        let k = w.add_probe("Ping (ms) ICMP", false, 0, 0, 100_000_000);
+        w.set_probe_from_remote(k, from_remote);
+        w.run(|_| {});
+        w
+    }
+
+    #[test]
+    fn a_probe_from_the_remote_host_sends_its_requests_down_the_link() {
+        let ser = |bps: u64| u64::from(PING_FRAME) * 8 * 1_000_000_000 / bps;
+        for (from_remote, request_bps) in [(false, 100_000_000), (true, 1_000_000)] {
+            let w = probe_world(from_remote);
+            let p = &w.probes[0];
+            assert_eq!(
+                p.samples.len(),
+                11,
+                "from_remote {from_remote}: every request answered"
+            );
+            // The request crosses the link in its own direction: its one-way delay is that
+            // direction's serialisation plus 10 ms; the RTT holds both directions either way.
+            for (&owd, &(_, rtt)) in p.owd_up.iter().zip(&p.samples) {
+                let want = 10_000_000 + ser(request_bps);
+                assert!(
+                    owd.abs_diff(want) < 10_000,
+                    "from_remote {from_remote}: one-way {owd} ns, want {want}"
+                );
+                let both = 20_000_000 + ser(100_000_000) + ser(1_000_000);
+                assert!(rtt.abs_diff(both) < 10_000, "rtt {rtt} ns, want {both}");
+            }
+        }
+    }
+}
