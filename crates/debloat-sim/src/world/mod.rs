@@ -1,9 +1,14 @@
-//! The simulated network: a client and a server joined by one link in each direction. Each link
-//! direction is a queue discipline from `debloat-core` in front of a transmitter that sends one
-//! packet at a time at the link rate, followed by a fixed propagation delay. Uploads, ping
+//! The simulated network: a client and a server joined by one link in each direction (or a
+//! Wi-Fi AP and its stations, [`crate::wifi`]). Each wired direction is a queue discipline from
+//! `debloat-core`, an optional device ring with BQL ([`link`]), and the core's link model — a
+//! transmitter at the link rate, then netem's impairments and the propagation delay — the same
+//! [`debloat_core::link::Link`] the gateway and `debloat replay` send through. Uploads, ping
 //! requests and download ACKs use the up link; downloads, ping replies and upload ACKs the down
 //! link. Timers are lazy: an event carries the deadline it was scheduled for and is ignored if
 //! the endpoint's deadline has moved since.
+//!
+//! `mod.rs` holds the world, its events and its clock; `link.rs` the links and devices;
+//! `hosts.rs` the TCP transfers and probes at either end; `air.rs` the Wi-Fi glue.
 
 use crate::engine::EventQueue;
 use crate::packet::{
