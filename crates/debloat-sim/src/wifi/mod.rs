@@ -312,7 +312,7 @@ const N_AC: usize = 4;
 const N_TID: usize = 8;
 
 /// The Wi-Fi network's state. Per-station-and-category vectors are indexed `sta * 4 + ac`
-/// ([`idx`]), per-station-and-TID ones `sta * 8 + tid` ([`tidx`]).
+/// (`idx`), per-station-and-TID ones `sta * 8 + tid` (`tidx`).
 pub struct Wifi {
     cfg: WifiConfig,
     source: Source,

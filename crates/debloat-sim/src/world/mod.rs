@@ -1,6 +1,6 @@
 //! The simulated network: a client and a server joined by one link in each direction (or a
 //! Wi-Fi AP and its stations, [`crate::wifi`]). Each wired direction is a queue discipline from
-//! `debloat-core`, an optional device ring with BQL ([`link`]), and the core's link model — a
+//! `debloat-core`, an optional device ring with BQL (`link.rs`), and the core's link model — a
 //! transmitter at the link rate, then netem's impairments and the propagation delay — the same
 //! [`debloat_core::link::Link`] the gateway and `debloat replay` send through. Uploads, ping
 //! requests and download ACKs use the up link; downloads, ping replies and upload ACKs the down
