@@ -113,19 +113,16 @@ fn report_reads_flent_written_files_and_debloat_files_together() {
         .find(|p| p.to_string_lossy().ends_with(".flent.gz"))
         .expect("a flent file");
     let mut files = vec![flent4.clone(), sim_file];
-    // Files written by flent itself (versions 3 and 4), when the shared data is beside the repo.
-    let real = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/flent-real");
-    match std::fs::read_dir(&real) {
-        Ok(rd) => files.extend(
-            rd.filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.to_string_lossy().ends_with(".flent.gz"))
-                .take(2),
-        ),
-        Err(_) => println!(
-            "SKIP: {} not found; reading flent's own files was checked only with the §3.9 file",
-            real.display()
-        ),
-    }
+    // Files written by flent itself (data-file versions 3 and 4), kept in the repository.
+    let real = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/flent-real");
+    let mut flents: Vec<_> = std::fs::read_dir(&real)
+        .expect("tests/data/flent-real")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.to_string_lossy().ends_with(".flent.gz"))
+        .collect();
+    flents.sort();
+    assert_eq!(flents.len(), 2, "{flents:?}");
+    files.extend(flents);
     let out = dir.path().join("report");
     let mut args = vec!["report".to_string()];
     args.extend(files.iter().map(|f| path(f).to_string()));
