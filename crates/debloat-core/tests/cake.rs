@@ -1,4 +1,4 @@
-//! CAKE conformance (algorithms.md §3): shaper rate after overhead, host isolation, DiffServ
+//! CAKE conformance (docs/algorithms.md §3): shaper rate after overhead, host isolation, DiffServ
 //! priority and sharing, COBALT timing, BLUE, the ACK filter, GSO splitting and wash.
 
 mod common;
@@ -361,7 +361,7 @@ fn a_sparse_flow_waits_less_than_one_packet_time_in_cake() {
     );
     let s = cake_stats(&q);
     // sp_delay is the tin's base-delay EWMA (fast down, slow up) over *all* its packets, most of
-    // them bulk: it sits near one packet time (algorithms.md §3.13), far below av_delay.
+    // them bulk: it sits near one packet time (docs/algorithms.md §3.13), far below av_delay.
     let t = &s.tins[0];
     assert!(
         t.base_delay_us * 1000 <= 1_211_200 * 3 / 2,

@@ -1,4 +1,4 @@
-//! CoDel conformance (algorithms.md §1): when it first drops, how drops are spaced, the byte
+//! CoDel conformance (docs/algorithms.md §1): when it first drops, how drops are spaced, the byte
 //! floor, ECN, and the re-entry rule — all with Linux's numbers.
 
 use debloat_core::packet::{Ecn, Record};
@@ -66,7 +66,7 @@ fn first_drop_comes_one_interval_after_sojourn_first_exceeds_target() {
 
 #[test]
 fn later_drops_follow_linux_newton_schedule_not_exact_sqrt() {
-    // algorithms.md §1.3: cumulative drop times after entering dropping, Linux's Newton step.
+    // docs/algorithms.md §1.3: cumulative drop times after entering dropping, Linux's Newton step.
     let linux = [
         0.0, 100.0, 150.0, 206.25, 255.0, 299.2, 339.6, 377.1, 412.3, 445.4,
     ];

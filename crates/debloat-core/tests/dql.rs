@@ -1,4 +1,4 @@
-//! DQL (algorithms.md §4): on a device that completes in batches every T at line rate C, the
+//! DQL (docs/algorithms.md §4): on a device that completes in batches every T at line rate C, the
 //! limit converges to about the bytes completed per interval (C·T): enough that the device never
 //! starves, not much more.
 

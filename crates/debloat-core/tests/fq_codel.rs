@@ -1,4 +1,4 @@
-//! FQ-CoDel conformance (algorithms.md §2): DRR++ deficits, fat-flow batch drop, flow
+//! FQ-CoDel conformance (docs/algorithms.md §2): DRR++ deficits, fat-flow batch drop, flow
 //! isolation, sparse-flow priority, ECN, and Linux's empty-new-flow rule.
 
 mod common;
@@ -31,7 +31,7 @@ fn two_flows(q: &FqCodel<Record>) -> (FlowKey, FlowKey) {
 
 #[test]
 fn deficit_walkthrough_matches_the_reference() {
-    // Quantum 90 B, 120 B packets (algorithms.md §2.8; ns-3 FqCoDelQueueDiscDeficit).
+    // Quantum 90 B, 120 B packets (docs/algorithms.md §2.8; ns-3 FqCoDelQueueDiscDeficit).
     let mut q = fq(FqCodelSpec {
         quantum: 90,
         ..FqCodelSpec::default()

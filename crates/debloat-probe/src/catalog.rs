@@ -1,4 +1,4 @@
-//! flent's tests under flent's names (measurement.md §2): which flows and probes each runs,
+//! flent's tests under flent's names (docs/measurement.md §2): which flows and probes each runs,
 //! with flent's series names, markings, start times and lengths, so the files open in flent
 //! and compare with its own.
 //!

@@ -1,4 +1,4 @@
-//! The bufferbloat grade, DSLReports scale (measurement.md §7): the increase of round-trip
+//! The bufferbloat grade, DSLReports scale (docs/measurement.md §7): the increase of round-trip
 //! latency under load over the idle baseline, A+ < 5 ms, A < 30, B < 60, C < 200, D < 400,
 //! F otherwise (no E).
 //!

@@ -329,7 +329,7 @@ fn irtt_records(pr: &Probe, offset_s: f64, t0: f64) -> Vec<Value> {
         .collect()
 }
 
-/// flent's VoIP series (measurement.md §2.5): rtt, delay (one-way up), jitter (|send IPDV|),
+/// flent's VoIP series (docs/measurement.md §2.5): rtt, delay (one-way up), jitter (|send IPDV|),
 /// loss per step, induced delay (delay − its minimum).
 #[allow(clippy::too_many_arguments)]
 fn voip(

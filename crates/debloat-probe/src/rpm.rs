@@ -1,5 +1,5 @@
 //! Responsiveness under working conditions, RPM, as draft-ietf-ippm-responsiveness-09 defines
-//! it (measurement.md §6), TCP-only variant:
+//! it (docs/measurement.md §6), TCP-only variant:
 //!
 //! - **foreign probes**: a fresh TCP connection to the server, 10 a second during the load:
 //!   `tcp_f` = connect time, `http_f` = one request/response on it (a 1-byte request answered
@@ -285,7 +285,7 @@ mod tests {
 
     #[test]
     fn averages_rpms_not_rtts() {
-        // The draft's worked contrast (measurement.md §6.3): loaded 50 ms, foreign 10 ms gives
+        // The draft's worked contrast (docs/measurement.md §6.3): loaded 50 ms, foreign 10 ms gives
         // (6000 + 1200) / 2 = 3600 RPM, where averaging RTTs would give 2000.
         let ts: Vec<Timed> = (0..200).map(|i| (i as f64 * 0.1, 10.0)).collect();
         let hl: Vec<Timed> = (0..200).map(|i| (i as f64 * 0.1, 50.0)).collect();

@@ -1,4 +1,4 @@
-//! Reading flent data files (versions 1–4; measurement.md §3) into a [`Dataset`]: the test's
+//! Reading flent data files (versions 1–4; docs/measurement.md §3) into a [`Dataset`]: the test's
 //! name and title, the step grid, and every measured series with its kind and unit.
 //!
 //! flent picks the decompressor by file name; this reader looks at the bytes instead (gzip's

@@ -1,4 +1,4 @@
-//! Writing flent data files (measurement.md §3): the pieces every producer of results shares —
+//! Writing flent data files (docs/measurement.md §3): the pieces every producer of results shares —
 //! the simulator (virtual time) and the probe (real sockets) build their series and metadata,
 //! and this module turns them into the file flent opens: ISO times, the aligned step grid with
 //! flent's interpolation rule, the gzip container and flent's file name.
@@ -72,7 +72,7 @@ pub fn x_values(total: f64, step: f64) -> Vec<f64> {
 }
 
 /// Linear interpolation on the grid; null farther than 5 steps from a sample or before the first
-/// by more than half a step (flent's alignment rule, measurement.md §2.8).
+/// by more than half a step (flent's alignment rule, docs/measurement.md §2.8).
 pub fn grid(raw: &[RawSample], xs: &[f64], step: f64) -> Vec<Value> {
     xs.iter()
         .map(|&x| {

@@ -1,4 +1,4 @@
-//! The plots people compare runs with (measurement.md §2.9): throughput and latency over time
+//! The plots people compare runs with (docs/measurement.md §2.9): throughput and latency over time
 //! per run on shared axes (flent's `all_scaled`, one row per run), the latency CDF of every run
 //! (`ping_cdf`), and each flow's mean throughput per run (`totals`).
 //!

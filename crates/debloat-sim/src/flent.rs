@@ -1,4 +1,4 @@
-//! flent's data file (measurement.md §3): version 4, gzip-compressed JSON with the metadata flent
+//! flent's data file (docs/measurement.md §3): version 4, gzip-compressed JSON with the metadata flent
 //! needs (`NAME`, `TITLE`, `HOST`, `LENGTH`, `STEP_SIZE`, `LOCAL_HOST`, `T0`, `TIME`,
 //! `TOTAL_LENGTH` …), the aligned grid (`x_values`, `results`) and the raw samples (`raw_values`).
 //!

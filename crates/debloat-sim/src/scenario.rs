@@ -1,4 +1,4 @@
-//! flent's tests under flent's names and defaults (measurement.md §2): the load runs for
+//! flent's tests under flent's names and defaults (docs/measurement.md §2): the load runs for
 //! `length` seconds after a `delay` of 5 s, the ping runs from the start to `length + 2·delay`,
 //! and everything is sampled every `step` (0.2 s). Implemented: `ping`, `tcp_1up`, `tcp_nup`,
 //! `tcp_ndown`, `tcp_bidirectional`. The others (rrul, rrul_be, tcp_2up_square,

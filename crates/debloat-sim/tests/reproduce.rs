@@ -1,4 +1,4 @@
-//! experiments.md Part A, wired and Wi-Fi rows: each experiment as an integration test asserting the
+//! docs/experiments.md Part A, wired and Wi-Fi rows: each experiment as an integration test asserting the
 //! published bands (the same code as `debloat reproduce`). A check the model does not reach
 //! yet carries its reason (`known_gap`); it is asserted by an `#[ignore]`d test of its own, so
 //! `cargo test -- --ignored` shows where the model still falls short.

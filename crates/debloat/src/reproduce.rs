@@ -1,4 +1,4 @@
-//! `debloat reproduce`: run the published experiments (experiments.md Part A, wired and Wi-Fi rows) and
+//! `debloat reproduce`: run the published experiments (docs/experiments.md Part A, wired and Wi-Fi rows) and
 //! show each measured value beside the published one and its band; exit non-zero when any value
 //! is outside its band.
 

@@ -83,7 +83,7 @@ fn demo_shows_the_fifo_collapse_and_the_cure_and_writes_a_report() {
 #[test]
 fn report_reads_flent_written_files_and_debloat_files_together() {
     let dir = tempfile::tempdir().expect("tempdir");
-    // A file in the format flent writes (measurement.md §3.9), version 4.
+    // A file in the format flent writes (docs/measurement.md §3.9), version 4.
     let flent4 = dir
         .path()
         .join("tcp_1up-2026-01-01T120000.000000.example.flent.gz");

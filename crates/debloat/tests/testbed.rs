@@ -524,7 +524,7 @@ fn netem_words_shape_a_real_ping_and_prometheus_counts_the_losses() {
     assert!(metric("egress", "received") >= u64::from(sent));
 }
 
-/// experiments.md Part A, gateway row CAKE-HOSTS, on real kernel TCP. Host A (198.18.1.2) runs
+/// docs/experiments.md Part A, gateway row CAKE-HOSTS, on real kernel TCP. Host A (198.18.1.2) runs
 /// two CUBIC uploads and host B (198.18.1.3, a second address in the client namespace) one,
 /// through a 20 Mbit/s uplink whose modem has a 1000-packet FIFO (the emulated link's
 /// `buffer 1000`), base RTT 20 ms. Bands: fq_codel at the gateway without a shaper gives
@@ -678,7 +678,7 @@ fn egress_drops_and_marks(bed: &Bed) -> (f64, f64) {
     )
 }
 
-/// experiments.md Part A, gateway row FIFO-DEPTH, on real kernel TCP: tcp_nup over 20 Mbit/s
+/// docs/experiments.md Part A, gateway row FIFO-DEPTH, on real kernel TCP: tcp_nup over 20 Mbit/s
 /// both ways, 48 ms. Bands as in the simulator: CUBIC through pfifo 1000 ping median ≥ 300 ms;
 /// one BBR flow ≤ 60 ms in any qdisc; cake ≤ 52 ms. Deviation: 20 s of load instead of 60 (CI
 /// time), pings from 2 s into the load; no band widened.
@@ -712,7 +712,7 @@ fn part_a_fifo_depth_on_real_tcp() {
     }
 }
 
-/// experiments.md Part A, gateway row PI-55, on real kernel TCP: 4 CUBIC uploads over 5.5 Mbit/s
+/// docs/experiments.md Part A, gateway row PI-55, on real kernel TCP: 4 CUBIC uploads over 5.5 Mbit/s
 /// with 0.5 Mbit/s for the ACKs, base RTT 0.3 ms. Bands: pfifo 1000 ping median ≥ 1.5 s;
 /// fq_codel (limit 1001, as sqm-scripts) ping median ≤ 5 ms and goodput ≥ 85 % of 5.5 Mbit/s;
 /// with ECN ≥ 70 % CE-marked and < 1 % dropped. The drop band without ECN is its own test below.

@@ -1,5 +1,5 @@
 //! mac80211's airtime-fairness scheduler and Airtime Queue Limits, for one access category
-//! (net/mac80211/tx.c and sta_info.c, Linux 6.0+; algorithms.md §5.2–5.3).
+//! (net/mac80211/tx.c and sta_info.c, Linux 6.0+; docs/algorithms.md §5.2–5.3).
 //!
 //! **Scheduler.** A deficit round robin over the stations that have queued frames, in µs of
 //! airtime: each station's deficit starts at its weight (default 256); the driver reports the

@@ -1,6 +1,6 @@
 //! mac80211's intermediate queues: one `struct fq` per radio whose flow table (4096 flows) is
 //! shared by every station's TXQ (a "tin"), with CoDel per flow (include/net/fq.h, fq_impl.h;
-//! net/mac80211/tx.c; algorithms.md §5.1).
+//! net/mac80211/tx.c; docs/algorithms.md §5.1).
 //!
 //! * A packet hashes to `reciprocal_scale(hash, 4096)`. If that flow currently belongs to
 //!   another tin, the packet goes to this tin's private default flow instead (a collision),

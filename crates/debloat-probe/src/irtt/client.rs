@@ -1,4 +1,4 @@
-//! The irtt client side (measurement.md §4.1–4.2), wire-compatible with stock `irtt server`.
+//! The irtt client side (docs/measurement.md §4.1–4.2), wire-compatible with stock `irtt server`.
 //!
 //! [`run`] opens a session (retrying after 1, 2, 4, 8 s as irtt does, or the caller's
 //! timeouts), sends isochronous echo requests on a fixed grid with a hybrid timer (sleep, then
@@ -417,7 +417,7 @@ impl DurStats {
     }
 }
 
-/// irtt's statistics of a probe (measurement.md §4.2); durations in ns.
+/// irtt's statistics of a probe (docs/measurement.md §4.2); durations in ns.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct Stats {
     /// Packets sent.

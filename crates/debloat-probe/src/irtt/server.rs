@@ -1,4 +1,4 @@
-//! The irtt server side (measurement.md §4.1), wire-compatible with stock `irtt client`.
+//! The irtt server side (docs/measurement.md §4.1), wire-compatible with stock `irtt client`.
 //!
 //! [`Sessions`] is the protocol state with no socket: one datagram and the current clocks in,
 //! at most one reply out, or a [`Reject`] that says why nothing was sent. [`serve`] runs it on

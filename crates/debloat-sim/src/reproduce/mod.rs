@@ -1,4 +1,4 @@
-//! The reproduction suite: every row of experiments.md Part A (wired and Wi-Fi) as a named scenario that
+//! The reproduction suite: every row of docs/experiments.md Part A (wired and Wi-Fi) as a named scenario that
 //! runs, measures, and compares with the published value and its acceptance band.
 //!
 //! Each experiment returns an [`Outcome`]: a list of [`Check`]s (measured value, published value,
@@ -97,7 +97,7 @@ pub struct Check {
     pub unit: &'static str,
     /// The published value, as the source gives it ("2.03 s", "≈1 ms", "—").
     pub published: &'static str,
-    /// The acceptance band from experiments.md Part A.
+    /// The acceptance band from docs/experiments.md Part A.
     pub band: Band,
     /// Why the model cannot reach this band yet, when it cannot (the check still fails).
     pub known_gap: Option<&'static str>,
@@ -162,7 +162,7 @@ impl Outcome {
 
 /// A named experiment.
 pub struct Experiment {
-    /// The id in experiments.md Part A, e.g. "PI-55".
+    /// The id in docs/experiments.md Part A, e.g. "PI-55".
     pub id: &'static str,
     /// One line: the scenario.
     pub scenario: &'static str,

@@ -1,4 +1,4 @@
-//! The TCP-dynamics experiments: PI-55, FIFO-DEPTH, SQW-20M and CAKE-HOSTS (experiments.md
+//! The TCP-dynamics experiments: PI-55, FIFO-DEPTH, SQW-20M and CAKE-HOSTS (docs/experiments.md
 //! §2.1, §3.1, §2.4).
 
 use super::{config, ping_p50, total, Band, Check, Outcome, MBIT, MS, SEC};

@@ -1,4 +1,4 @@
-//! The Wi-Fi rows of experiments.md Part A: ATH10K-6M, NETDEV-PING, ATF-ATH9K, MCS-FLAT, AQL.
+//! The Wi-Fi rows of docs/experiments.md Part A: ATH10K-6M, NETDEV-PING, ATF-ATH9K, MCS-FLAT, AQL.
 //! Each runs the simulator's Wi-Fi model (`crate::wifi`) with 30 s of load (the published runs
 //! are 30 s) and the wired host 1 ms of RTT away from the AP.
 

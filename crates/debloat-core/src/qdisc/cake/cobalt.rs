@@ -1,6 +1,6 @@
 //! COBALT: CoDel + BLUE, CAKE's per-flow AQM (sch_cake.c `cobalt_*`).
 //!
-//! Differences from CoDel, all Linux behaviour (algorithms.md §3.5):
+//! Differences from CoDel, all Linux behaviour (docs/algorithms.md §3.5):
 //! * no `first_above_time`: the first signal comes one interval after the sojourn goes over
 //!   target, through `drop_next`, which doubles as an activity timeout;
 //! * `count` decays by one per elapsed control-law step instead of jumping back to 1;

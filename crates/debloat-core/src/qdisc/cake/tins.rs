@@ -180,7 +180,7 @@ mod tests {
 
     #[test]
     fn derivation_matches_kernel_table() {
-        // algorithms.md §3.2: rate, quantum, mtu_time ms, target ms, interval ms.
+        // docs/algorithms.md §3.2: rate, quantum, mtu_time ms, target ms, interval ms.
         let rows = [
             (0.5, 300, 24.22, 36.34, 131.34),
             (1.0, 300, 12.11, 18.17, 113.17),

@@ -8,7 +8,7 @@
 //! * time is a `u32` in units of 1024 ns (`ns >> 10`), compared with signed differences;
 //! * entering the dropping state needs `now > first_above_time` (strictly after);
 //! * `1/sqrt(count)` is one Newton step per count change in Q0.16, so the second drop comes
-//!   `0.5 × interval` after the first, not `0.707 ×` (algorithms.md §1.3 table);
+//!   `0.5 × interval` after the first, not `0.707 ×` (docs/algorithms.md §1.3 table);
 //! * re-entry: `count := count - lastcount` if that is > 1 and `drop_next` was within 16
 //!   intervals, else 1;
 //! * the byte floor compares the backlog remaining after the dequeue with `mtu`
@@ -340,7 +340,7 @@ mod tests {
 
     #[test]
     fn newton_step_matches_linux_table() {
-        // algorithms.md §1.3: rec_inv_sqrt after entering with count=1 and stepping.
+        // docs/algorithms.md §1.3: rec_inv_sqrt after entering with count=1 and stepping.
         let mut v = Vars {
             count: 1,
             rec_inv_sqrt: u16::MAX,
