@@ -29,6 +29,7 @@
 //! - **`limit` has no default** (see [`spec`]).
 //! - The random generator differs (see [`random`]); the distributions do not.
 
+mod display;
 pub mod dist;
 pub mod loss;
 pub mod random;

@@ -37,8 +37,7 @@ use super::dist::Distribution;
 use super::loss::Loss;
 use super::random::Prob;
 use crate::link::framing::Framing;
-use crate::units::{fmt_rate, fmt_size, fmt_time, parse_rate, parse_size, parse_time};
-use std::fmt;
+use crate::units::{fmt_time, parse_rate, parse_size, parse_time};
 
 /// netem's `slot`: the wire hands frames out in bursts, one burst ("slot") at a time, the next
 /// slot opening a random time after the previous one closed, as Wi-Fi aggregation, DOCSIS
@@ -488,123 +487,6 @@ fn random_loss(w: &mut Words) -> Result<Loss, EmulateError> {
     } else {
         Loss::None
     })
-}
-
-fn with_corr(word: &str, p: Prob, corr: Prob) -> String {
-    if corr.is_set() {
-        format!("{word} {} {}", p.percent(), corr.percent())
-    } else {
-        format!("{word} {}", p.percent())
-    }
-}
-
-impl fmt::Display for Emulation {
-    /// The words that parse back to this emulation (as `tc qdisc show` would print them).
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut parts = Vec::new();
-        if let Some(r) = self.rate_bps {
-            let fr = self.framing;
-            let mut s = format!("rate {}", fmt_rate(r));
-            if fr != Framing::default() {
-                s += &format!(" {}", fr.overhead);
-                if fr.cell_size > 0 || fr.cell_overhead != 0 {
-                    s += &format!(" {} {}", fr.cell_size, fr.cell_overhead);
-                }
-            }
-            parts.push(s);
-        }
-        if self.delay_ns > 0 || self.jitter_ns > 0 {
-            let mut s = format!("delay {}", fmt_time(self.delay_ns));
-            if self.jitter_ns > 0 {
-                s += &format!(" {}", fmt_time(self.jitter_ns));
-                if self.delay_corr.is_set() {
-                    s += &format!(" {}", self.delay_corr.percent());
-                }
-                if self.distribution != Distribution::Uniform {
-                    s += &format!(" distribution {}", self.distribution.name());
-                }
-            }
-            parts.push(s);
-        }
-        match self.loss {
-            Loss::None => {}
-            Loss::Random { p, corr } => parts.push(with_corr("loss", p, corr)),
-            Loss::State {
-                p13,
-                p31,
-                p32,
-                p23,
-                p14,
-            } => parts.push(format!(
-                "loss state {} {} {} {} {}",
-                p13.percent(),
-                p31.percent(),
-                p32.percent(),
-                p23.percent(),
-                p14.percent()
-            )),
-            Loss::Gemodel { p, r, h, k1 } => parts.push(format!(
-                "loss gemodel {} {} {} {}",
-                p.percent(),
-                r.percent(),
-                Prob(u32::MAX - h.0).percent(),
-                k1.percent()
-            )),
-        }
-        if self.ecn {
-            parts.push("ecn".into());
-        }
-        if self.duplicate.is_set() {
-            parts.push(with_corr("duplicate", self.duplicate, self.duplicate_corr));
-        }
-        if self.corrupt.is_set() {
-            parts.push(with_corr("corrupt", self.corrupt, self.corrupt_corr));
-        }
-        if self.reorder.is_set() {
-            let mut s = with_corr("reorder", self.reorder, self.reorder_corr);
-            if self.gap > 1 {
-                s += &format!(" gap {}", self.gap);
-            }
-            parts.push(s);
-        }
-        if let Some(n) = self.limit {
-            parts.push(format!("limit {n}"));
-        }
-        if let Some(s) = self.seed {
-            parts.push(format!("seed {s}"));
-        }
-        if let Some(slot) = self.slot {
-            let mut s = match slot.gap {
-                SlotGap::Uniform { min_ns, max_ns } => {
-                    format!("slot {} {}", fmt_time(min_ns), fmt_time(max_ns))
-                }
-                SlotGap::Distribution {
-                    dist,
-                    delay_ns,
-                    jitter_ns,
-                } => format!(
-                    "slot distribution {} {} {}",
-                    dist.name(),
-                    fmt_time(delay_ns),
-                    fmt_time(jitter_ns)
-                ),
-            };
-            if let Some(n) = slot.packets {
-                s += &format!(" packets {n}");
-            }
-            if let Some(n) = slot.bytes {
-                s += &format!(" bytes {}", fmt_size(u64::from(n)));
-            }
-            parts.push(s);
-        }
-        if let Some(n) = self.buffer {
-            parts.push(format!("buffer {n}"));
-        }
-        if parts.is_empty() {
-            parts.push("none".into());
-        }
-        write!(f, "{}", parts.join(" "))
-    }
 }
 
 #[cfg(test)]
