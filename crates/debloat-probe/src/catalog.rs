@@ -1,57 +1,28 @@
-//! flent's tests under flent's names (docs/measurement.md §2): which flows and probes each runs,
-//! with flent's series names, markings, start times and lengths, so the files open in flent
-//! and compare with its own.
+//! flent's tests as the probe runs them: the shared catalog's flows and probes
+//! ([`debloat_report::catalog`], the same one the simulator runs) turned into threads' work —
+//! servers, TOS bytes, seconds — so the files open in flent and compare with its own
+//! (docs/measurement.md §2).
 //!
 //! Timing follows flent: TCP flows start at DELAY and run LENGTH; latency probes run from 0 to
 //! TOTAL_LENGTH = LENGTH + 2·DELAY, recording an idle baseline before and after the load.
-//! `ping` and `voip` have no delay; `tcp_4up_squarewave` starts its flows at 0, D, 3D, 5D.
+//! `ping` and `voip` have no delay; `tcp_4up_squarewave` starts its flows at 0, D, 3D, 5D. A
+//! probe the catalog marks as not part of flent's definition (the simulator's own ping in the
+//! square-wave tests) is not run here.
 //!
-//! Two tests are debloat's own, not flent's. `bufferbloat` loads the link the way DSLReports'
-//! speed test did, one direction after the other (downloads for LENGTH/2, an idle DELAY so the
-//! download's queue drains, uploads for LENGTH/2), so the grade can follow DSLReports' rule
-//! (the mean of the two directions' increases) and show each direction's own.
-//! `responsiveness` loads both directions as draft-ietf-ippm-responsiveness-09 does, adding a
-//! connection each way per interval until goodput saturates ([`crate::rpm::Ramp`]).
+//! Two tests are debloat's own and run here only: `bufferbloat` loads the link the way
+//! DSLReports' speed test did, one direction after the other, so the grade can follow
+//! DSLReports' rule; `responsiveness` ramps both directions as draft-ietf-ippm-responsiveness-09
+//! does ([`crate::rpm::Ramp`]).
 
 use crate::flow::{Direction, FlowSpec};
+use debloat_report::catalog::{self, Driver, Item, ProbeKind};
 use std::net::SocketAddr;
 use std::time::Duration;
 
-/// The tests `debloat test` runs, with flent's one-line descriptions.
-pub const TESTS: &[(&str, &str)] = &[
-    ("ping", "ICMP and UDP ping, no load"),
-    ("tcp_1up", "one TCP upload + ICMP ping"),
-    ("tcp_1down", "one TCP download + ICMP ping"),
-    ("tcp_nup", "N TCP uploads (--streams) + ICMP ping"),
-    ("tcp_ndown", "N TCP downloads (--streams) + ICMP ping"),
-    (
-        "tcp_bidirectional",
-        "one TCP upload and one download + ICMP ping",
-    ),
-    (
-        "rrul",
-        "4 up + 4 down TCP (BE, BK, CS5, EF) + UDP EF/BK/BE + ICMP",
-    ),
-    ("rrul_be", "4 up + 4 down TCP best effort + 3 UDP + ICMP"),
-    ("voip", "G.711-like UDP flow: 172 bytes every 20 ms"),
-    (
-        "tcp_4up_squarewave",
-        "BBR, CUBIC, BBR, CUBIC uploads started at 0, D, 3D, 5D",
-    ),
-    ("rtt_fair_var_up", "one TCP upload + ICMP per server given"),
-    (
-        "rtt_fair_var_down",
-        "one TCP download + ICMP per server given",
-    ),
-    (
-        "responsiveness",
-        "debloat's own, draft-09 RPM: up and down load ramped 1 → 16 connections each way until goodput saturates + ICMP and UDP ping",
-    ),
-    (
-        "bufferbloat",
-        "debloat's own, DSLReports-style: N downloads, idle, N uploads (LENGTH/2 each) + ICMP and UDP ping; graded per direction",
-    ),
-];
+/// The tests `debloat test` runs, with their one-line descriptions (the shared catalog's).
+pub fn tests() -> impl Iterator<Item = (&'static str, &'static str)> {
+    catalog::TESTS.iter().map(|t| (t.0, t.1))
+}
 
 /// A UDP latency probe (irtt protocol).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -192,12 +163,6 @@ impl Default for Options {
     }
 }
 
-/// TOS bytes flent uses (DSCP << 2).
-const CS0: u8 = 0x00;
-const CS1: u8 = 0x20;
-const CS5: u8 = 0xa0;
-const EF: u8 = 0xb8;
-
 /// The plan for test `name`; an unknown name is an error that lists the valid ones.
 pub fn plan(name: &str, o: &Options) -> Result<Plan, String> {
     let Some(first) = o.servers.first().map(|s| s.1) else {
@@ -208,235 +173,82 @@ pub fn plan(name: &str, o: &Options) -> Result<Plan, String> {
     if !(o.step_s > 0.0 && o.length_s > 0.0 && o.delay_s >= 0.0) {
         return Err("--length and --step must be positive and --delay not negative".into());
     }
-    let (d, l, step) = (o.delay_s, o.length_s, o.step_s);
-    let irtt = o.irtt.unwrap_or(first);
-    let flow = |name: &str, dir, cc: Option<&str>, tos, start_s, length_s, server| FlowSpec {
-        name: name.to_string(),
-        dir,
-        cc: cc.map(str::to_string).or_else(|| o.cc.clone()),
-        tos,
-        start_s,
-        length_s,
-        server,
-        gated: false,
+    let name = catalog::lookup(name, Driver::Probe)?;
+    if o.servers.len() > 1 && !name.starts_with("rtt_fair") {
+        return Err(format!(
+            "{name} takes one server; only rtt_fair_up (four) and rtt_fair_var_up/_down (any \
+             number) take several"
+        ));
+    }
+    let copts = catalog::Options {
+        streams: o.streams,
+        hosts: o.servers.iter().map(|s| s.0.clone()).collect(),
+        ramp: (crate::rpm::INP, crate::rpm::MNP),
     };
-    let udp = |name: &str, tos, start_s, length_s| UdpSpec {
-        name: name.to_string(),
-        tos,
-        interval: Duration::from_secs_f64(step),
-        length: 0,
-        start_s,
-        length_s,
-        server: irtt,
-    };
-    let icmp = |name: &str, target, length_s| IcmpSpec {
-        name: name.to_string(),
-        target,
-        start_s: 0.0,
-        length_s,
-    };
-    let total = l + 2.0 * d;
+    let def = catalog::test(name, &copts)?;
+    let d = if def.has_delay { o.delay_s } else { 0.0 };
     let mut p = Plan {
         name: name.to_string(),
-        flent_name: name.to_string(),
+        flent_name: def.flent_name.to_string(),
         flows: Vec::new(),
         udp: Vec::new(),
         voip: None,
         icmp: Vec::new(),
-        length_s: l,
+        length_s: o.length_s,
         delay_s: d,
-        total_s: total,
-        step_s: step,
-        parameters: Vec::new(),
-        ramp: None,
+        total_s: def.total_s(d, o.length_s),
+        step_s: o.step_s,
+        parameters: def.parameters.clone(),
+        ramp: (name == "responsiveness").then_some((crate::rpm::ID_S, crate::rpm::MNP)),
     };
-    use Direction::{Down, Up};
-    match name {
-        "ping" => {
-            p.delay_s = 0.0;
-            p.total_s = l;
-            p.icmp.push(icmp("Ping (ms) ICMP", first, l));
-            p.udp.push(udp("Ping (ms) UDP", CS0, 0.0, l));
+    let server = |h: Option<usize>| h.and_then(|h| o.servers.get(h)).map_or(first, |s| s.1);
+    for item in &def.items {
+        match item {
+            Item::Flow(f) => p.flows.push(FlowSpec {
+                name: f.name.clone(),
+                dir: match f.dir {
+                    catalog::Dir::Up => Direction::Up,
+                    catalog::Dir::Down => Direction::Down,
+                },
+                cc: f.cc.map(str::to_string).or_else(|| o.cc.clone()),
+                tos: f.dscp << 2,
+                start_s: f.start.seconds(d, o.length_s),
+                length_s: f.length.seconds(d, o.length_s),
+                server: server(f.host),
+                gated: f.gated,
+            }),
+            Item::Probe(q) if q.in_flent => add_probe(&mut p, q, server(q.host), o),
+            Item::Probe(_) => {}
         }
-        "tcp_1up" | "tcp_1down" | "tcp_bidirectional" => {
-            if name != "tcp_1up" {
-                p.flows
-                    .push(flow("TCP download", Down, None, CS0, d, l, first));
-            }
-            if name != "tcp_1down" {
-                p.flows.push(flow("TCP upload", Up, None, CS0, d, l, first));
-            }
-            p.icmp.push(icmp("Ping (ms) ICMP", first, total));
-        }
-        "tcp_nup" | "tcp_ndown" => {
-            let (dir, word, param) = if name == "tcp_nup" {
-                (Up, "upload", "upload_streams")
-            } else {
-                (Down, "download", "download_streams")
-            };
-            if o.streams == 0 {
-                return Err(format!("{name} needs --streams of at least 1"));
-            }
-            for i in 1..=o.streams {
-                p.flows.push(flow(
-                    &format!("TCP {word}::{i}"),
-                    dir,
-                    None,
-                    CS0,
-                    d,
-                    l,
-                    first,
-                ));
-            }
-            p.parameters.push((param.into(), o.streams.to_string()));
-            p.icmp.push(icmp("Ping (ms) ICMP", first, total));
-        }
-        "rrul" | "rrul_be" => {
-            let marks: [(&str, u8); 4] = if name == "rrul" {
-                [("BE", CS0), ("BK", CS1), ("CS5", CS5), ("EF", EF)]
-            } else {
-                [("BE", CS0), ("BE2", CS0), ("BE3", CS0), ("BE4", CS0)]
-            };
-            for (label, tos) in marks {
-                p.flows.push(flow(
-                    &format!("TCP upload {label}"),
-                    Up,
-                    None,
-                    tos,
-                    d,
-                    l,
-                    first,
-                ));
-            }
-            for (label, tos) in marks {
-                p.flows.push(flow(
-                    &format!("TCP download {label}"),
-                    Down,
-                    None,
-                    tos,
-                    d,
-                    l,
-                    first,
-                ));
-            }
-            if name == "rrul" {
-                for (label, tos) in [("EF", EF), ("BK", CS1), ("BE", CS0)] {
-                    p.udp
-                        .push(udp(&format!("Ping (ms) UDP {label}"), tos, 0.0, total));
-                }
-            } else {
-                for label in ["BE1", "BE2", "BE3"] {
-                    p.udp
-                        .push(udp(&format!("Ping (ms) UDP {label}"), CS0, 0.0, total));
-                }
-            }
-            p.icmp.push(icmp("Ping (ms) ICMP", first, total));
-        }
-        "voip" => {
-            p.delay_s = 0.0;
-            p.total_s = l;
-            p.voip = Some(UdpSpec {
-                name: "VoIP".into(),
-                tos: CS0,
-                interval: Duration::from_millis(20),
-                length: 172,
-                start_s: 0.0,
-                length_s: l,
-                server: irtt,
-            });
-        }
-        "tcp_4up_squarewave" => {
-            p.total_s = l + 6.0 * d;
-            for (n, cc, at) in [
-                ("TCP bbr 1", "bbr", 0.0),
-                ("TCP cubic 2", "cubic", d),
-                ("TCP bbr 4", "bbr", 3.0 * d),
-                ("TCP cubic 3", "cubic", 5.0 * d),
-            ] {
-                p.flows.push(flow(n, Up, Some(cc), CS0, at, l, first));
-            }
-        }
-        "rtt_fair_var_up" | "rtt_fair_var_down" => {
-            let (dir, word) = if name.ends_with("up") {
-                (Up, "upload")
-            } else {
-                (Down, "download")
-            };
-            for (host, addr) in &o.servers {
-                p.flows.push(flow(
-                    &format!("TCP {word} BE {host}"),
-                    dir,
-                    None,
-                    CS0,
-                    d,
-                    l,
-                    *addr,
-                ));
-                p.icmp
-                    .push(icmp(&format!("Ping (ms) ICMP {host}"), *addr, total));
-            }
-        }
-        "bufferbloat" => {
-            if o.streams == 0 {
-                return Err(format!("{name} needs --streams of at least 1"));
-            }
-            let half = l / 2.0;
-            p.total_s = l + 3.0 * d;
-            p.flent_name = "rrul_be_nflows".into();
-            for (dir, word, start) in [(Down, "download", d), (Up, "upload", 2.0 * d + half)] {
-                for i in 1..=o.streams {
-                    p.flows.push(flow(
-                        &format!("TCP {word} BE::{i}"),
-                        dir,
-                        None,
-                        CS0,
-                        start,
-                        half,
-                        first,
-                    ));
-                }
-            }
-            p.parameters
-                .push(("download_streams".into(), o.streams.to_string()));
-            p.parameters
-                .push(("upload_streams".into(), o.streams.to_string()));
-            p.udp.push(udp("Ping (ms) UDP BE", CS0, 0.0, p.total_s));
-            p.icmp.push(icmp("Ping (ms) ICMP", first, p.total_s));
-        }
-        "responsiveness" => {
-            // draft-ietf-ippm-responsiveness-09's load: up and down together, INP connections
-            // each way, INC more per interval ID until goodput saturates, at most MNP.
-            use crate::rpm::{ID_S, INP, MNP};
-            p.flent_name = "rrul_be_nflows".into();
-            p.ramp = Some((ID_S, MNP));
-            for (dir, word) in [(Down, "download"), (Up, "upload")] {
-                for i in 1..=MNP {
-                    let mut f = flow(&format!("TCP {word} BE::{i}"), dir, None, CS0, d, l, first);
-                    f.gated = i > INP;
-                    p.flows.push(f);
-                }
-            }
-            p.parameters
-                .push(("download_streams".into(), MNP.to_string()));
-            p.parameters
-                .push(("upload_streams".into(), MNP.to_string()));
-            p.udp.push(udp("Ping (ms) UDP BE", CS0, 0.0, total));
-            p.icmp.push(icmp("Ping (ms) ICMP", first, total));
-        }
-        other => {
-            let names: Vec<&str> = TESTS.iter().map(|t| t.0).collect();
-            return Err(format!(
-                "unknown test `{other}`: choose one of {}",
-                names.join(", ")
-            ));
-        }
-    }
-    if o.servers.len() > 1 && !name.starts_with("rtt_fair_var") {
-        return Err(format!(
-            "{name} takes one server; only rtt_fair_var_up/_down take several"
-        ));
     }
     Ok(p)
+}
+
+/// A latency probe of the catalog, from 0 for the whole test.
+fn add_probe(p: &mut Plan, q: &catalog::ProbeDef, target: SocketAddr, o: &Options) {
+    let irtt = o.irtt.unwrap_or(target);
+    let udp = |interval, length| UdpSpec {
+        name: q.name.clone(),
+        tos: q.dscp << 2,
+        interval,
+        length,
+        start_s: 0.0,
+        length_s: p.total_s,
+        server: irtt,
+    };
+    match q.kind {
+        ProbeKind::Icmp => p.icmp.push(IcmpSpec {
+            name: q.name.clone(),
+            target,
+            start_s: 0.0,
+            length_s: p.total_s,
+        }),
+        ProbeKind::Udp => {
+            let u = udp(Duration::from_secs_f64(p.step_s), 0);
+            p.udp.push(u);
+        }
+        ProbeKind::Voip => p.voip = Some(udp(Duration::from_millis(20), 172)),
+    }
 }
 
 #[cfg(test)]
@@ -461,16 +273,16 @@ mod tests {
             names,
             [
                 "TCP upload BE",
-                "TCP upload BK",
-                "TCP upload CS5",
-                "TCP upload EF",
                 "TCP download BE",
+                "TCP upload BK",
                 "TCP download BK",
+                "TCP upload CS5",
                 "TCP download CS5",
+                "TCP upload EF",
                 "TCP download EF"
             ]
         );
-        assert_eq!(p.flows[3].tos, 0xb8);
+        assert_eq!(p.flows[6].tos, 0xb8);
         assert_eq!(p.udp.len(), 3);
         assert_eq!(p.udp[0].name, "Ping (ms) UDP EF");
         assert_eq!(p.total_s, 70.0);
@@ -529,8 +341,22 @@ mod tests {
 
     #[test]
     fn every_listed_test_has_a_plan() {
-        for (name, _) in TESTS {
-            let p = plan(name, &opts()).expect(name);
+        let four = Options {
+            servers: (1..=4)
+                .map(|i| {
+                    let a = format!("198.18.0.{i}:2112");
+                    (a.clone(), a.parse().expect("addr"))
+                })
+                .collect(),
+            ..Options::default()
+        };
+        for (name, _) in tests() {
+            let o = if name == "rtt_fair_up" {
+                &four
+            } else {
+                &opts()
+            };
+            let p = plan(name, o).expect(name);
             assert!(
                 !p.flows.is_empty() || !p.udp.is_empty() || p.voip.is_some(),
                 "{name} runs nothing"

@@ -692,10 +692,31 @@ fn sim_impair_adds_netems_delay_to_both_wires() {
 
 #[test]
 fn sim_says_which_tests_exist() {
-    let o = debloat(&["sim", "tcp_1down"]);
+    // One catalog: a name neither knows is refused with the same list the probe gives, and a
+    // test that needs a real network says so and how to run it there.
+    let o = debloat(&["sim", "tcp_9up"]);
     assert!(!o.status.success());
     assert!(
-        text(&o).contains("not implemented") && text(&o).contains("tcp_nup"),
+        text(&o).contains("unknown test `tcp_9up`") && text(&o).contains("tcp_nup"),
+        "{}",
+        text(&o)
+    );
+    let probe = debloat(&["test", "tcp_9up", "198.18.0.1"]);
+    let line = |t: String| {
+        t.lines()
+            .find(|l| l.contains("unknown test"))
+            .map(|l| l[l.find("unknown test").unwrap_or(0)..].to_string())
+    };
+    assert_eq!(line(text(&o)), line(text(&probe)), "same words in both");
+    let o = debloat(&["sim", "responsiveness"]);
+    assert!(
+        !o.status.success() && text(&o).contains("debloat test responsiveness SERVER"),
+        "{}",
+        text(&o)
+    );
+    let o = debloat(&["sim", "tcp_1down", "--length", "2"]);
+    assert!(
+        o.status.success() && text(&o).contains("TCP download"),
         "{}",
         text(&o)
     );

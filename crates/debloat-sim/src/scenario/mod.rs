@@ -1,0 +1,241 @@
+//! flent's tests under flent's names and defaults (docs/measurement.md §2): the load runs for
+//! `length` seconds after a `delay` of 5 s, the ping runs from the start to `length + 2·delay`,
+//! and everything is sampled every `step` (0.2 s). Implemented: `ping`, `tcp_1up`, `tcp_nup`,
+//! `tcp_ndown`, `tcp_bidirectional`. The others (rrul, rrul_be, tcp_2up_square,
+//! tcp_4up_squarewave, voip, rtt_fair_*) are not yet.
+
+use crate::tcp::cc::Algorithm;
+use crate::world::{Dir, LinkConfig, World};
+use debloat_core::{FlowHasher, QdiscSpec};
+use serde::Serialize;
+
+mod build;
+mod summary;
+
+pub use build::simulate_with_tap;
+pub(crate) use summary::summarise;
+pub use summary::{
+    throughput_between, FlowSummary, Latency, PingSummary, QueueSummary, StationSummary, Summary,
+    WifiSummary,
+};
+
+/// A flent test name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Test {
+    /// ICMP ping alone.
+    Ping,
+    /// One TCP upload.
+    Tcp1Up,
+    /// One TCP download.
+    Tcp1Down,
+    /// N TCP uploads.
+    TcpNUp,
+    /// N TCP downloads.
+    TcpNDown,
+    /// One upload and one download.
+    TcpBidirectional,
+    /// Realtime Response Under Load: 4 uploads and 4 downloads marked BE, BK, CS5, EF, with UDP
+    /// probes marked EF, BK, BE and an ICMP ping.
+    Rrul,
+    /// rrul with everything best effort.
+    RrulBe,
+    /// The CUBIC-vs-BBR staircase: BBR 1 at 0, CUBIC 2 at DELAY, BBR 4 at 3·DELAY, CUBIC 3 at
+    /// 5·DELAY, each for LENGTH (flent's definition has no latency probe; debloat pings anyway
+    /// for its own summary, and leaves the ping out of the flent file).
+    Tcp4UpSquarewave,
+    /// Four remote hosts, one upload and one ping each (labels BE1–BE4, ICMP1–ICMP4).
+    RttFairUp,
+    /// N remote hosts, each with its own base RTT: one upload and one ping each.
+    RttFairVarUp,
+    /// N remote hosts, each with its own base RTT: one download and one ping each.
+    RttFairVarDown,
+    /// An isochronous VoIP-like flow alone (irtt, 172 B every 20 ms) for LENGTH.
+    Voip,
+    /// The square wave: TCP cubic for LENGTH from 0, and a competitor on for DELAY, off for
+    /// DELAY, three times: cubic at DELAY, reno at 3·DELAY, westwood at 5·DELAY (no latency
+    /// probe in flent's definition; debloat pings for its own summary only).
+    Tcp2UpSquare,
+    /// A scenario from a TOML file (not one of flent's tests: no flent data file).
+    Custom,
+}
+
+impl std::str::FromStr for Test {
+    type Err = String;
+    /// A test by flent's name, through the shared catalog: a name it does not know, or a test
+    /// that runs on a real network only, is refused in the catalog's words.
+    fn from_str(s: &str) -> Result<Test, String> {
+        let name = debloat_report::catalog::lookup(s, debloat_report::catalog::Driver::Simulator)?;
+        Test::ALL
+            .iter()
+            .copied()
+            .find(|t| t.name() == name)
+            .ok_or_else(|| format!("`{name}` is in the catalog but not in the simulator's Test"))
+    }
+}
+
+impl Test {
+    /// Every flent test the simulator runs.
+    pub const ALL: [Test; 14] = [
+        Test::Ping,
+        Test::Tcp1Up,
+        Test::Tcp1Down,
+        Test::TcpNUp,
+        Test::TcpNDown,
+        Test::TcpBidirectional,
+        Test::Rrul,
+        Test::RrulBe,
+        Test::Tcp4UpSquarewave,
+        Test::RttFairUp,
+        Test::RttFairVarUp,
+        Test::RttFairVarDown,
+        Test::Voip,
+        Test::Tcp2UpSquare,
+    ];
+
+    /// flent's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Test::Ping => "ping",
+            Test::Tcp1Up => "tcp_1up",
+            Test::Tcp1Down => "tcp_1down",
+            Test::TcpNUp => "tcp_nup",
+            Test::TcpNDown => "tcp_ndown",
+            Test::TcpBidirectional => "tcp_bidirectional",
+            Test::Rrul => "rrul",
+            Test::RrulBe => "rrul_be",
+            Test::Tcp4UpSquarewave => "tcp_4up_squarewave",
+            Test::RttFairUp => "rtt_fair_up",
+            Test::RttFairVarUp => "rtt_fair_var_up",
+            Test::RttFairVarDown => "rtt_fair_var_down",
+            Test::Voip => "voip",
+            Test::Custom => "custom",
+            Test::Tcp2UpSquare => "tcp_2up_square",
+        }
+    }
+
+    /// flent's TOTAL_LENGTH for this test, s.
+    pub fn total_length(self, length: f64, delay: f64) -> f64 {
+        match self {
+            Test::Ping | Test::Voip | Test::Custom => length,
+            Test::Tcp4UpSquarewave => length + 6.0 * delay,
+            Test::Tcp2UpSquare => length.max(6.0 * delay),
+            _ => length + 2.0 * delay,
+        }
+    }
+
+    /// Whether flent's definition of this test has latency series.
+    pub fn has_probes(self) -> bool {
+        !matches!(self, Test::Tcp4UpSquarewave | Test::Tcp2UpSquare)
+    }
+}
+
+/// Everything a run needs.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Which test.
+    pub test: Test,
+    /// Down and up rates, bit/s.
+    pub down_bps: u64,
+    /// See `down_bps`.
+    pub up_bps: u64,
+    /// Base round-trip time, ns (split evenly between directions).
+    pub rtt_ns: u64,
+    /// Discipline in front of the up link.
+    pub qdisc_up: QdiscSpec,
+    /// Discipline in front of the down link.
+    pub qdisc_down: QdiscSpec,
+    /// Load duration, s.
+    pub length_s: f64,
+    /// Idle time before and after the load, s (flent's default 5).
+    pub delay_s: f64,
+    /// Sampling step, s (flent's default 0.2).
+    pub step_s: f64,
+    /// Streams for tcp_nup / tcp_ndown (flent's default 4).
+    pub streams: u32,
+    /// Congestion control of every flow.
+    pub cc: Algorithm,
+    /// ECN on the flows.
+    pub ecn: bool,
+    /// Seed for flow-hash keys and discipline randomness.
+    pub seed: u64,
+    /// The device model on both bottleneck directions.
+    pub device: crate::world::Device,
+    /// Framing, loss and jitter of both bottleneck wires (the seed is set per direction).
+    pub wire: crate::world::Wire,
+    /// Every TCP flow's window limit, bytes of payload: the receive window the peer advertises
+    /// or the send buffer, whichever is smaller (None: only cwnd limits). Linux 6.18's defaults
+    /// (tcp_rmem max 32 MiB, tcp_wmem max 4 MiB) limit only long fat paths; Linux 4.x's
+    /// receive side (tcp_rmem max 6 MiB, half of it advertised) capped a flow at 3 MiB.
+    pub tcp_window: Option<u64>,
+    /// Base RTT of each remote host for the rtt_fair tests, ns (empty: every host at `rtt_ns`;
+    /// rtt_fair_up always has 4 hosts, the var tests one per entry, or when empty one host, or
+    /// over Wi-Fi one per station).
+    pub host_rtts_ns: Vec<u64>,
+    /// A Wi-Fi AP and stations instead of the two wired links (the rates, qdiscs and device
+    /// above are then unused; `rtt_ns` is the wired part between the AP and flent's host).
+    pub wifi: Option<crate::wifi::WifiConfig>,
+}
+
+impl Config {
+    /// The remote hosts' base RTTs for this test.
+    pub fn hosts(&self) -> Vec<u64> {
+        match self.test {
+            Test::RttFairUp => (0..4)
+                .map(|i| self.host_rtts_ns.get(i).copied().unwrap_or(self.rtt_ns))
+                .collect(),
+            Test::RttFairVarUp | Test::RttFairVarDown if self.host_rtts_ns.is_empty() => {
+                let n = self.wifi.as_ref().map_or(1, |w| w.stations.len().max(1));
+                vec![self.rtt_ns; n]
+            }
+            Test::RttFairVarUp | Test::RttFairVarDown => self.host_rtts_ns.clone(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The host string of remote host `i` (198.18.2.11, .12, …).
+    pub fn host_name(i: usize) -> String {
+        format!("198.18.2.{}", 11 + i)
+    }
+}
+
+/// A finished run: its summary and the world it ran in (for data files).
+pub struct Run {
+    /// The summary.
+    pub summary: Summary,
+    /// The simulated network at the end.
+    pub world: World,
+}
+
+/// Run a test; `progress` gets the fraction done now and then.
+pub fn run(cfg: &Config, progress: impl FnMut(f64)) -> Summary {
+    simulate(cfg, progress).summary
+}
+
+/// Run a test and keep the world.
+pub fn simulate(cfg: &Config, progress: impl FnMut(f64)) -> Run {
+    simulate_with_tap(cfg, None, progress)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use debloat_report::catalog::{Runs, TESTS};
+
+    /// The simulator runs every test of the shared catalog that runs in both, under its name.
+    #[test]
+    fn every_catalog_test_for_both_is_a_simulator_test() {
+        for &(name, _, runs) in TESTS {
+            match runs {
+                Runs::Both => {
+                    let t: Test = name.parse().expect(name);
+                    assert_eq!(t.name(), name);
+                }
+                Runs::RealNetworkOnly(_) => assert!(name.parse::<Test>().is_err(), "{name}"),
+            }
+        }
+        assert_eq!(
+            Test::ALL.len(),
+            TESTS.iter().filter(|t| t.2 == Runs::Both).count()
+        );
+    }
+}
