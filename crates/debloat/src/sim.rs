@@ -389,9 +389,10 @@ pub fn run(a: &Args) -> Result<()> {
                 let i = usize::from(d == debloat_sim::world::Dir::Down);
                 let f = debloat_sim::frame::frame(p, 128);
                 let ts = std::time::Duration::from_nanos(epoch + t);
-                if let Err(e) =
-                    w[i].write_packet(&pcap_file::pcap::PcapPacket::new(ts, p.meta.len, &f))
-                {
+                // The simulator charges every pure ACK 66 bytes; one carrying SACK blocks is
+                // written with its options, so its recorded length is the frame's.
+                let len = p.meta.len.max(f.len() as u32);
+                if let Err(e) = w[i].write_packet(&pcap_file::pcap::PcapPacket::new(ts, len, &f)) {
                     eprintln!("warning: pcap write failed: {e}");
                 }
             }))

@@ -1,7 +1,5 @@
 //! Small statistics helpers shared by the commands' printed summaries.
 
-pub use debloat_report::percentile::percentile;
-
 /// Nanoseconds as milliseconds with sensible precision.
 pub fn ms(ns: u64) -> String {
     let v = ns as f64 / 1e6;

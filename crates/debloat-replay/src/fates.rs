@@ -1,6 +1,6 @@
 //! The fates file: what happened to every input packet, one row each, in input order.
 
-use anyhow::{Context, Result};
+use crate::error::{Context, Result};
 use debloat_core::path::{Event, PathDrop};
 use debloat_core::Record;
 use std::path::Path;

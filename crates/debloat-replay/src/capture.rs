@@ -4,8 +4,8 @@
 //! it started to send, with the DSCP/ECN it left with; for a CSV trace the frames are
 //! synthesised (Ethernet + IP + UDP/TCP/ICMP, padded to the trace's length).
 
-use super::{Input, Trace};
-use anyhow::{bail, Context, Result};
+use crate::error::{bail, Context, Result};
+use crate::{Input, Trace};
 use debloat_core::classify::{classify, rewrite_ds_field, LinkType};
 use debloat_core::flow::FlowKey;
 use debloat_core::Record;

@@ -2,8 +2,8 @@
 //! Addresses are IPv4 or IPv6; proto is tcp, udp, icmp (icmpv6 for IPv6) or a number 0-255;
 //! ecn is 0-3; len is the frame length a Linux qdisc sees (Ethernet header included, no FCS).
 
-use super::{Input, Trace};
-use anyhow::{anyhow, bail, Result};
+use crate::error::{bail, ReplayError, Result};
+use crate::{Input, Trace};
 use debloat_core::classify::LinkType;
 use debloat_core::flow::FlowKey;
 use debloat_core::packet::{Ecn, PacketMeta, Record};
@@ -28,11 +28,12 @@ pub fn read_csv(bytes: &[u8]) -> Result<Trace> {
     let mut packets = Vec::new();
     for (i, rec) in r.records().enumerate() {
         let line = i + 2;
-        let rec = rec.map_err(|e| anyhow!("line {line}: {e}"))?;
+        let rec = rec.map_err(|e| ReplayError(format!("line {line}: {e}")))?;
         if rec.len() != 9 {
             bail!("line {line}: {} fields; a row has 9 ({HEADER})", rec.len());
         }
-        let input = row(&rec, packets.len() as u64).map_err(|e| anyhow!("line {line}: {e}"))?;
+        let input = row(&rec, packets.len() as u64)
+            .map_err(|e| ReplayError(format!("line {line}: {e}")))?;
         packets.push(Some(input));
     }
     Ok(Trace {
@@ -50,7 +51,7 @@ fn field<T: std::str::FromStr>(
 ) -> Result<T> {
     let v = rec.get(i).unwrap_or("");
     v.parse()
-        .map_err(|_| anyhow!("bad {name} `{v}`: expected {expect}"))
+        .map_err(|_| ReplayError(format!("bad {name} `{v}`: expected {expect}")))
 }
 
 fn proto(v: &str, v6: bool) -> Result<u8> {
@@ -60,9 +61,11 @@ fn proto(v: &str, v6: bool) -> Result<u8> {
         "icmp" if v6 => 58,
         "icmp" => 1,
         "icmpv6" | "ipv6-icmp" => 58,
-        n => n
-            .parse()
-            .map_err(|_| anyhow!("bad proto `{v}`: expected tcp, udp, icmp or a number 0-255"))?,
+        n => n.parse().map_err(|_| {
+            ReplayError(format!(
+                "bad proto `{v}`: expected tcp, udp, icmp or a number 0-255"
+            ))
+        })?,
     })
 }
 

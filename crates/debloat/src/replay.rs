@@ -1,0 +1,117 @@
+//! `debloat replay`: a trace through one discipline and one bottleneck link, offline.
+//!
+//! Inputs: a CSV trace (`t_ns,src,dst,sport,dport,proto,len,dscp,ecn`) or a pcap capture
+//! (Ethernet or raw IP; its timestamps and headers). Outputs: a fates CSV with one row per input
+//! packet in input order, optionally the delivered packets as a pcap (timestamped at the start
+//! of transmission, ECN/DSCP as they left), and statistics as `tc -s qdisc show` prints them.
+
+use crate::summary::{mbps, ms};
+use anyhow::{Context, Result};
+use debloat_core::units::{fmt_rate, parse_rate};
+use debloat_core::QdiscSpec;
+use debloat_replay::{capture, fates, Summary};
+use std::path::PathBuf;
+
+/// Arguments of `debloat replay`.
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Examples:\n  debloat replay --qdisc \"cake bandwidth 20Mbit\" --input trace.csv --output fates.csv --stats\n  debloat replay --qdisc \"fq_codel\" --rate 10Mbit --input capture.pcap --output fates.csv --pcap-out sent.pcap"
+)]
+pub struct Args {
+    /// The discipline, as for `tc qdisc add … root <spec>`, e.g. "fq_codel target 3ms".
+    #[arg(long)]
+    qdisc: String,
+    /// Link rate (e.g. 20Mbit). Omitted: the link sends as fast as the discipline releases.
+    #[arg(long, value_parser = parse_rate_arg)]
+    rate: Option<u64>,
+    /// Trace to replay: a .csv trace or a .pcap capture (detected from the content).
+    #[arg(long)]
+    input: PathBuf,
+    /// Where to write the fates CSV (one row per input packet).
+    #[arg(long)]
+    output: PathBuf,
+    /// Also write the delivered packets to this pcap, timestamped when they started to send.
+    #[arg(long)]
+    pcap_out: Option<PathBuf>,
+    /// Print the discipline's statistics as `tc -s qdisc show` does.
+    #[arg(long)]
+    stats: bool,
+    /// Write the statistics as JSON to this file.
+    #[arg(long)]
+    stats_json: Option<PathBuf>,
+    /// Seed for the discipline's flow-hash key and randomness (same seed, same result).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+fn parse_rate_arg(s: &str) -> Result<u64, String> {
+    match parse_rate(s) {
+        Ok(0) => Err("the rate must be above 0".into()),
+        Ok(r) => Ok(r),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Run the command.
+pub fn run(a: &Args) -> Result<()> {
+    let spec: QdiscSpec = a
+        .qdisc
+        .parse()
+        .with_context(|| format!("--qdisc \"{}\"", a.qdisc))?;
+    let bytes =
+        std::fs::read(&a.input).with_context(|| format!("reading {}", a.input.display()))?;
+    let trace = debloat_replay::load(&bytes).with_context(|| format!("{}", a.input.display()))?;
+    let out = debloat_replay::replay(&trace, &spec, a.rate, a.seed)?;
+    fates::write_csv(&a.output, &out.rows)?;
+    if let Some(path) = &a.pcap_out {
+        capture::write_delivered(path, &trace, &out.delivered)?;
+    }
+    print_summary(&spec, a.rate, &out.summary(&trace), out.reordered);
+    if a.stats {
+        print!("{}", out.stats.to_tc_string());
+    }
+    if let Some(path) = &a.stats_json {
+        std::fs::write(path, serde_json::to_string_pretty(&out.stats)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+fn print_summary(spec: &QdiscSpec, rate: Option<u64>, s: &Summary, reordered: usize) {
+    println!(
+        "replayed {} packets ({:.2} MB) through `{}` on a {} link",
+        s.packets,
+        s.bytes as f64 / 1e6,
+        spec,
+        rate.map(fmt_rate).unwrap_or_else(|| "unlimited".into())
+    );
+    let dropped: usize = s.drops.iter().map(|x| x.1).sum();
+    let why = s
+        .drops
+        .iter()
+        .map(|(r, n)| format!("{r} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    println!(
+        "  sent {}, dropped {dropped}{}, CE-marked {}",
+        s.sent,
+        if why.is_empty() {
+            String::new()
+        } else {
+            format!(" ({why})")
+        },
+        s.marked
+    );
+    if let Some((p50, p99, max)) = s.sojourn_ns {
+        println!(
+            "  sojourn p50 {} ms, p99 {} ms, max {} ms; delivered {:.2} Mbit/s",
+            ms(p50),
+            ms(p99),
+            ms(max),
+            mbps(s.sent_bytes, s.span_ns)
+        );
+    }
+    if reordered > 0 {
+        println!("  note: {reordered} packets had timestamps earlier than the packet before; they arrived at that packet's time");
+    }
+}
