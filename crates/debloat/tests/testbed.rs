@@ -123,11 +123,7 @@ fn ping(bed: &Bed, to: &str, count: u32) -> Vec<f64> {
 }
 
 fn pct(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil().max(1.0) as usize;
-    sorted[rank.min(sorted.len()) - 1]
+    debloat_report::percentile::percentile(sorted, p).unwrap_or(f64::NAN)
 }
 
 struct Load {
