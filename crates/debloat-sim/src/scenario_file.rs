@@ -39,9 +39,9 @@
 use crate::packet::MSS;
 use crate::scenario::{summarise, Config, FlowSummary, Run, Test};
 use crate::tcp::cc::Algorithm;
-use crate::world::{Device, Dir, LinkConfig, Wire, World};
+use crate::world::{Device, Dir, World};
 use debloat_core::units::{parse_rate, parse_size, parse_time};
-use debloat_core::{FlowHasher, QdiscSpec};
+use debloat_core::QdiscSpec;
 use serde::Deserialize;
 
 /// A scenario file.
@@ -173,24 +173,8 @@ pub fn run(text: &str, progress: impl FnMut(f64)) -> Result<(Config, Run), Strin
         host_rtts_ns: Vec::new(),
         wifi: None,
     };
-    let hasher = FlowHasher::new([seed, seed ^ 0x9e37_79b9_7f4a_7c15]);
-    let link = |spec: &QdiscSpec, rate, salt: u64| LinkConfig {
-        rate_bps: rate,
-        delay_ns: rtt / 2,
-        qdisc: spec.build(hasher, seed.wrapping_add(salt)),
-        device,
-        wire: Wire {
-            seed: seed.wrapping_mul(31).wrapping_add(salt),
-            ..wire
-        },
-    };
     let end = ns(f.length);
-    let mut w = World::new(
-        link(&cfg.qdisc_up, cfg.up_bps, 1),
-        link(&cfg.qdisc_down, cfg.down_bps, 2),
-        end,
-        ns(step).max(1),
-    );
+    let mut w = crate::scenario::build_world(&cfg, end, rtt, None);
     let mut clients = Vec::new();
     for (i, fl) in f.flows.iter().enumerate() {
         add(&mut w, fl, i, rtt, end, &mut clients)

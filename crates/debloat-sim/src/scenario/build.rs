@@ -42,7 +42,7 @@ pub fn simulate_with_tap(
     // With several remote hosts the bottleneck carries the shortest RTT; the others add theirs.
     let hosts = cfg.hosts();
     let base_rtt = hosts.iter().copied().min().unwrap_or(cfg.rtt_ns);
-    let mut w = build_world(cfg, &timing, base_rtt, tap);
+    let mut w = build_world(cfg, timing.end, base_rtt, tap);
     for item in def.iter().flat_map(|d| &d.items) {
         add_item(&mut w, cfg, item, &timing, &hosts, base_rtt);
     }
@@ -68,11 +68,12 @@ fn catalog_test(cfg: &Config) -> Option<catalog::TestDef> {
     Some(def.expect("every simulator test is in the catalog with options it accepts"))
 }
 
-/// The world: a link each way with the configured disciplines, device and wire, and the
-/// Wi-Fi network if there is one.
-fn build_world(
+/// The world: a link each way with the configured disciplines, device and wire (the
+/// bottleneck's base RTT split between them), and the Wi-Fi network if there is one; it runs
+/// until `end`. Scenario files build theirs here too.
+pub(crate) fn build_world(
     cfg: &Config,
-    timing: &Timing,
+    end: u64,
     base_rtt: u64,
     tap: Option<crate::world::Tap>,
 ) -> World {
@@ -90,7 +91,7 @@ fn build_world(
     let mut w = World::new(
         link(&cfg.qdisc_up, cfg.up_bps, 1),
         link(&cfg.qdisc_down, cfg.down_bps, 2),
-        timing.end,
+        end,
         ns(cfg.step_s).max(1),
     );
     if let Some(t) = tap {

@@ -12,6 +12,7 @@ use serde::Serialize;
 mod build;
 mod summary;
 
+pub(crate) use build::build_world;
 pub use build::simulate_with_tap;
 pub(crate) use summary::summarise;
 pub use summary::{
