@@ -3,10 +3,12 @@
 //! Jain's index over airtime), read back and drawn as an HTML table with airtime bars.
 //!
 //! flent keeps metadata keys it does not know, so the file stays a valid flent file; a file
-//! without the key (flent's own, or a wired run) simply has no station table.
+//! without the key (flent's own, or a wired run) simply has no station table. These types are
+//! the key's one schema: the simulator writes its table through them and the report reads it
+//! back through them.
 
 use crate::html::escape;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::fmt::Write;
 
@@ -14,8 +16,11 @@ use std::fmt::Write;
 pub const KEY: &str = "DEBLOAT_WIFI";
 
 /// One station's row.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 pub struct Station {
+    /// Station index.
+    #[serde(default)]
+    pub station: usize,
     /// Its address.
     pub host: String,
     /// PHY rate as configured (e.g. "mcs7").
@@ -30,6 +35,12 @@ pub struct Station {
     pub latency_ms: Option<Percentiles>,
     /// Share of the airtime the stations used (0–1).
     pub airtime_share: f64,
+    /// Airtime AP → station, ms.
+    #[serde(default)]
+    pub tx_airtime_ms: f64,
+    /// Airtime station → AP, ms.
+    #[serde(default)]
+    pub rx_airtime_ms: f64,
     /// Largest estimated airtime queued in the AP's hardware for it, ms.
     #[serde(default)]
     pub max_aql_pending_ms: f64,
@@ -39,7 +50,7 @@ pub struct Station {
 }
 
 /// p50/p90/p99, ms.
-#[derive(Clone, Copy, Debug, Deserialize)]
+#[derive(Clone, Copy, Debug, Deserialize, Serialize)]
 pub struct Percentiles {
     /// Median.
     pub p50: f64,
@@ -50,7 +61,7 @@ pub struct Percentiles {
 }
 
 /// A Wi-Fi run's per-station results.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 pub struct WifiInfo {
     /// The network in words.
     #[serde(default)]

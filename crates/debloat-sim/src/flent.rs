@@ -206,7 +206,8 @@ pub fn data_file(w: &World, cfg: &Config, epoch: u64, title: &str) -> Value {
         let s = |x: f64| (x * 1e9) as u64;
         let sum = crate::scenario::summarise(cfg, w, s(delay_s), s(cfg.length_s));
         if let (Some(wifi), Some(meta)) = (sum.wifi, file.get_mut("metadata")) {
-            meta["DEBLOAT_WIFI"] = serde_json::to_value(wifi).unwrap_or(Value::Null);
+            let info = wifi.to_metadata();
+            meta[debloat_report::wifi::KEY] = serde_json::to_value(info).unwrap_or(Value::Null);
         }
     }
     file

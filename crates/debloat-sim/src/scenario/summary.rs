@@ -120,6 +120,41 @@ pub struct WifiSummary {
     pub collisions: u64,
 }
 
+impl WifiSummary {
+    /// The table as the flent file's `DEBLOAT_WIFI` metadata carries it (the report's schema,
+    /// `debloat_report::wifi`).
+    pub fn to_metadata(&self) -> debloat_report::wifi::WifiInfo {
+        use debloat_report::wifi::{Percentiles, Station, WifiInfo};
+        WifiInfo {
+            setup: self.setup.clone(),
+            stations: self
+                .stations
+                .iter()
+                .map(|s| Station {
+                    station: s.station,
+                    host: s.host.clone(),
+                    rate: s.rate.clone(),
+                    phy_mbps: s.phy_mbps,
+                    throughput_mbps: s.throughput_mbps,
+                    latency_ms: s.latency_ms.as_ref().map(|l| Percentiles {
+                        p50: l.p50,
+                        p90: l.p90,
+                        p99: l.p99,
+                    }),
+                    airtime_share: s.airtime_share,
+                    tx_airtime_ms: s.tx_airtime_ms,
+                    rx_airtime_ms: s.rx_airtime_ms,
+                    max_aql_pending_ms: s.max_aql_pending_ms,
+                    failed_frames: s.failed_frames,
+                })
+                .collect(),
+            airtime_jain: self.airtime_jain,
+            channel_busy: self.channel_busy,
+            collisions: self.collisions,
+        }
+    }
+}
+
 /// A whole run.
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
