@@ -275,7 +275,8 @@ impl<P: Packet + Clone, Q: Qdisc<P>> DataPath<P, Q> {
             start: at,
             end,
         });
-        self.link.transmit(p, at, &mut |_| {})
+        self.link.transmit_until(p, at, end, &mut |_| {});
+        end
     }
 
     fn drain_qdisc_drops(&mut self, at: Nanos, out: &mut impl FnMut(Event<'_, P>)) {

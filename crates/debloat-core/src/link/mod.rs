@@ -31,8 +31,13 @@ pub fn tx_time(len: u32, rate_bps: u64) -> Nanos {
 
 /// [`tx_time`] for a length in 64 bits (a framed length).
 pub fn tx_time_bytes(len: u64, rate_bps: u64) -> Nanos {
+    let rate = rate_bps.max(1);
+    // The same integer either way; 64 bits are much cheaper than 128 and hold any frame.
+    if len < 1 << 31 {
+        return (len * 8_000_000_000).div_ceil(rate);
+    }
     let bits = u128::from(len) * 8 * 1_000_000_000;
-    bits.div_ceil(u128::from(rate_bps.max(1))) as Nanos
+    bits.div_ceil(u128::from(rate)) as Nanos
 }
 
 /// A transmitter and its wire.
@@ -102,9 +107,20 @@ impl<P: Packet + Clone> Link<P> {
     /// goes onto the wire; `released` is called with the release time of each copy placed.
     pub fn transmit(&mut self, p: P, now: Nanos, released: &mut impl FnMut(Nanos)) -> Nanos {
         let end = self.tx_end(p.meta(), now);
+        self.transmit_until(p, now, end, released);
+        end
+    }
+
+    /// [`Link::transmit`] when the caller has already asked [`Link::tx_end`] for `end`.
+    pub fn transmit_until(
+        &mut self,
+        p: P,
+        now: Nanos,
+        end: Nanos,
+        released: &mut impl FnMut(Nanos),
+    ) {
         self.busy_until = end;
         self.wire.place(p, now, end, released);
-        end
     }
 
     /// The next packet due at the far end by `now`.
@@ -139,6 +155,11 @@ mod tests {
         assert!(l.pop_due(15_999_999).is_none());
         assert_eq!(l.pop_due(16_000_000).map(|p| p.id), Some(1));
         assert_eq!(tx_time(1514, 10_000_000), 1_211_200);
+        // The 64-bit path and the 128-bit one agree where they meet.
+        for len in [1u64, 1514, (1 << 31) - 1, 1 << 31, 1 << 40] {
+            let wide = (u128::from(len) * 8_000_000_000).div_ceil(7_000_001) as u64;
+            assert_eq!(tx_time_bytes(len, 7_000_001), wide, "{len}");
+        }
     }
 
     #[test]

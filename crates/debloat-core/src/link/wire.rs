@@ -45,8 +45,24 @@ pub struct Wire<P> {
     /// Reordered packets (no netem delay), in release order.
     express: VecDeque<(Nanos, P)>,
     last_release: Nanos,
+    /// No impairment at all (the simulator's usual wire): every packet takes the fast path,
+    /// which draws no random number and so leaves everything as the full path would.
+    plain: bool,
     /// Counters.
     pub counters: WireCounters,
+}
+
+/// True when `emu` does nothing to a packet but (possibly) delay it by nothing: no loss,
+/// duplication, corruption, reordering, delay, jitter, slots or limit.
+fn is_plain(emu: &Emulation) -> bool {
+    emu.loss == super::netem::Loss::None
+        && !emu.duplicate.is_set()
+        && !emu.corrupt.is_set()
+        && !emu.reorder.is_set()
+        && emu.delay_ns == 0
+        && emu.jitter_ns == 0
+        && emu.slot.is_none()
+        && emu.limit.is_none()
 }
 
 impl<P: Packet + Clone> Wire<P> {
@@ -55,6 +71,7 @@ impl<P: Packet + Clone> Wire<P> {
     /// spec names its own.
     pub fn new(emu: Emulation, propagation_ns: Nanos, seed: u64) -> Wire<P> {
         Wire {
+            plain: is_plain(&emu),
             netem: Netem::new(emu, seed),
             propagation_ns,
             delayed: VecDeque::new(),
@@ -72,6 +89,7 @@ impl<P: Packet + Clone> Wire<P> {
     /// New impairments from now on (their random state starts afresh, as `tc qdisc change …
     /// netem` does); packets already on the wire keep their release times.
     pub fn set_emulation(&mut self, emu: Emulation, seed: u64) {
+        self.plain = is_plain(&emu);
         self.netem = Netem::new(emu, seed);
     }
 
@@ -93,7 +111,17 @@ impl<P: Packet + Clone> Wire<P> {
     /// every enqueue: so the slot is looked at here, as each packet is placed, and when the
     /// head is due ([`Wire::pop_due`]) — never at a driver's other polls, which would make the
     /// slots depend on how often a driver looks.
-    pub fn place(&mut self, p: P, now: Nanos, end: Nanos, released: &mut impl FnMut(Nanos)) {
+    pub fn place(&mut self, mut p: P, now: Nanos, end: Nanos, released: &mut impl FnMut(Nanos)) {
+        if self.plain {
+            p.write_back();
+            let release = end
+                .saturating_add(self.propagation_ns)
+                .max(self.last_release);
+            self.last_release = release;
+            self.delayed.push_back((release, p));
+            released(release);
+            return;
+        }
         self.place_copy(p, end, true, released);
         if let Some(&(due, _)) = self.delayed.front() {
             self.netem.slot_gate(due, now);
@@ -179,6 +207,13 @@ impl<P: Packet + Clone> Wire<P> {
     /// The next packet due by `now`, if any (reordered packets first; delayed ones only while
     /// a slot is open).
     pub fn pop_due(&mut self, now: Nanos) -> Option<P> {
+        if self.plain {
+            if self.delayed.front().is_some_and(|(t, _)| *t <= now) {
+                self.counters.delivered += 1;
+                return self.delayed.pop_front().map(|(_, p)| p);
+            }
+            return None;
+        }
         if self.express.front().is_some_and(|(t, _)| *t <= now) {
             self.counters.delivered += 1;
             return self.express.pop_front().map(|(_, p)| p);

@@ -220,11 +220,18 @@ impl World {
         if let Some(tap) = self.tap.as_mut() {
             tap(d, now, &p);
         }
-        self.events
-            .push(l.link.tx_end(&p.meta, now), Event::TxDone(d));
-        let events = &mut self.events;
-        l.link
-            .transmit(p, now, &mut |t| events.push(t, Event::Arrive(d)));
+        // TxDone goes into the queue before the arrivals, as it always has (ties keep order).
+        let (mut at, mut n) = ([0; 2], 0);
+        let done = l.link.transmit(p, now, &mut |t| {
+            if let Some(slot) = at.get_mut(n) {
+                *slot = t;
+                n += 1;
+            }
+        });
+        self.events.push(done, Event::TxDone(d));
+        for &t in &at[..n] {
+            self.events.push(t, Event::Arrive(d));
+        }
         l.stats.lost_on_wire = l.link.wire().counters.lost;
         if ring > 0 {
             // A descriptor freed: the driver may take another packet.
