@@ -123,6 +123,23 @@ fn time(v: &str, what: &str) -> Result<u64, String> {
 /// Parse and run a scenario; errors say which key is wrong and how.
 pub fn run(text: &str, progress: impl FnMut(f64)) -> Result<(Config, Run), String> {
     let f: ScenarioFile = toml::from_str(text).map_err(|e| format!("scenario file: {e}"))?;
+    let cfg = config(&f)?;
+    let (rtt, step) = (cfg.rtt_ns, cfg.step_s);
+    let end = ns(f.length);
+    let mut w = crate::scenario::build_world(&cfg, end, rtt, None);
+    let mut clients = Vec::new();
+    for (i, fl) in f.flows.iter().enumerate() {
+        add(&mut w, fl, i, rtt, end, &mut clients)
+            .map_err(|e| format!("flow {} (\"{}\"): {e}", i + 1, fl.name))?;
+    }
+    w.run(progress);
+    let mut summary = summarise(&cfg, &w, 0, end);
+    summary.flows.extend(flood_summaries(&w, end, step));
+    Ok((cfg, Run { summary, world: w }))
+}
+
+/// The run's configuration from the file's top level and `[link]`.
+fn config(f: &ScenarioFile) -> Result<Config, String> {
     if f.length.is_nan() || f.length <= 0.0 {
         return Err("`length` must be a positive number of seconds".into());
     }
@@ -173,15 +190,13 @@ pub fn run(text: &str, progress: impl FnMut(f64)) -> Result<(Config, Run), Strin
         host_rtts_ns: Vec::new(),
         wifi: None,
     };
-    let end = ns(f.length);
-    let mut w = crate::scenario::build_world(&cfg, end, rtt, None);
-    let mut clients = Vec::new();
-    for (i, fl) in f.flows.iter().enumerate() {
-        add(&mut w, fl, i, rtt, end, &mut clients)
-            .map_err(|e| format!("flow {} (\"{}\"): {e}", i + 1, fl.name))?;
-    }
-    w.run(progress);
-    let mut summary = summarise(&cfg, &w, 0, end);
+    Ok(cfg)
+}
+
+/// Each UDP flood's goodput while it runs (from the per-step samples, as for TCP flows) and
+/// its loss.
+fn flood_summaries(w: &World, end: u64, step: f64) -> Vec<FlowSummary> {
+    let mut out = Vec::new();
     for p in w.probes.iter().filter(|p| p.flood_len.is_some()) {
         // Goodput while the flood runs, from the per-step samples (as for TCP flows).
         let at = |t: u64| {
@@ -194,7 +209,7 @@ pub fn run(text: &str, progress: impl FnMut(f64)) -> Result<(Config, Run), Strin
         };
         let (t0, t1) = (p.start, p.stop.min(end));
         let secs = (t1.saturating_sub(t0) as f64 / 1e9).max(step);
-        summary.flows.push(FlowSummary {
+        out.push(FlowSummary {
             name: p.name.clone(),
             kind: "udp",
             direction: p.flood_dir,
@@ -211,7 +226,7 @@ pub fn run(text: &str, progress: impl FnMut(f64)) -> Result<(Config, Run), Strin
             ce_marked: 0,
         });
     }
-    Ok((cfg, Run { summary, world: w }))
+    out
 }
 
 fn add(

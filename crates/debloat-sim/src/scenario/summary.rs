@@ -311,40 +311,7 @@ pub(crate) fn summarise(cfg: &Config, w: &World, delay: u64, length: u64) -> Sum
             w.flows.iter().any(|f| t >= f.start && t < f.stop)
         }
     };
-    let times = &w.sample_times;
-    let flows: Vec<FlowSummary> = w
-        .flows
-        .iter()
-        .map(|f| {
-            let at = |t: u64| {
-                times
-                    .iter()
-                    .position(|&x| x >= t)
-                    .and_then(|i| f.delivered_series.get(i))
-                    .copied()
-                    .unwrap_or(f.receiver.delivered)
-            };
-            let segs = at(f.stop).saturating_sub(at(f.start));
-            let secs = f.stop.saturating_sub(f.start).max(1) as f64 / 1e9;
-            let sent = f.sender.outstanding() + f.receiver.delivered;
-            FlowSummary {
-                name: f.name.clone(),
-                kind: "tcp",
-                direction: f.dir,
-                cc: Some(f.cc),
-                dscp: f.dscp,
-                throughput_mbps: segs as f64 * f64::from(crate::packet::MSS) * 8.0 / secs / 1e6,
-                loss_pct: if sent == 0 {
-                    0.0
-                } else {
-                    f.drops as f64 * 100.0 / (sent + f.sender.retransmits) as f64
-                },
-                retransmits: f.sender.retransmits,
-                timeouts: f.sender.timeouts,
-                ce_marked: f.receiver.ce_marked,
-            }
-        })
-        .collect();
+    let flows: Vec<FlowSummary> = w.flows.iter().map(|f| flow_summary(w, f)).collect();
     let series = w
         .flows
         .iter()
@@ -361,56 +328,11 @@ pub(crate) fn summarise(cfg: &Config, w: &World, delay: u64, length: u64) -> Sum
         .probes
         .iter()
         .filter(|p| p.flood_len.is_none())
-        .map(|p| {
-            let rtts = |f: &dyn Fn(u64) -> bool| {
-                p.samples
-                    .iter()
-                    .filter(|s| f(s.0))
-                    .map(|s| s.1)
-                    .collect::<Vec<_>>()
-            };
-            let answered = p.samples.len() as f64;
-            PingSummary {
-                name: p.name.clone(),
-                latency_ms: latency(rtts(&|t| load(t))),
-                idle_latency_ms: latency(rtts(&|t| t < delay)),
-                loss_pct: if p.sent == 0 {
-                    0.0
-                } else {
-                    (1.0 - answered / p.sent as f64).max(0.0) * 100.0
-                },
-            }
-        })
+        .map(|p| ping_summary(p, &load, delay))
         .collect();
-    let names = |d: Dir| match (&cfg.wifi, d) {
-        (None, Dir::Up) => ("bottleneck up".to_string(), cfg.qdisc_up.to_string()),
-        (None, Dir::Down) => ("bottleneck down".into(), cfg.qdisc_down.to_string()),
-        (Some(wc), Dir::Up) => (
-            "AP → stations".into(),
-            match wc.queueing {
-                crate::wifi::ApQueueing::Airtime => "mac80211 fq_codel TXQs".into(),
-                _ => wc.ap_qdisc_spec().to_string(),
-            },
-        ),
-        (Some(wc), Dir::Down) => ("stations → AP".into(), wc.sta_qdisc.to_string()),
-    };
     let queues = [Dir::Up, Dir::Down]
         .iter()
-        .map(|&d| {
-            let st = w.link_stats(d);
-            let (r#where, qdisc) = names(d);
-            QueueSummary {
-                r#where,
-                qdisc,
-                sent_pkts: st.sent_pkts,
-                sent_bytes: st.sent_bytes,
-                dropped: st.dropped,
-                lost_on_wire: st.lost_on_wire,
-                marked: st.marked,
-                max_backlog_pkts: st.max_backlog_pkts,
-                sojourn_ms: hist_latency(&st.sojourns),
-            }
-        })
+        .map(|&d| queue_summary(cfg, w, d))
         .collect();
     let tp: Vec<f64> = flows.iter().map(|f| f.throughput_mbps).collect();
     let jain_fairness = (!tp.is_empty()).then(|| {
@@ -431,5 +353,86 @@ pub(crate) fn summarise(cfg: &Config, w: &World, delay: u64, length: u64) -> Sum
         jain_fairness,
         wifi,
         series,
+    }
+}
+
+/// A TCP flow's goodput over its own run, loss, retransmissions and marks.
+fn flow_summary(w: &World, f: &crate::world::Flow) -> FlowSummary {
+    let at = |t: u64| {
+        w.sample_times
+            .iter()
+            .position(|&x| x >= t)
+            .and_then(|i| f.delivered_series.get(i))
+            .copied()
+            .unwrap_or(f.receiver.delivered)
+    };
+    let segs = at(f.stop).saturating_sub(at(f.start));
+    let secs = f.stop.saturating_sub(f.start).max(1) as f64 / 1e9;
+    let sent = f.sender.outstanding() + f.receiver.delivered;
+    FlowSummary {
+        name: f.name.clone(),
+        kind: "tcp",
+        direction: f.dir,
+        cc: Some(f.cc),
+        dscp: f.dscp,
+        throughput_mbps: segs as f64 * f64::from(crate::packet::MSS) * 8.0 / secs / 1e6,
+        loss_pct: if sent == 0 {
+            0.0
+        } else {
+            f.drops as f64 * 100.0 / (sent + f.sender.retransmits) as f64
+        },
+        retransmits: f.sender.retransmits,
+        timeouts: f.sender.timeouts,
+        ce_marked: f.receiver.ce_marked,
+    }
+}
+
+/// A latency probe's RTTs under load and idle (before DELAY), and its loss.
+fn ping_summary(p: &crate::world::Probe, load: &dyn Fn(u64) -> bool, delay: u64) -> PingSummary {
+    let rtts = |f: &dyn Fn(u64) -> bool| {
+        p.samples
+            .iter()
+            .filter(|s| f(s.0))
+            .map(|s| s.1)
+            .collect::<Vec<_>>()
+    };
+    let answered = p.samples.len() as f64;
+    PingSummary {
+        name: p.name.clone(),
+        latency_ms: latency(rtts(load)),
+        idle_latency_ms: latency(rtts(&|t| t < delay)),
+        loss_pct: if p.sent == 0 {
+            0.0
+        } else {
+            (1.0 - answered / p.sent as f64).max(0.0) * 100.0
+        },
+    }
+}
+
+/// One direction's queue: where it is, its discipline, what it sent, dropped and held.
+fn queue_summary(cfg: &Config, w: &World, d: Dir) -> QueueSummary {
+    let (r#where, qdisc) = match (&cfg.wifi, d) {
+        (None, Dir::Up) => ("bottleneck up".to_string(), cfg.qdisc_up.to_string()),
+        (None, Dir::Down) => ("bottleneck down".into(), cfg.qdisc_down.to_string()),
+        (Some(wc), Dir::Up) => (
+            "AP → stations".into(),
+            match wc.queueing {
+                crate::wifi::ApQueueing::Airtime => "mac80211 fq_codel TXQs".into(),
+                _ => wc.ap_qdisc_spec().to_string(),
+            },
+        ),
+        (Some(wc), Dir::Down) => ("stations → AP".into(), wc.sta_qdisc.to_string()),
+    };
+    let st = w.link_stats(d);
+    QueueSummary {
+        r#where,
+        qdisc,
+        sent_pkts: st.sent_pkts,
+        sent_bytes: st.sent_bytes,
+        dropped: st.dropped,
+        lost_on_wire: st.lost_on_wire,
+        marked: st.marked,
+        max_backlog_pkts: st.max_backlog_pkts,
+        sojourn_ms: hist_latency(&st.sojourns),
     }
 }
