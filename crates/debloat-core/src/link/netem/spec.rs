@@ -224,132 +224,150 @@ impl std::str::FromStr for Emulation {
         if w.toks.first() == Some(&"netem") {
             w.i = 1;
         }
-        let mut reorder_given = false;
-        let mut gap_given = false;
-        let mut dist_given = false;
+        let mut given = Given::default();
         while let Some(word) = w.next() {
-            match word {
-                "rate" => {
-                    let t = w.need("rate", "10Mbit")?;
-                    let r = parse_rate(t).map_err(|x| EmulateError(format!("`rate {t}`: {x}")))?;
-                    if r == 0 {
-                        return err("`rate` must be above 0".into());
-                    }
-                    e.rate_bps = Some(r);
-                    if let Some(t) = w.number(true) {
-                        e.framing.overhead = integer(t, "rate … packetoverhead")?;
-                        if let Some(t) = w.number(false) {
-                            e.framing.cell_size = integer(t, "rate … cellsize")?;
-                            if let Some(t) = w.number(true) {
-                                e.framing.cell_overhead = integer(t, "rate … celloverhead")?;
-                            }
-                        }
-                    }
-                }
-                "delay" | "latency" => {
-                    e.delay_ns = time(w.need(word, "20ms")?, word)?;
-                    if let Some(t) = w.number(false) {
-                        e.jitter_ns = time(t, "delay … jitter")?;
-                        if let Some(c) = w.maybe_percent("delay … correlation")? {
-                            e.delay_corr = c;
-                        }
-                    }
-                }
-                "jitter" => {
-                    e.jitter_ns = time(w.need("jitter", "2ms")?, "jitter")?;
-                    if let Some(c) = w.maybe_percent("jitter … correlation")? {
-                        e.delay_corr = c;
-                    }
-                }
-                "distribution" => {
-                    let t = w.need("distribution", "normal")?;
-                    e.distribution = Distribution::from_name(t).ok_or_else(|| {
-                        EmulateError(format!(
-                            "unknown distribution `{t}`: expected one of {}",
-                            Distribution::NAMES
-                        ))
-                    })?;
-                    dist_given = true;
-                }
-                "loss" | "drop" => e.loss = loss(&mut w)?,
-                "duplicate" => {
-                    e.duplicate = w.percent("duplicate")?;
-                    e.duplicate_corr = w
-                        .maybe_percent("duplicate … correlation")?
-                        .unwrap_or_default();
-                }
-                "corrupt" => {
-                    e.corrupt = w.percent("corrupt")?;
-                    e.corrupt_corr = w
-                        .maybe_percent("corrupt … correlation")?
-                        .unwrap_or_default();
-                }
-                "reorder" => {
-                    e.reorder = w.percent("reorder")?;
-                    e.reorder_corr = w
-                        .maybe_percent("reorder … correlation")?
-                        .unwrap_or_default();
-                    reorder_given = true;
-                }
-                "gap" => {
-                    e.gap = integer(w.need("gap", "5")?, "gap")?;
-                    gap_given = true;
-                }
-                "ecn" => e.ecn = true,
-                "limit" => {
-                    let n: u32 = integer(w.need("limit", "1000")?, "limit")?;
-                    if n == 0 {
-                        return err("`limit` must be at least 1 packet".into());
-                    }
-                    e.limit = Some(n);
-                }
-                "seed" => e.seed = Some(integer(w.need("seed", "42")?, "seed")?),
-                "buffer" => {
-                    let n: u32 = integer(w.need("buffer", "1000")?, "buffer")?;
-                    if n == 0 {
-                        return err("`buffer` must be at least 1 packet".into());
-                    }
-                    e.buffer = Some(n);
-                }
-                "slot" => e.slot = Some(slot(&mut w)?),
-                other => {
-                    let near = crate::qdisc::spec::nearest(other, &WORD_LIST)
-                        .map(|w| format!(" (did you mean `{w}`?)"))
-                        .unwrap_or_default();
-                    return err(format!(
-                        "unknown word `{other}`{near}: expected one of {}",
-                        WORD_LIST.join(", ")
-                    ));
+            word_into(word, &mut w, &mut e, &mut given)?;
+        }
+        check(e, given)
+    }
+}
+
+/// Words whose presence iproute2's final checks look at.
+#[derive(Default)]
+struct Given {
+    reorder: bool,
+    gap: bool,
+    distribution: bool,
+}
+
+/// One word of the spec (and its numbers) into `e`.
+fn word_into(
+    word: &str,
+    w: &mut Words,
+    e: &mut Emulation,
+    given: &mut Given,
+) -> Result<(), EmulateError> {
+    match word {
+        "rate" => rate(w, e)?,
+        "delay" | "latency" => {
+            e.delay_ns = time(w.need(word, "20ms")?, word)?;
+            if let Some(t) = w.number(false) {
+                e.jitter_ns = time(t, "delay … jitter")?;
+                if let Some(c) = w.maybe_percent("delay … correlation")? {
+                    e.delay_corr = c;
                 }
             }
         }
-        // iproute2's checks, with its reasons.
-        if reorder_given && e.reorder.is_set() {
-            if e.delay_ns == 0 {
-                return err(
-                    "`reorder` is not possible without some delay: add e.g. `delay 10ms`".into(),
-                );
+        "jitter" => {
+            e.jitter_ns = time(w.need("jitter", "2ms")?, "jitter")?;
+            if let Some(c) = w.maybe_percent("jitter … correlation")? {
+                e.delay_corr = c;
             }
-            if e.gap == 0 {
-                e.gap = 1;
-            }
-        } else if gap_given && e.gap > 0 {
-            return err("`gap` given without a reorder probability: add e.g. `reorder 25%`".into());
         }
-        if dist_given && (e.delay_ns == 0 || e.jitter_ns == 0) {
+        "distribution" => {
+            let t = w.need("distribution", "normal")?;
+            e.distribution = Distribution::from_name(t).ok_or_else(|| {
+                EmulateError(format!(
+                    "unknown distribution `{t}`: expected one of {}",
+                    Distribution::NAMES
+                ))
+            })?;
+            given.distribution = true;
+        }
+        "loss" | "drop" => e.loss = loss(w)?,
+        "duplicate" => (e.duplicate, e.duplicate_corr) = with_correlation(w, "duplicate")?,
+        "corrupt" => (e.corrupt, e.corrupt_corr) = with_correlation(w, "corrupt")?,
+        "reorder" => {
+            (e.reorder, e.reorder_corr) = with_correlation(w, "reorder")?;
+            given.reorder = true;
+        }
+        "gap" => {
+            e.gap = integer(w.need("gap", "5")?, "gap")?;
+            given.gap = true;
+        }
+        "ecn" => e.ecn = true,
+        "limit" => e.limit = Some(packets(w, "limit")?),
+        "seed" => e.seed = Some(integer(w.need("seed", "42")?, "seed")?),
+        "buffer" => e.buffer = Some(packets(w, "buffer")?),
+        "slot" => e.slot = Some(slot(w)?),
+        other => {
+            let near = crate::qdisc::spec::nearest(other, &WORD_LIST)
+                .map(|w| format!(" (did you mean `{w}`?)"))
+                .unwrap_or_default();
+            return err(format!(
+                "unknown word `{other}`{near}: expected one of {}",
+                WORD_LIST.join(", ")
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `rate RATE [PACKETOVERHEAD [CELLSIZE [CELLOVERHEAD]]]`.
+fn rate(w: &mut Words, e: &mut Emulation) -> Result<(), EmulateError> {
+    let t = w.need("rate", "10Mbit")?;
+    let r = parse_rate(t).map_err(|x| EmulateError(format!("`rate {t}`: {x}")))?;
+    if r == 0 {
+        return err("`rate` must be above 0".into());
+    }
+    e.rate_bps = Some(r);
+    if let Some(t) = w.number(true) {
+        e.framing.overhead = integer(t, "rate … packetoverhead")?;
+        if let Some(t) = w.number(false) {
+            e.framing.cell_size = integer(t, "rate … cellsize")?;
+            if let Some(t) = w.number(true) {
+                e.framing.cell_overhead = integer(t, "rate … celloverhead")?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `WORD PERCENT [CORRELATION]`.
+fn with_correlation(w: &mut Words, word: &str) -> Result<(Prob, Prob), EmulateError> {
+    let p = w.percent(word)?;
+    let corr = w
+        .maybe_percent(&format!("{word} … correlation"))?
+        .unwrap_or_default();
+    Ok((p, corr))
+}
+
+/// A count of packets, at least one.
+fn packets(w: &mut Words, word: &str) -> Result<u32, EmulateError> {
+    let n: u32 = integer(w.need(word, "1000")?, word)?;
+    if n == 0 {
+        return err(format!("`{word}` must be at least 1 packet"));
+    }
+    Ok(n)
+}
+
+/// iproute2's checks on the whole spec, with its reasons.
+fn check(mut e: Emulation, given: Given) -> Result<Emulation, EmulateError> {
+    if given.reorder && e.reorder.is_set() {
+        if e.delay_ns == 0 {
             return err(
-                "`distribution` needs a delay and a jitter: e.g. `delay 20ms 2ms distribution normal`"
-                    .into(),
+                "`reorder` is not possible without some delay: add e.g. `delay 10ms`".into(),
             );
         }
-        if e.buffer.is_some() && e.rate_bps.is_none() {
-            return err("`buffer` needs a `rate`: the buffer drains at the link's rate".into());
+        if e.gap == 0 {
+            e.gap = 1;
         }
-        if e.ecn && e.loss == Loss::None {
-            return err("`ecn` given without a loss model: add e.g. `loss 1%`".into());
-        }
-        Ok(e)
+    } else if given.gap && e.gap > 0 {
+        return err("`gap` given without a reorder probability: add e.g. `reorder 25%`".into());
     }
+    if given.distribution && (e.delay_ns == 0 || e.jitter_ns == 0) {
+        return err(
+            "`distribution` needs a delay and a jitter: e.g. `delay 20ms 2ms distribution normal`"
+                .into(),
+        );
+    }
+    if e.buffer.is_some() && e.rate_bps.is_none() {
+        return err("`buffer` needs a `rate`: the buffer drains at the link's rate".into());
+    }
+    if e.ecn && e.loss == Loss::None {
+        return err("`ecn` given without a loss model: add e.g. `loss 1%`".into());
+    }
+    Ok(e)
 }
 
 /// `slot MIN [MAX] | slot distribution NAME DELAY JITTER`, then `[packets N] [bytes N]` in
