@@ -20,56 +20,10 @@ fn with_corr(word: &str, p: Prob, corr: Prob) -> String {
 impl fmt::Display for Emulation {
     /// The words that parse back to this emulation (as `tc qdisc show` would print them).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut parts = Vec::new();
-        if let Some(r) = self.rate_bps {
-            let fr = self.framing;
-            let mut s = format!("rate {}", fmt_rate(r));
-            if fr != Framing::default() {
-                s += &format!(" {}", fr.overhead);
-                if fr.cell_size > 0 || fr.cell_overhead != 0 {
-                    s += &format!(" {} {}", fr.cell_size, fr.cell_overhead);
-                }
-            }
-            parts.push(s);
-        }
-        if self.delay_ns > 0 || self.jitter_ns > 0 {
-            let mut s = format!("delay {}", fmt_time(self.delay_ns));
-            if self.jitter_ns > 0 {
-                s += &format!(" {}", fmt_time(self.jitter_ns));
-                if self.delay_corr.is_set() {
-                    s += &format!(" {}", self.delay_corr.percent());
-                }
-                if self.distribution != Distribution::Uniform {
-                    s += &format!(" distribution {}", self.distribution.name());
-                }
-            }
-            parts.push(s);
-        }
-        match self.loss {
-            Loss::None => {}
-            Loss::Random { p, corr } => parts.push(with_corr("loss", p, corr)),
-            Loss::State {
-                p13,
-                p31,
-                p32,
-                p23,
-                p14,
-            } => parts.push(format!(
-                "loss state {} {} {} {} {}",
-                p13.percent(),
-                p31.percent(),
-                p32.percent(),
-                p23.percent(),
-                p14.percent()
-            )),
-            Loss::Gemodel { p, r, h, k1 } => parts.push(format!(
-                "loss gemodel {} {} {} {}",
-                p.percent(),
-                r.percent(),
-                Prob(u32::MAX - h.0).percent(),
-                k1.percent()
-            )),
-        }
+        let mut parts: Vec<String> = [self.rate_words(), self.delay_words(), loss_words(self.loss)]
+            .into_iter()
+            .flatten()
+            .collect();
         if self.ecn {
             parts.push("ecn".into());
         }
@@ -86,42 +40,102 @@ impl fmt::Display for Emulation {
             }
             parts.push(s);
         }
-        if let Some(n) = self.limit {
-            parts.push(format!("limit {n}"));
-        }
-        if let Some(s) = self.seed {
-            parts.push(format!("seed {s}"));
-        }
-        if let Some(slot) = self.slot {
-            let mut s = match slot.gap {
-                SlotGap::Uniform { min_ns, max_ns } => {
-                    format!("slot {} {}", fmt_time(min_ns), fmt_time(max_ns))
-                }
-                SlotGap::Distribution {
-                    dist,
-                    delay_ns,
-                    jitter_ns,
-                } => format!(
-                    "slot distribution {} {} {}",
-                    dist.name(),
-                    fmt_time(delay_ns),
-                    fmt_time(jitter_ns)
-                ),
-            };
-            if let Some(n) = slot.packets {
-                s += &format!(" packets {n}");
-            }
-            if let Some(n) = slot.bytes {
-                s += &format!(" bytes {}", fmt_size(u64::from(n)));
-            }
-            parts.push(s);
-        }
-        if let Some(n) = self.buffer {
-            parts.push(format!("buffer {n}"));
-        }
+        parts.extend(self.limit.map(|n| format!("limit {n}")));
+        parts.extend(self.seed.map(|s| format!("seed {s}")));
+        parts.extend(self.slot.map(slot_words));
+        parts.extend(self.buffer.map(|n| format!("buffer {n}")));
         if parts.is_empty() {
             parts.push("none".into());
         }
         write!(f, "{}", parts.join(" "))
     }
+}
+
+impl Emulation {
+    /// `rate RATE [PACKETOVERHEAD [CELLSIZE CELLOVERHEAD]]`.
+    fn rate_words(&self) -> Option<String> {
+        let r = self.rate_bps?;
+        let fr = self.framing;
+        let mut s = format!("rate {}", fmt_rate(r));
+        if fr != Framing::default() {
+            s += &format!(" {}", fr.overhead);
+            if fr.cell_size > 0 || fr.cell_overhead != 0 {
+                s += &format!(" {} {}", fr.cell_size, fr.cell_overhead);
+            }
+        }
+        Some(s)
+    }
+
+    /// `delay TIME [JITTER [CORRELATION]] [distribution NAME]`.
+    fn delay_words(&self) -> Option<String> {
+        if self.delay_ns == 0 && self.jitter_ns == 0 {
+            return None;
+        }
+        let mut s = format!("delay {}", fmt_time(self.delay_ns));
+        if self.jitter_ns > 0 {
+            s += &format!(" {}", fmt_time(self.jitter_ns));
+            if self.delay_corr.is_set() {
+                s += &format!(" {}", self.delay_corr.percent());
+            }
+            if self.distribution != Distribution::Uniform {
+                s += &format!(" distribution {}", self.distribution.name());
+            }
+        }
+        Some(s)
+    }
+}
+
+/// The loss model's words.
+fn loss_words(loss: Loss) -> Option<String> {
+    Some(match loss {
+        Loss::None => return None,
+        Loss::Random { p, corr } => with_corr("loss", p, corr),
+        Loss::State {
+            p13,
+            p31,
+            p32,
+            p23,
+            p14,
+        } => format!(
+            "loss state {} {} {} {} {}",
+            p13.percent(),
+            p31.percent(),
+            p32.percent(),
+            p23.percent(),
+            p14.percent()
+        ),
+        Loss::Gemodel { p, r, h, k1 } => format!(
+            "loss gemodel {} {} {} {}",
+            p.percent(),
+            r.percent(),
+            Prob(u32::MAX - h.0).percent(),
+            k1.percent()
+        ),
+    })
+}
+
+/// `slot MIN MAX` or `slot distribution NAME DELAY JITTER`, with its budgets.
+fn slot_words(slot: super::spec::Slot) -> String {
+    let mut s = match slot.gap {
+        SlotGap::Uniform { min_ns, max_ns } => {
+            format!("slot {} {}", fmt_time(min_ns), fmt_time(max_ns))
+        }
+        SlotGap::Distribution {
+            dist,
+            delay_ns,
+            jitter_ns,
+        } => format!(
+            "slot distribution {} {} {}",
+            dist.name(),
+            fmt_time(delay_ns),
+            fmt_time(jitter_ns)
+        ),
+    };
+    if let Some(n) = slot.packets {
+        s += &format!(" packets {n}");
+    }
+    if let Some(n) = slot.bytes {
+        s += &format!(" bytes {}", fmt_size(u64::from(n)));
+    }
+    s
 }
