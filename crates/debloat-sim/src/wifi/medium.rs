@@ -47,56 +47,11 @@ impl Wifi {
             return None;
         }
         self.fill(now);
-        let mut contenders: Vec<(Sender, Ac)> = Vec::new();
-        for ac in ALL_AC {
-            if !self.hw[ac.idx()].is_empty() {
-                contenders.push((None, ac));
-            }
-        }
-        for s in 0..self.n() {
-            for ac in ALL_AC {
-                if self.sta_backlogged(idx(s, ac)) {
-                    contenders.push((Some(s), ac));
-                }
-            }
-        }
+        let contenders = self.contenders();
         if contenders.is_empty() {
             return None;
         }
-        // Each function waits AIFSN slots, then counts its backoff down: the smallest sum wins.
-        let mut wait = Vec::with_capacity(contenders.len());
-        for &c in &contenders {
-            let draw = self.rng.next_u64();
-            let k = self.contender(c);
-            let b = *k
-                .backoff
-                .get_or_insert_with(|| (draw % (u64::from(k.cw) + 1)) as u32);
-            wait.push(k.edca.aifsn + b);
-        }
-        let min = wait.iter().copied().min().unwrap_or(0);
-        let mut winners: Vec<(Sender, Ac)> = Vec::new();
-        for (&c, &w) in contenders.iter().zip(&wait) {
-            let k = self.contender(c);
-            let counted = min.saturating_sub(k.edca.aifsn);
-            if let Some(b) = k.backoff.as_mut() {
-                *b = b.saturating_sub(counted);
-            }
-            if w == min {
-                k.backoff = None;
-                winners.push(c);
-            }
-        }
-        // An internal collision: of one sender's functions that reach zero together, the
-        // highest category sends; the others back off as if they had collided.
-        winners.sort_by_key(|&(s, ac)| (s, std::cmp::Reverse(ac)));
-        let mut senders: Vec<(Sender, Ac)> = Vec::new();
-        for c in winners {
-            if senders.last().is_some_and(|l| l.0 == c.0) {
-                self.contender(c).double_cw();
-            } else {
-                senders.push(c);
-            }
-        }
+        let (min, senders) = self.contend(&contenders);
         let access = SIFS_NS + u64::from(min) * SLOT_NS;
         let collided = senders.len() > 1;
         if collided {
@@ -125,6 +80,64 @@ impl Wifi {
         self.busy_ns += access + longest;
         self.collided = collided;
         Some(end)
+    }
+
+    /// Every EDCA function with something to send: the AP's categories with built
+    /// aggregates, then each station's backlogged categories.
+    pub(super) fn contenders(&self) -> Vec<(Sender, Ac)> {
+        let mut contenders: Vec<(Sender, Ac)> = Vec::new();
+        for ac in ALL_AC {
+            if !self.hw[ac.idx()].is_empty() {
+                contenders.push((None, ac));
+            }
+        }
+        for s in 0..self.n() {
+            for ac in ALL_AC {
+                if self.sta_backlogged(idx(s, ac)) {
+                    contenders.push((Some(s), ac));
+                }
+            }
+        }
+        contenders
+    }
+
+    /// One round of contention: each function waits AIFSN slots, then counts its backoff
+    /// down, and the smallest sum wins. Returns that many slots and who sends — one function
+    /// per sender (an internal collision lets the highest category send and backs the others
+    /// off as if they had collided); more than one sender is an external collision.
+    pub(super) fn contend(&mut self, contenders: &[(Sender, Ac)]) -> (u32, Vec<(Sender, Ac)>) {
+        let mut wait = Vec::with_capacity(contenders.len());
+        for &c in contenders {
+            let draw = self.rng.next_u64();
+            let k = self.contender(c);
+            let b = *k
+                .backoff
+                .get_or_insert_with(|| (draw % (u64::from(k.cw) + 1)) as u32);
+            wait.push(k.edca.aifsn + b);
+        }
+        let min = wait.iter().copied().min().unwrap_or(0);
+        let mut winners: Vec<(Sender, Ac)> = Vec::new();
+        for (&c, &w) in contenders.iter().zip(&wait) {
+            let k = self.contender(c);
+            let counted = min.saturating_sub(k.edca.aifsn);
+            if let Some(b) = k.backoff.as_mut() {
+                *b = b.saturating_sub(counted);
+            }
+            if w == min {
+                k.backoff = None;
+                winners.push(c);
+            }
+        }
+        winners.sort_by_key(|&(s, ac)| (s, std::cmp::Reverse(ac)));
+        let mut senders: Vec<(Sender, Ac)> = Vec::new();
+        for c in winners {
+            if senders.last().is_some_and(|l| l.0 == c.0) {
+                self.contender(c).double_cw();
+            } else {
+                senders.push(c);
+            }
+        }
+        (min, senders)
     }
 
     /// The TXOP that [`Wifi::start`] began has ended at `now`: frames that got through go into
