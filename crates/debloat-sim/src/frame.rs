@@ -56,51 +56,17 @@ pub fn frame(p: &SimPacket, snaplen: usize) -> Vec<u8> {
                 Err(_) => false,
             }
         }
-        Body::Ack {
-            ack,
-            sack,
-            sack_len,
-            ece,
-            echo,
-            ..
-        } => {
-            let mut b = ip.tcp(sport, dport, ISN, 65535).ack(bytes(ack));
-            if ece {
-                b = b.ece();
-            }
-            let mut opts = vec![
-                TcpOptionElement::Noop,
-                TcpOptionElement::Noop,
-                TcpOptionElement::Timestamp(0, (echo / 1_000_000) as u32),
-            ];
-            if sack_len > 0 {
-                let blk = |i: usize| (bytes(sack[i].0), bytes(sack[i].1));
-                let rest = [1, 2].map(|i| (i < usize::from(sack_len)).then(|| blk(i)));
-                opts.push(TcpOptionElement::Noop);
-                opts.push(TcpOptionElement::Noop);
-                opts.push(TcpOptionElement::SelectiveAcknowledgement(
-                    blk(0),
-                    [rest[0], rest[1], None],
-                ));
-            }
-            match b.options(&opts) {
-                Ok(b) => b.write(&mut buf, &[]).is_ok(),
-                Err(_) => false,
-            }
-        }
+        Body::Ack { .. } => ack(ip, sport, dport, &p.body, &mut buf),
         Body::Ping { seq, reply, .. } => {
+            let payload = pad(14 + 20 + 8);
             if matches!(p.meta.flow, FlowKey::Ip { proto: 17, .. }) {
-                ip.udp(sport, dport)
-                    .write(&mut buf, &pad(14 + 20 + 8))
-                    .is_ok()
+                ip.udp(sport, dport).write(&mut buf, &payload).is_ok()
             } else if reply {
-                ip.icmpv4_echo_reply(1, seq as u16)
-                    .write(&mut buf, &pad(14 + 20 + 8))
-                    .is_ok()
+                let b = ip.icmpv4_echo_reply(1, seq as u16);
+                b.write(&mut buf, &payload).is_ok()
             } else {
-                ip.icmpv4_echo_request(1, seq as u16)
-                    .write(&mut buf, &pad(14 + 20 + 8))
-                    .is_ok()
+                let b = ip.icmpv4_echo_request(1, seq as u16);
+                b.write(&mut buf, &payload).is_ok()
             }
         }
     };
@@ -110,6 +76,51 @@ pub fn frame(p: &SimPacket, snaplen: usize) -> Vec<u8> {
     rewrite_ds_field(&mut buf, 14, p.meta.dscp, p.meta.ecn);
     buf.truncate(snaplen);
     buf
+}
+
+/// A pure ACK with its timestamp echo and SACK blocks (the simulator charges it 66 bytes; the
+/// options make the frame longer when there are SACK blocks).
+fn ack(
+    ip: etherparse::PacketBuilderStep<etherparse::IpHeaders>,
+    sport: u16,
+    dport: u16,
+    body: &Body,
+    buf: &mut Vec<u8>,
+) -> bool {
+    let Body::Ack {
+        ack,
+        sack,
+        sack_len,
+        ece,
+        echo,
+        ..
+    } = *body
+    else {
+        return false;
+    };
+    let mut b = ip.tcp(sport, dport, ISN, 65535).ack(bytes(ack));
+    if ece {
+        b = b.ece();
+    }
+    let mut opts = vec![
+        TcpOptionElement::Noop,
+        TcpOptionElement::Noop,
+        TcpOptionElement::Timestamp(0, (echo / 1_000_000) as u32),
+    ];
+    if sack_len > 0 {
+        let blk = |i: usize| (bytes(sack[i].0), bytes(sack[i].1));
+        let rest = [1, 2].map(|i| (i < usize::from(sack_len)).then(|| blk(i)));
+        opts.push(TcpOptionElement::Noop);
+        opts.push(TcpOptionElement::Noop);
+        opts.push(TcpOptionElement::SelectiveAcknowledgement(
+            blk(0),
+            [rest[0], rest[1], None],
+        ));
+    }
+    match b.options(&opts) {
+        Ok(b) => b.write(buf, &[]).is_ok(),
+        Err(_) => false,
+    }
 }
 
 #[cfg(test)]
