@@ -114,6 +114,16 @@ impl Collector for Collect {
             "The interfaces, discipline and emulated link of each direction.",
             &info,
         )?;
+        self.encode_frames(&mut enc)?;
+        self.encode_queues(&mut enc)?;
+        self.encode_tins(&mut enc)
+    }
+}
+
+impl Collect {
+    /// Frames by fate and direction.
+    fn encode_frames(&self, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let s = &self.0;
         let mut frames = Vec::new();
         for (dir, d) in dirs(s) {
             let f = d.frames;
@@ -139,11 +149,17 @@ impl Collector for Collect {
             }
         }
         counter(
-            &mut enc,
+            enc,
             "debloat_gateway_frames",
             "Frames by what happened to them.",
             &frames,
         )?;
+        Ok(())
+    }
+
+    /// The wire, the buffer and each discipline's counters and queue.
+    fn encode_queues(&self, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let s = &self.0;
         let rows = |g: &dyn Fn(&DirectionStats) -> f64| -> Vec<(Labels, f64)> {
             dirs(s)
                 .into_iter()
@@ -157,13 +173,13 @@ impl Collector for Collect {
                 .collect()
         };
         gauge(
-            &mut enc,
+            enc,
             "debloat_gateway_on_wire_frames",
             "Frames on the emulated wire now.",
             &rows(&|d| d.on_wire as f64),
         )?;
         gauge(
-            &mut enc,
+            enc,
             "debloat_gateway_in_buffer_frames",
             "Frames in the emulated link's own buffer (`buffer N`) now.",
             &rows(&|d| d.in_buffer as f64),
@@ -195,21 +211,21 @@ impl Collector for Collect {
                 |d| ecn_marks(&d.stats.xstats),
             ),
         ] {
-            counter(&mut enc, name, help, &crows(&f))?;
+            counter(enc, name, help, &crows(&f))?;
         }
         gauge(
-            &mut enc,
+            enc,
             "debloat_qdisc_backlog_bytes",
             "Bytes queued in the discipline.",
             &rows(&|d| d.stats.backlog as f64),
         )?;
         gauge(
-            &mut enc,
+            enc,
             "debloat_qdisc_qlen_packets",
             "Packets queued in the discipline.",
             &rows(&|d| d.stats.qlen as f64),
         )?;
-        self.encode_tins(&mut enc)
+        Ok(())
     }
 }
 
