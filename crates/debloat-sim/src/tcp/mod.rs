@@ -302,29 +302,64 @@ impl Sender {
             self.min_rtt = self.min_rtt.min(r);
         }
         let mut basis: Option<Basis> = None;
-        let mut newly = 0u64;
         let advanced = a.ack > self.snd_una && a.ack <= self.snd_nxt;
+        let mut newly = 0u64;
         if advanced {
-            for _ in self.snd_una..a.ack {
-                if let Some(s) = self.board.pop_front() {
-                    if s.pending() {
-                        self.lost_pending -= 1;
-                    }
-                    if s.sacked {
-                        self.sacked -= 1;
-                    } else {
-                        newly += 1;
-                        self.deliver(&s, now, &mut basis);
-                    }
+            newly += self.cumulative_ack(a.ack, rtt, now, &mut basis);
+        }
+        newly += self.sack_blocks(a, now, &mut basis);
+        if self.recovery_point.is_some_and(|r| self.snd_una >= r) {
+            self.recovery_point = None;
+        }
+        let new_loss = self.mark_lost();
+        let srtt = self.srtt.unwrap_or(RTO_INIT);
+        self.cc.westwood_ack(newly as f64, now, rtt, srtt);
+        if self.bbr.is_some() {
+            self.bbr_ack(new_loss, newly, rtt, basis, now);
+        } else {
+            self.react(a, new_loss, newly, now, srtt);
+        }
+        // RFC 6298 5.3: restart the timer only when new data is acknowledged.
+        if advanced || self.rto_deadline.is_none() {
+            self.arm_rto(now);
+        }
+    }
+
+    /// The cumulative ACK moved `snd_una` to `ack`: free the board, deliver what was not
+    /// SACKed already; returns how many segments were newly delivered.
+    fn cumulative_ack(
+        &mut self,
+        ack: u64,
+        rtt: Option<Nanos>,
+        now: Nanos,
+        basis: &mut Option<Basis>,
+    ) -> u64 {
+        let mut newly = 0;
+        for _ in self.snd_una..ack {
+            if let Some(s) = self.board.pop_front() {
+                if s.pending() {
+                    self.lost_pending -= 1;
+                }
+                if s.sacked {
+                    self.sacked -= 1;
+                } else {
+                    newly += 1;
+                    self.deliver(&s, now, basis);
                 }
             }
-            self.snd_una = a.ack;
-            self.retrans_hint = self.retrans_hint.max(self.snd_una);
-            self.backoff = 0;
-            if let Some(r) = rtt {
-                self.cc.on_rtt(r, self.snd_una, self.snd_nxt);
-            }
         }
+        self.snd_una = ack;
+        self.retrans_hint = self.retrans_hint.max(self.snd_una);
+        self.backoff = 0;
+        if let Some(r) = rtt {
+            self.cc.on_rtt(r, self.snd_una, self.snd_nxt);
+        }
+        newly
+    }
+
+    /// The ACK's SACK blocks: mark and deliver what they newly cover; returns how many.
+    fn sack_blocks(&mut self, a: &AckInfo, now: Nanos, basis: &mut Option<Basis>) -> u64 {
+        let mut newly = 0;
         for &(start, end) in &a.sack[..usize::from(a.sack_len.min(3))] {
             self.highest_sacked = self.highest_sacked.max(end.min(self.snd_nxt));
             for q in start.max(self.snd_una)..end.min(self.snd_nxt) {
@@ -335,7 +370,7 @@ impl Sender {
                         let seg = *s;
                         self.sacked += 1;
                         newly += 1;
-                        self.deliver(&seg, now, &mut basis);
+                        self.deliver(&seg, now, basis);
                         if was_pending {
                             self.lost_pending -= 1;
                         }
@@ -343,32 +378,42 @@ impl Sender {
                 }
             }
         }
-        if self.recovery_point.is_some_and(|r| self.snd_una >= r) {
-            self.recovery_point = None;
+        newly
+    }
+
+    /// BBR's turn: it sees every ACK as a rate sample; a new loss starts recovery.
+    fn bbr_ack(
+        &mut self,
+        new_loss: bool,
+        newly: u64,
+        rtt: Option<Nanos>,
+        basis: Option<Basis>,
+        now: Nanos,
+    ) {
+        if new_loss && self.recovery_point.is_none() {
+            self.loss_events += 1;
+            self.recovery_point = Some(self.snd_nxt);
+            self.fast_rexmit = true;
         }
-        let new_loss = self.mark_lost();
-        let srtt = self.srtt.unwrap_or(RTO_INIT);
-        self.cc.westwood_ack(newly as f64, now, rtt, srtt);
-        if self.bbr.is_some() {
-            if new_loss && self.recovery_point.is_none() {
-                self.loss_events += 1;
-                self.recovery_point = Some(self.snd_nxt);
-                self.fast_rexmit = true;
-            }
-            let rate = basis.and_then(|b| self.rate_sample(&b));
-            let rs = bbr::RateSample {
-                rate,
-                rtt,
-                acked: newly,
-                prior_delivered: basis.map_or(0, |b| b.delivered),
-                delivered: self.delivered,
-                inflight: self.pipe(),
-                in_recovery: self.recovery_point.is_some(),
-            };
-            if let Some(b) = self.bbr.as_mut() {
-                b.on_ack(&rs, now);
-            }
-        } else if new_loss && self.recovery_point.is_none() {
+        let rate = basis.and_then(|b| self.rate_sample(&b));
+        let rs = bbr::RateSample {
+            rate,
+            rtt,
+            acked: newly,
+            prior_delivered: basis.map_or(0, |b| b.delivered),
+            delivered: self.delivered,
+            inflight: self.pipe(),
+            in_recovery: self.recovery_point.is_some(),
+        };
+        if let Some(b) = self.bbr.as_mut() {
+            b.on_ack(&rs, now);
+        }
+    }
+
+    /// A loss-based controller's turn: reduce on a new loss (recovery) or an ECN echo (CWR),
+    /// else grow when cwnd is what limits the sender.
+    fn react(&mut self, a: &AckInfo, new_loss: bool, newly: u64, now: Nanos, srtt: Nanos) {
+        if new_loss && self.recovery_point.is_none() {
             self.cc.on_congestion();
             self.loss_events += 1;
             self.recovery_point = Some(self.snd_nxt);
@@ -387,10 +432,6 @@ impl Sender {
             // No growth while a reduction is in progress (Linux's Recovery and CWR states), nor
             // while something other than cwnd holds the sender back.
             self.cc.on_ack(newly as f64, now, srtt);
-        }
-        // RFC 6298 5.3: restart the timer only when new data is acknowledged.
-        if advanced || self.rto_deadline.is_none() {
-            self.arm_rto(now);
         }
     }
 
