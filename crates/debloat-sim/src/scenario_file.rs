@@ -39,7 +39,7 @@
 use crate::packet::MSS;
 use crate::scenario::{summarise, Config, FlowSummary, Run, Test};
 use crate::tcp::cc::Algorithm;
-use crate::world::{Device, Dir, World};
+use crate::world::{DeviceConfig, Dir, World};
 use debloat_core::units::{parse_rate, parse_size, parse_time};
 use debloat_core::QdiscSpec;
 use serde::Deserialize;
@@ -162,7 +162,7 @@ fn config(f: &ScenarioFile) -> Result<Config, String> {
         impair: l.impair.as_deref(),
     }
     .build(seed, |f| format!("link.{f}"))?;
-    let device = Device {
+    let device = DeviceConfig {
         ring: l.ring,
         bql: l.bql.then(Default::default),
         coalesce_ns: match &l.irq_coalesce {

@@ -316,8 +316,8 @@ fn bbr_keeps_the_fifo_near_one_bdp_rather_than_full() {
 /// the bytes completed per interrupt (2500 B at 20 Mbit/s).
 #[test]
 fn bql_takes_the_ring_out_of_the_queueing_delay() {
-    use debloat_sim::world::{Device, Dir};
-    let run = |device: Device| {
+    use debloat_sim::world::{DeviceConfig, Dir};
+    let run = |device: DeviceConfig| {
         let mut c = cfg(
             Test::TcpNUp,
             20_000_000,
@@ -331,12 +331,12 @@ fn bql_takes_the_ring_out_of_the_queueing_delay() {
         c.device = device;
         debloat_sim::simulate(&c, |_| {})
     };
-    let ring = run(Device {
+    let ring = run(DeviceConfig {
         ring: 256,
         bql: None,
         coalesce_ns: 0,
     });
-    let bql = run(Device {
+    let bql = run(DeviceConfig {
         ring: 256,
         bql: Some(Default::default()),
         coalesce_ns: 1_000_000,

@@ -341,7 +341,7 @@ pub fn config(a: &Args) -> Result<Config> {
             Some(k) => Some(wifi_config(a, k)?),
             None => None,
         },
-        device: debloat_sim::world::Device {
+        device: debloat_sim::world::DeviceConfig {
             ring: a.ring,
             bql: a.bql.then(debloat_core::device::dql::Config::default),
             coalesce_ns: match &a.irq_coalesce {

@@ -8,7 +8,7 @@ use debloat_core::packet::{PacketMeta, Record};
 use debloat_core::path::{DataPath, Event};
 use debloat_core::{FlowHasher, QdiscSpec};
 use debloat_gateway::path::Path;
-use debloat_sim::world::{Device, Dir, LinkConfig, Wire, World};
+use debloat_sim::world::{DeviceConfig, Dir, LinkConfig, Wire, World};
 use etherparse::PacketBuilder;
 
 const RATE_BPS: u64 = 10_000_000;
@@ -108,7 +108,7 @@ fn through_sim(words: &str) -> Fates {
         rate_bps: RATE_BPS,
         delay_ns: 0,
         qdisc: qdisc(),
-        device: Device::default(),
+        device: DeviceConfig::default(),
         wire: Wire {
             impair,
             ..Wire::default()

@@ -3,3 +3,6 @@
 //! bytes may wait there so that the queue stays in the qdisc where the AQM can see it.
 
 pub mod dql;
+pub mod ring;
+
+pub use ring::{Device, DeviceConfig};

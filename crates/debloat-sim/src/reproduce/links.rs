@@ -2,7 +2,7 @@
 
 use super::{config, parse, ping_p50, total, Band, Check, Outcome, MBIT, MS};
 use crate::scenario::{self, Summary, Test};
-use crate::world::{Device, Dir};
+use crate::world::{DeviceConfig, Dir};
 
 /// Goodput of the flows going one way, Mbit/s.
 fn sum_dir(s: &Summary, d: Dir) -> f64 {
@@ -118,7 +118,7 @@ pub fn bql() -> Outcome {
         let mut c = config(Test::TcpNUp, 100 * MBIT, 100 * MBIT, MS, "fq_codel");
         c.streams = 20;
         c.length_s = 30.0;
-        c.device = Device {
+        c.device = DeviceConfig {
             ring: 256,
             bql: bql.then(Default::default),
             coalesce_ns: MS,

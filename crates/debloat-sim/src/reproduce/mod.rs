@@ -17,7 +17,7 @@ mod wifi;
 
 use crate::scenario::{Config, Summary, Test};
 use crate::tcp::cc::Algorithm;
-use crate::world::Device;
+use crate::world::DeviceConfig;
 use serde::Serialize;
 use std::fmt;
 
@@ -276,7 +276,7 @@ fn config(test: Test, down_bps: u64, up_bps: u64, rtt_ns: u64, qdisc: &str) -> C
         cc: Algorithm::Cubic,
         ecn: false,
         seed: 1,
-        device: Device::default(),
+        device: DeviceConfig::default(),
         wire: Default::default(),
         tcp_window: None,
         host_rtts_ns: Vec::new(),

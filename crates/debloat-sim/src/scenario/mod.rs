@@ -160,7 +160,7 @@ pub struct Config {
     /// Seed for flow-hash keys and discipline randomness.
     pub seed: u64,
     /// The device model on both bottleneck directions.
-    pub device: crate::world::Device,
+    pub device: crate::world::DeviceConfig,
     /// Framing, loss and jitter of both bottleneck wires (the seed is set per direction).
     pub wire: crate::world::Wire,
     /// Every TCP flow's window limit, bytes of payload: the receive window the peer advertises

@@ -13,8 +13,8 @@ pub struct LinkConfig {
     pub delay_ns: Nanos,
     /// The discipline in front of it.
     pub qdisc: Box<dyn Qdisc<SimPacket>>,
-    /// The device below the discipline.
-    pub device: Device,
+    /// The device below the discipline: a TX ring with BQL (the core's device stage).
+    pub device: DeviceConfig,
     /// Impairments and framing of the wire itself.
     pub wire: Wire,
 }
@@ -32,19 +32,6 @@ pub(super) fn wire_link(cfg: &LinkConfig) -> WireLink<SimPacket> {
         ..cfg.wire.impair
     };
     WireLink::new(emu, cfg.delay_ns, cfg_seed(cfg)).with_layer(LinkLayer::Cake(cfg.wire.framing))
-}
-
-/// The network device between the discipline and the wire: a TX ring the driver fills from the
-/// qdisc, optionally limited in bytes by BQL (the core's DQL), with completions reported per
-/// packet or in interrupt batches. `ring: 0` means no device queue: the qdisc feeds the wire.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Device {
-    /// TX ring descriptors (packets); 0 = none.
-    pub ring: usize,
-    /// Byte queue limits on the ring.
-    pub bql: Option<debloat_core::device::dql::Config>,
-    /// Completion interrupts every this many ns (0 = as each packet finishes).
-    pub coalesce_ns: Nanos,
 }
 
 /// Per-link measurements. Sojourns go into a histogram (1 µs to 1000 s, 3 significant digits),
@@ -90,13 +77,8 @@ pub(super) struct Link {
     pub(super) link: WireLink<SimPacket>,
     pub(super) wake_at: Option<Nanos>,
     pub(super) stats: LinkStats,
-    pub(super) ring: std::collections::VecDeque<SimPacket>,
-    pub(super) dql: Option<debloat_core::device::dql::Dql>,
-    /// Lengths of transmissions whose TxDone is pending, in order (a new transmission can start at
-    /// the very instant the previous one ends, before its TxDone is handled).
-    pub(super) wire_lens: std::collections::VecDeque<u32>,
-    pub(super) uncompleted: u32,
-    pub(super) irq_armed: bool,
+    /// The TX ring with BQL between the discipline and the transmitter (the core's device).
+    pub(super) device: Device<SimPacket>,
 }
 
 impl World {
@@ -125,7 +107,7 @@ impl World {
         self.drain_drops(d);
         let l = &mut self.links[d.idx()];
         l.stats.max_backlog_pkts = l.stats.max_backlog_pkts.max(l.cfg.qdisc.qlen() as u64);
-        let ring_room = l.cfg.device.ring > 0 && l.ring.len() < l.cfg.device.ring;
+        let ring_room = l.device.has_room();
         if (l.link.busy_until() <= now || ring_room) && l.wake_at.is_none() {
             self.try_transmit(d);
         }
@@ -149,24 +131,8 @@ impl World {
     /// The packet on the wire finished: report it to BQL now, or at the next interrupt.
     pub(super) fn complete(&mut self, d: Dir) {
         let now = self.now;
-        let l = &mut self.links[d.idx()];
-        let Some(len) = l.wire_lens.pop_front() else {
-            return;
-        };
-        if l.dql.is_none() {
-            return;
-        }
-        if l.cfg.device.coalesce_ns == 0 {
-            if let Some(q) = l.dql.as_mut() {
-                let _ = q.completed(len, now);
-            }
-        } else {
-            l.uncompleted += len;
-            if !l.irq_armed {
-                l.irq_armed = true;
-                let c = l.cfg.device.coalesce_ns;
-                self.events.push((now / c + 1) * c, Event::Irq(d));
-            }
+        if let Some(t) = self.links[d.idx()].device.completed(now) {
+            self.events.push(t, Event::Irq(d));
         }
     }
 
@@ -203,20 +169,20 @@ impl World {
 
     pub(super) fn try_transmit(&mut self, d: Dir) {
         // The driver fills the ring while it has room and BQL allows.
-        let ring = self.links[d.idx()].cfg.device.ring;
+        let ring = self.links[d.idx()].device.has_ring();
         self.try_fill(d);
         let now = self.now;
         if self.links[d.idx()].link.busy_until() > now {
             return;
         }
-        let next = if ring > 0 {
-            self.links[d.idx()].ring.pop_front()
+        let next = if ring {
+            self.links[d.idx()].device.next_to_send()
         } else {
             self.take_from_qdisc(d)
         };
         let Some(p) = next else { return };
         let l = &mut self.links[d.idx()];
-        l.wire_lens.push_back(p.meta.len);
+        l.device.sending(p.meta.len);
         if let Some(tap) = self.tap.as_mut() {
             tap(d, now, &p);
         }
@@ -233,34 +199,23 @@ impl World {
             self.events.push(t, Event::Arrive(d));
         }
         l.stats.lost_on_wire = l.link.wire().counters.lost;
-        if ring > 0 {
+        if ring {
             // A descriptor freed: the driver may take another packet.
             self.try_fill(d);
         }
     }
 
     pub(super) fn try_fill(&mut self, d: Dir) {
-        let ring = self.links[d.idx()].cfg.device.ring;
-        while ring > 0
-            && self.links[d.idx()].ring.len() < ring
-            && !self.links[d.idx()]
-                .dql
-                .as_ref()
-                .is_some_and(|q| q.stopped())
-        {
+        while self.links[d.idx()].device.may_fill() {
             let Some(p) = self.take_from_qdisc(d) else {
                 break;
             };
-            let l = &mut self.links[d.idx()];
-            if let Some(q) = l.dql.as_mut() {
-                let _ = q.sent(p.meta.len);
-            }
-            l.ring.push_back(p);
+            self.links[d.idx()].device.fill(p);
         }
     }
 
     /// BQL's current limit on a link direction, bytes (None without BQL).
     pub fn bql_limit(&self, d: Dir) -> Option<u32> {
-        self.links[d.idx()].dql.as_ref().map(|q| q.limit())
+        self.links[d.idx()].device.bql_limit()
     }
 }

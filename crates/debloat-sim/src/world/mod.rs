@@ -27,9 +27,11 @@ mod air;
 mod hosts;
 mod link;
 
+use debloat_core::device::Device;
+pub use debloat_core::device::DeviceConfig;
 pub use hosts::{Flow, Probe};
 use link::*;
-pub use link::{Device, LinkConfig, LinkStats};
+pub use link::{LinkConfig, LinkStats};
 
 /// Up (client → server) or down (server → client).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -129,18 +131,11 @@ impl World {
     /// A client and a server joined by `up` and `down`; run for `end` ns, sampling every `step`.
     pub fn new(up: LinkConfig, down: LinkConfig, end: Nanos, step: Nanos) -> World {
         let link = |cfg: LinkConfig| Link {
-            dql: cfg
-                .device
-                .bql
-                .map(|c| debloat_core::device::dql::Dql::new(c, 0)),
+            device: Device::new(cfg.device),
             link: wire_link(&cfg),
             cfg,
             wake_at: None,
             stats: LinkStats::default(),
-            ring: Default::default(),
-            wire_lens: Default::default(),
-            uncompleted: 0,
-            irq_armed: false,
         };
         let mut w = World {
             now: 0,
@@ -198,11 +193,7 @@ impl World {
                 self.try_transmit(d);
             }
             Event::Irq(d) => {
-                let l = &mut self.links[d.idx()];
-                l.irq_armed = false;
-                if let Some(q) = l.dql.as_mut() {
-                    let _ = q.completed(std::mem::take(&mut l.uncompleted), self.now);
-                }
+                self.links[d.idx()].device.interrupt(self.now);
                 self.try_transmit(d);
             }
             Event::Wake(d) => {
@@ -290,7 +281,7 @@ mod tests {
                 .parse::<QdiscSpec>()
                 .unwrap()
                 .build(FlowHasher::new([1, 2]), 1),
-            device: Device::default(),
+            device: DeviceConfig::default(),
             wire: Wire::default(),
         };
         let mut w = World::new(
