@@ -134,79 +134,100 @@ fn draw_timeseries<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, runs: &[Da
         .map(|d| d.total_length.max(d.x.last().copied().unwrap_or(0.0)))
         .fold(1.0, f64::max);
     let y_max = throughput_scale(runs);
-    let (lat_lo, lat_hi) = latency_range(runs);
+    let lat = latency_range(runs);
     let rows = root.split_evenly((runs.len().max(1), 2));
     for (i, d) in runs.iter().enumerate() {
-        let (left, right) = (&rows[2 * i], &rows[2 * i + 1]);
-        let mut c = ChartBuilder::on(left)
-            .caption(format!("{} — throughput", d.label), ("sans-serif", 16))
-            .margin(8)
-            .x_label_area_size(34)
-            .y_label_area_size(58)
-            .build_cartesian_2d(0.0..x_max, 0.0..y_max)
-            .map_err(err)?;
-        c.configure_mesh()
-            .x_desc("time (s)")
-            .y_desc("throughput (Mbit/s)")
-            .x_label_formatter(&|v| format!("{v:.0}"))
-            .y_label_formatter(&|v| format!("{v:.0}"))
-            .light_line_style(TRANSPARENT)
-            .draw()
-            .map_err(err)?;
-        for s in d.of_kind(|k| matches!(k, Kind::Throughput(_))) {
-            let col = match s.kind {
-                Kind::Throughput(Direction::Down) => DOWN,
-                Kind::Throughput(Direction::Up) => UP,
-                _ => colour(2),
-            };
-            let v = clamp_all(&s.values, y_max);
-            c.draw_series(LineSeries::new(points(&d.x, &v), col.mix(0.45)))
-                .map_err(err)?;
-        }
-        for (dir, col, label) in [
-            (Direction::Down, DOWN, "download sum"),
-            (Direction::Up, UP, "upload sum"),
-        ] {
-            let sum = clamp_all(&direction_sum(d, dir), y_max);
-            if sum.iter().any(Option::is_some) {
-                c.draw_series(LineSeries::new(points(&d.x, &sum), col.stroke_width(3)))
-                    .map_err(err)?
-                    .label(label)
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 16, y)], col.stroke_width(3))
-                    });
-            }
-        }
-        legend(&mut c, SeriesLabelPosition::MiddleRight, 12)?;
-        let mut c = ChartBuilder::on(right)
-            .caption(format!("{} — latency", d.label), ("sans-serif", 16))
-            .margin(8)
-            .x_label_area_size(34)
-            .y_label_area_size(58)
-            .build_cartesian_2d(0.0..x_max, (lat_lo..lat_hi).log_scale())
-            .map_err(err)?;
-        c.configure_mesh()
-            .x_desc("time (s)")
-            .y_desc("latency (ms, log scale)")
-            .x_label_formatter(&|v| format!("{v:.0}"))
-            .y_label_formatter(&|v| ms_label(*v))
-            .light_line_style(TRANSPARENT)
-            .draw()
-            .map_err(err)?;
-        for (k, s) in d.of_kind(|k| k == Kind::Latency).enumerate() {
-            let col = colour(k + 1);
-            let clamped: Vec<Option<f64>> = s
-                .values
-                .iter()
-                .map(|v| v.map(|v| v.clamp(lat_lo, lat_hi)))
-                .collect();
-            c.draw_series(LineSeries::new(points(&d.x, &clamped), col.stroke_width(1)))
-                .map_err(err)?
-                .label(s.name.clone())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], col));
-        }
-        legend(&mut c, SeriesLabelPosition::MiddleRight, 11)?;
+        throughput_panel(&rows[2 * i], d, x_max, y_max)?;
+        latency_panel(&rows[2 * i + 1], d, x_max, lat)?;
     }
+    Ok(())
+}
+
+/// One run's throughput over time: each flow faint, each direction's sum bold.
+fn throughput_panel<DB: DrawingBackend>(
+    left: &DrawingArea<DB, Shift>,
+    d: &Dataset,
+    x_max: f64,
+    y_max: f64,
+) -> Res {
+    let mut c = ChartBuilder::on(left)
+        .caption(format!("{} — throughput", d.label), ("sans-serif", 16))
+        .margin(8)
+        .x_label_area_size(34)
+        .y_label_area_size(58)
+        .build_cartesian_2d(0.0..x_max, 0.0..y_max)
+        .map_err(err)?;
+    c.configure_mesh()
+        .x_desc("time (s)")
+        .y_desc("throughput (Mbit/s)")
+        .x_label_formatter(&|v| format!("{v:.0}"))
+        .y_label_formatter(&|v| format!("{v:.0}"))
+        .light_line_style(TRANSPARENT)
+        .draw()
+        .map_err(err)?;
+    for s in d.of_kind(|k| matches!(k, Kind::Throughput(_))) {
+        let col = match s.kind {
+            Kind::Throughput(Direction::Down) => DOWN,
+            Kind::Throughput(Direction::Up) => UP,
+            _ => colour(2),
+        };
+        let v = clamp_all(&s.values, y_max);
+        c.draw_series(LineSeries::new(points(&d.x, &v), col.mix(0.45)))
+            .map_err(err)?;
+    }
+    for (dir, col, label) in [
+        (Direction::Down, DOWN, "download sum"),
+        (Direction::Up, UP, "upload sum"),
+    ] {
+        let sum = clamp_all(&direction_sum(d, dir), y_max);
+        if sum.iter().any(Option::is_some) {
+            c.draw_series(LineSeries::new(points(&d.x, &sum), col.stroke_width(3)))
+                .map_err(err)?
+                .label(label)
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 16, y)], col.stroke_width(3))
+                });
+        }
+    }
+    legend(&mut c, SeriesLabelPosition::MiddleRight, 12)?;
+    Ok(())
+}
+
+/// One run's latency series over time, on a log scale shared by every run.
+fn latency_panel<DB: DrawingBackend>(
+    right: &DrawingArea<DB, Shift>,
+    d: &Dataset,
+    x_max: f64,
+    (lat_lo, lat_hi): (f64, f64),
+) -> Res {
+    let mut c = ChartBuilder::on(right)
+        .caption(format!("{} — latency", d.label), ("sans-serif", 16))
+        .margin(8)
+        .x_label_area_size(34)
+        .y_label_area_size(58)
+        .build_cartesian_2d(0.0..x_max, (lat_lo..lat_hi).log_scale())
+        .map_err(err)?;
+    c.configure_mesh()
+        .x_desc("time (s)")
+        .y_desc("latency (ms, log scale)")
+        .x_label_formatter(&|v| format!("{v:.0}"))
+        .y_label_formatter(&|v| ms_label(*v))
+        .light_line_style(TRANSPARENT)
+        .draw()
+        .map_err(err)?;
+    for (k, s) in d.of_kind(|k| k == Kind::Latency).enumerate() {
+        let col = colour(k + 1);
+        let clamped: Vec<Option<f64>> = s
+            .values
+            .iter()
+            .map(|v| v.map(|v| v.clamp(lat_lo, lat_hi)))
+            .collect();
+        c.draw_series(LineSeries::new(points(&d.x, &clamped), col.stroke_width(1)))
+            .map_err(err)?
+            .label(s.name.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], col));
+    }
+    legend(&mut c, SeriesLabelPosition::MiddleRight, 11)?;
     Ok(())
 }
 

@@ -458,6 +458,27 @@ fn print_table(cfg: &Config, s: &Summary) {
         cfg.length_s,
         if cfg.ecn { ", ECN" } else { "" }
     );
+    print_flows(s);
+    for p in &s.pings {
+        let f = |l: &Option<debloat_sim::scenario::Latency>| match l {
+            Some(l) => format!("p50 {:.1} / p90 {:.1} / p99 {:.1} ms", l.p50, l.p90, l.p99),
+            None => "-".into(),
+        };
+        println!(
+            "\n  {}: under load {}; idle {}; loss {:.1} %",
+            p.name,
+            f(&p.latency_ms),
+            f(&p.idle_latency_ms),
+            p.loss_pct
+        );
+    }
+    if let Some(w) = &s.wifi {
+        print_stations(w);
+    }
+    print_queues(s);
+}
+
+fn print_flows(s: &Summary) {
     if !s.flows.is_empty() {
         println!(
             "\n  {:<20} {:>12} {:>9} {:>8} {:>8} {:>9}",
@@ -479,49 +500,40 @@ fn print_table(cfg: &Config, s: &Summary) {
             println!("  Jain's fairness index {j:.3}");
         }
     }
-    for p in &s.pings {
-        let f = |l: &Option<debloat_sim::scenario::Latency>| match l {
-            Some(l) => format!("p50 {:.1} / p90 {:.1} / p99 {:.1} ms", l.p50, l.p90, l.p99),
-            None => "-".into(),
-        };
+}
+
+fn print_stations(w: &debloat_sim::scenario::WifiSummary) {
+    println!(
+        "\n  {:<12} {:>10} {:>10} {:>9} {:>9} {:>10} {:>9}",
+        "station", "PHY", "goodput", "airtime", "ping p50", "AQL max", "failed"
+    );
+    println!(
+        "  {:<12} {:>10} {:>10} {:>9} {:>9} {:>10} {:>9}",
+        "", "Mbit/s", "Mbit/s", "share", "ms", "ms", "MPDUs"
+    );
+    for st in &w.stations {
         println!(
-            "\n  {}: under load {}; idle {}; loss {:.1} %",
-            p.name,
-            f(&p.latency_ms),
-            f(&p.idle_latency_ms),
-            p.loss_pct
+            "  {:<12} {:>10.1} {:>10.2} {:>8.1}% {:>9} {:>10.1} {:>9}",
+            st.host,
+            st.phy_mbps,
+            st.throughput_mbps,
+            st.airtime_share * 100.0,
+            st.latency_ms
+                .as_ref()
+                .map_or("-".into(), |l| format!("{:.1}", l.p50)),
+            st.max_aql_pending_ms,
+            st.failed_frames
         );
     }
-    if let Some(w) = &s.wifi {
-        println!(
-            "\n  {:<12} {:>10} {:>10} {:>9} {:>9} {:>10} {:>9}",
-            "station", "PHY", "goodput", "airtime", "ping p50", "AQL max", "failed"
-        );
-        println!(
-            "  {:<12} {:>10} {:>10} {:>9} {:>9} {:>10} {:>9}",
-            "", "Mbit/s", "Mbit/s", "share", "ms", "ms", "MPDUs"
-        );
-        for st in &w.stations {
-            println!(
-                "  {:<12} {:>10.1} {:>10.2} {:>8.1}% {:>9} {:>10.1} {:>9}",
-                st.host,
-                st.phy_mbps,
-                st.throughput_mbps,
-                st.airtime_share * 100.0,
-                st.latency_ms
-                    .as_ref()
-                    .map_or("-".into(), |l| format!("{:.1}", l.p50)),
-                st.max_aql_pending_ms,
-                st.failed_frames
-            );
-        }
-        println!(
-            "  Jain's index over airtime {}; channel busy {:.1} %; {} collisions",
-            w.airtime_jain.map_or("-".into(), |j| format!("{j:.3}")),
-            w.channel_busy * 100.0,
-            w.collisions
-        );
-    }
+    println!(
+        "  Jain's index over airtime {}; channel busy {:.1} %; {} collisions",
+        w.airtime_jain.map_or("-".into(), |j| format!("{j:.3}")),
+        w.channel_busy * 100.0,
+        w.collisions
+    );
+}
+
+fn print_queues(s: &Summary) {
     println!(
         "\n  {:<16} {:<36} {:>9} {:>8} {:>8} {:>8} {:>16}",
         "queue", "qdisc", "sent", "dropped", "marked", "max q", "sojourn p50/p99"

@@ -224,18 +224,11 @@ pub fn sqw_20m() -> Outcome {
     o
 }
 
-/// CAKE-HOSTS: host A runs 2 uploads, host B 1, through a 20 Mbit/s uplink whose modem has a
-/// 1000-packet FIFO; base RTT 20 ms (the post pinged several Internet hosts; no RTT given).
-///
-/// The modem's FIFO is modelled as a 1000-descriptor device ring (no BQL) below the gateway's
-/// qdisc: what the gateway sends waits there at 20 Mbit/s, invisible to its AQM. (In the real
-/// network the modem tail-drops and the router's queue stays empty; here, once the ring is
-/// full, the excess waits in the gateway's qdisc and its AQM drops it. The delay and the
-/// shares are the FIFO's either way.)
-pub fn cake_hosts() -> Outcome {
-    let run = |q: &str| {
-        let toml = format!(
-            r#"
+/// One CAKE-HOSTS run with `q` on the uplink: host A's and host B's goodput over 10–60 s,
+/// Mbit/s, and the ping's median then, ms (the upper median of the samples).
+fn cake_hosts_run(q: &str) -> (f64, f64, f64) {
+    let toml = format!(
+        r#"
 length = 60
 [link]
 down = "100Mbit"
@@ -262,30 +255,41 @@ start = 0.2
 name = "ping"
 kind = "ping"
 "#
-        );
-        // Built-in scenario text: an error is a bug here, not input.
-        let (_, r) = crate::scenario_file::run(&toml, |_| {})
-            .unwrap_or_else(|e| panic!("CAKE-HOSTS scenario: {e}"));
-        let t: Vec<f64> = (0..3)
-            .map(|i| throughput_between(&r.world, i, 10 * SEC, 60 * SEC))
-            .collect();
-        let ping = r
-            .world
-            .probes
-            .first()
-            .map(|p| {
-                let mut v: Vec<u64> = p
-                    .samples
-                    .iter()
-                    .filter(|(t, _)| *t >= 10 * SEC)
-                    .map(|(_, rtt)| *rtt)
-                    .collect();
-                v.sort_unstable();
-                v.get(v.len() / 2).map_or(f64::NAN, |x| *x as f64 / 1e6)
-            })
-            .unwrap_or(f64::NAN);
-        (t[0] + t[1], t[2], ping)
-    };
+    );
+    // Built-in scenario text: an error is a bug here, not input.
+    let (_, r) = crate::scenario_file::run(&toml, |_| {})
+        .unwrap_or_else(|e| panic!("CAKE-HOSTS scenario: {e}"));
+    let t: Vec<f64> = (0..3)
+        .map(|i| throughput_between(&r.world, i, 10 * SEC, 60 * SEC))
+        .collect();
+    let ping = r
+        .world
+        .probes
+        .first()
+        .map(|p| {
+            let mut v: Vec<u64> = p
+                .samples
+                .iter()
+                .filter(|(t, _)| *t >= 10 * SEC)
+                .map(|(_, rtt)| *rtt)
+                .collect();
+            v.sort_unstable();
+            v.get(v.len() / 2).map_or(f64::NAN, |x| *x as f64 / 1e6)
+        })
+        .unwrap_or(f64::NAN);
+    (t[0] + t[1], t[2], ping)
+}
+
+/// CAKE-HOSTS: host A runs 2 uploads, host B 1, through a 20 Mbit/s uplink whose modem has a
+/// 1000-packet FIFO; base RTT 20 ms (the post pinged several Internet hosts; no RTT given).
+///
+/// The modem's FIFO is modelled as a 1000-descriptor device ring (no BQL) below the gateway's
+/// qdisc: what the gateway sends waits there at 20 Mbit/s, invisible to its AQM. (In the real
+/// network the modem tail-drops and the router's queue stays empty; here, once the ring is
+/// full, the excess waits in the gateway's qdisc and its AQM drops it. The delay and the
+/// shares are the FIFO's either way.)
+pub fn cake_hosts() -> Outcome {
+    let run = cake_hosts_run;
     let mut o = Outcome::new("CAKE-HOSTS");
     let (a, b, ping) = run("fq_codel");
     o.checks.push(Check::new(

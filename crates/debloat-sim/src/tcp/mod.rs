@@ -528,34 +528,8 @@ impl Sender {
             self.first_sent_time,
         );
         if self.lost_pending > 0 {
-            let nxt = self.snd_nxt;
-            let mut q = self.retrans_hint.max(self.snd_una);
-            while q < self.snd_nxt {
-                if let Some(s) = self.seg(q) {
-                    if s.pending() {
-                        s.retransmitted = true;
-                        s.retrans_bound = nxt;
-                        (
-                            s.sent_time,
-                            s.delivered,
-                            s.delivered_time,
-                            s.first_sent_time,
-                        ) = stamp;
-                        self.retrans_q.push_back((q, nxt));
-                        self.lost_pending -= 1;
-                        self.retrans_hint = q + 1;
-                        self.retransmits += 1;
-                        if self.rto_deadline.is_none() {
-                            self.arm_rto(now);
-                        }
-                        return Some(Segment {
-                            seq: q,
-                            retransmit: true,
-                            cwr: false,
-                        });
-                    }
-                }
-                q += 1;
+            if let Some(seg) = self.retransmit_next(now, stamp) {
+                return Some(seg);
             }
         }
         if self.window.is_some_and(|w| self.outstanding() >= w) {
@@ -580,6 +554,45 @@ impl Sender {
             retransmit: false,
             cwr,
         })
+    }
+
+    /// The first segment marked lost at or after the retransmission hint, retransmitted now
+    /// (its delivery-rate stamp refreshed); None if the hint has passed them all.
+    fn retransmit_next(
+        &mut self,
+        now: Nanos,
+        stamp: (Nanos, u64, Nanos, Nanos),
+    ) -> Option<Segment> {
+        let nxt = self.snd_nxt;
+        let mut q = self.retrans_hint.max(self.snd_una);
+        while q < self.snd_nxt {
+            if let Some(s) = self.seg(q) {
+                if s.pending() {
+                    s.retransmitted = true;
+                    s.retrans_bound = nxt;
+                    (
+                        s.sent_time,
+                        s.delivered,
+                        s.delivered_time,
+                        s.first_sent_time,
+                    ) = stamp;
+                    self.retrans_q.push_back((q, nxt));
+                    self.lost_pending -= 1;
+                    self.retrans_hint = q + 1;
+                    self.retransmits += 1;
+                    if self.rto_deadline.is_none() {
+                        self.arm_rto(now);
+                    }
+                    return Some(Segment {
+                        seq: q,
+                        retransmit: true,
+                        cwr: false,
+                    });
+                }
+            }
+            q += 1;
+        }
+        None
     }
 }
 
