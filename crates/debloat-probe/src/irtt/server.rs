@@ -224,59 +224,7 @@ impl Sessions {
         let key = key.as_deref();
         match req.kind {
             DecodedRequestKind::Open { no_test, params } => {
-                let asked = Params::decode(params)
-                    .map_err(|e| Reject::Malformed(format!("open parameters: {e}")))?;
-                let granted = self.grant(&asked).map_err(Reject::Refused)?;
-                let malformed = |e: irtt_proto::ProtoError| Reject::Malformed(e.to_string());
-                if no_test {
-                    // irtt's `-n`: the server answers open|reply|close and keeps nothing.
-                    let reply = OpenReply {
-                        flags: FLAG_OPEN | FLAG_REPLY | FLAG_CLOSE,
-                        token: 0,
-                        params: granted,
-                    };
-                    return encode_open_reply(&reply, key)
-                        .map(Reply::NoTest)
-                        .map_err(malformed);
-                }
-                if self.sessions.len() >= self.limits.max_sessions {
-                    self.expire(now);
-                }
-                if self.sessions.len() >= self.limits.max_sessions {
-                    // Tell the client (open|reply|close), so it stops retrying, and log why.
-                    let reply = OpenReply {
-                        flags: FLAG_OPEN | FLAG_REPLY | FLAG_CLOSE,
-                        token: 0,
-                        params: granted,
-                    };
-                    let why = format!(
-                        "{} sessions already open (server limit --max-sessions)",
-                        self.sessions.len()
-                    );
-                    return encode_open_reply(&reply, key)
-                        .map(|b| Reply::Refused(b, why))
-                        .map_err(malformed);
-                }
-                let token = random_token();
-                let reply = OpenReply {
-                    flags: FLAG_OPEN | FLAG_REPLY,
-                    token,
-                    params: granted.clone(),
-                };
-                let bytes = encode_open_reply(&reply, key).map_err(malformed)?;
-                self.sessions.insert(
-                    token,
-                    Session {
-                        peer: from,
-                        params: granted,
-                        started: now,
-                        last_seen: now,
-                        received: 0,
-                        window: 0,
-                        highest: None,
-                    },
-                );
-                Ok(Reply::Opened(bytes))
+                self.open_session(now, from, no_test, params, key)
             }
             DecodedRequestKind::Close { token } => match self.sessions.get(&token) {
                 Some(s) if s.peer == from => {
@@ -289,86 +237,161 @@ impl Sessions {
                 token,
                 sequence,
                 tail,
-            } => {
-                let epoch = self.epoch;
-                let s = match self.sessions.get_mut(&token) {
-                    Some(s) if s.peer == from => s,
-                    _ => return Err(Reject::UnknownSession(token)),
+            } => self.echo(now, from, packet, (token, sequence, tail), key),
+        }
+    }
+
+    /// An open request: grant what the limits allow and start a session (or, for irtt's
+    /// `-n`, answer and keep nothing; at the session limit, refuse so the client stops).
+    fn open_session(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        no_test: bool,
+        params: &[u8],
+        key: Option<&[u8]>,
+    ) -> Result<Reply, Reject> {
+        let asked = Params::decode(params)
+            .map_err(|e| Reject::Malformed(format!("open parameters: {e}")))?;
+        let granted = self.grant(&asked).map_err(Reject::Refused)?;
+        let malformed = |e: irtt_proto::ProtoError| Reject::Malformed(e.to_string());
+        if no_test {
+            // irtt's `-n`: the server answers open|reply|close and keeps nothing.
+            let reply = OpenReply {
+                flags: FLAG_OPEN | FLAG_REPLY | FLAG_CLOSE,
+                token: 0,
+                params: granted,
+            };
+            return encode_open_reply(&reply, key)
+                .map(Reply::NoTest)
+                .map_err(malformed);
+        }
+        if self.sessions.len() >= self.limits.max_sessions {
+            self.expire(now);
+        }
+        if self.sessions.len() >= self.limits.max_sessions {
+            // Tell the client (open|reply|close), so it stops retrying, and log why.
+            let reply = OpenReply {
+                flags: FLAG_OPEN | FLAG_REPLY | FLAG_CLOSE,
+                token: 0,
+                params: granted,
+            };
+            let why = format!(
+                "{} sessions already open (server limit --max-sessions)",
+                self.sessions.len()
+            );
+            return encode_open_reply(&reply, key)
+                .map(|b| Reply::Refused(b, why))
+                .map_err(malformed);
+        }
+        let token = random_token();
+        let reply = OpenReply {
+            flags: FLAG_OPEN | FLAG_REPLY,
+            token,
+            params: granted.clone(),
+        };
+        let bytes = encode_open_reply(&reply, key).map_err(malformed)?;
+        self.sessions.insert(
+            token,
+            Session {
+                peer: from,
+                params: granted,
+                started: now,
+                last_seen: now,
+                received: 0,
+                window: 0,
+                highest: None,
+            },
+        );
+        Ok(Reply::Opened(bytes))
+    }
+
+    /// An echo request of a session: count it in the window and answer with the timestamps
+    /// and statistics the session negotiated, never larger than the request.
+    fn echo(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        packet: &[u8],
+        (token, sequence, tail): (u64, u32, &[u8]),
+        key: Option<&[u8]>,
+    ) -> Result<Reply, Reject> {
+        let epoch = self.epoch;
+        let s = match self.sessions.get_mut(&token) {
+            Some(s) if s.peer == from => s,
+            _ => return Err(Reject::UnknownSession(token)),
+        };
+        let want = irtt_proto::echo_packet_len(key.is_some(), &s.params)
+            .map_err(|e| Reject::Malformed(e.to_string()))?;
+        if packet.len() != want {
+            return Err(Reject::WrongLength {
+                got: packet.len(),
+                want,
+            });
+        }
+        s.last_seen = now;
+        let recv_mono = now.duration_since(epoch).as_nanos() as i64;
+        let recv_wall = wall_ns();
+        s.received = s.received.wrapping_add(1);
+        // Window: bit 0 = this seqno, bit i = seqno − i arrived (irtt's 64-bit window).
+        match s.highest {
+            None => s.window = 1,
+            Some(h) if sequence > h => {
+                let shift = sequence - h;
+                s.window = if shift >= 64 {
+                    1
+                } else {
+                    (s.window << shift) | 1
                 };
-                let want = irtt_proto::echo_packet_len(key.is_some(), &s.params)
-                    .map_err(|e| Reject::Malformed(e.to_string()))?;
-                if packet.len() != want {
-                    return Err(Reject::WrongLength {
-                        got: packet.len(),
-                        want,
-                    });
+            }
+            Some(h) => {
+                let back = h - sequence;
+                if back < 64 {
+                    s.window |= 1 << back;
                 }
-                s.last_seen = now;
-                let recv_mono = now.duration_since(epoch).as_nanos() as i64;
-                let recv_wall = wall_ns();
-                s.received = s.received.wrapping_add(1);
-                // Window: bit 0 = this seqno, bit i = seqno − i arrived (irtt's 64-bit window).
-                match s.highest {
-                    None => s.window = 1,
-                    Some(h) if sequence > h => {
-                        let shift = sequence - h;
-                        s.window = if shift >= 64 {
-                            1
-                        } else {
-                            (s.window << shift) | 1
-                        };
-                    }
-                    Some(h) => {
-                        let back = h - sequence;
-                        if back < 64 {
-                            s.window |= 1 << back;
-                        }
-                    }
-                }
-                s.highest = Some(s.highest.map_or(sequence, |h| h.max(sequence)));
-                let layout = irtt_proto::PacketLayout::echo(key.is_some(), &s.params);
-                let payload_len = want.saturating_sub(layout.header_len());
-                let payload = match &s.params.server_fill {
-                    Some(_) => {
-                        let mut b = vec![0u8; payload_len];
-                        let _ = getrandom::fill(&mut b);
-                        b
-                    }
-                    // No server fill: echo the client's own bytes (irtt's `none`), which are at
-                    // most as long as the request, so no amplification.
-                    None => {
-                        let off = layout.header_len().saturating_sub(
-                            irtt_proto::PacketLayout::echo(key.is_some(), &Params::default())
-                                .header_len(),
-                        );
-                        tail.get(off..).unwrap_or(&[]).to_vec()
-                    }
-                };
-                let send_mono = Instant::now().duration_since(epoch).as_nanos() as i64;
-                let send_wall = wall_ns();
-                let lay = layout;
-                let ts = TimestampFields {
-                    recv_wall: lay.recv_wall.then_some(recv_wall),
-                    recv_mono: lay.recv_mono.then_some(recv_mono),
-                    midpoint_wall: lay.midpoint_wall.then_some((recv_wall + send_wall) / 2),
-                    midpoint_mono: lay.midpoint_mono.then_some((recv_mono + send_mono) / 2),
-                    send_wall: lay.send_wall.then_some(send_wall),
-                    send_mono: lay.send_mono.then_some(send_mono),
-                };
-                let reply = EchoReply {
-                    flags: FLAG_REPLY,
-                    token,
-                    sequence,
-                    recv_count: lay.recv_count.then_some(s.received),
-                    recv_window: lay.recv_window.then_some(s.window),
-                    timestamps: ts,
-                    payload: payload.into_iter().take(payload_len).collect(),
-                };
-                encode_echo_reply(&reply, &s.params, key)
-                    .map(Reply::Echo)
-                    .map_err(|e| Reject::Malformed(e.to_string()))
             }
         }
+        s.highest = Some(s.highest.map_or(sequence, |h| h.max(sequence)));
+        let layout = irtt_proto::PacketLayout::echo(key.is_some(), &s.params);
+        let payload_len = want.saturating_sub(layout.header_len());
+        let payload = match &s.params.server_fill {
+            Some(_) => {
+                let mut b = vec![0u8; payload_len];
+                let _ = getrandom::fill(&mut b);
+                b
+            }
+            // No server fill: echo the client's own bytes (irtt's `none`), which are at
+            // most as long as the request, so no amplification.
+            None => {
+                let off = layout.header_len().saturating_sub(
+                    irtt_proto::PacketLayout::echo(key.is_some(), &Params::default()).header_len(),
+                );
+                tail.get(off..).unwrap_or(&[]).to_vec()
+            }
+        };
+        let send_mono = Instant::now().duration_since(epoch).as_nanos() as i64;
+        let send_wall = wall_ns();
+        let lay = layout;
+        let ts = TimestampFields {
+            recv_wall: lay.recv_wall.then_some(recv_wall),
+            recv_mono: lay.recv_mono.then_some(recv_mono),
+            midpoint_wall: lay.midpoint_wall.then_some((recv_wall + send_wall) / 2),
+            midpoint_mono: lay.midpoint_mono.then_some((recv_mono + send_mono) / 2),
+            send_wall: lay.send_wall.then_some(send_wall),
+            send_mono: lay.send_mono.then_some(send_mono),
+        };
+        let reply = EchoReply {
+            flags: FLAG_REPLY,
+            token,
+            sequence,
+            recv_count: lay.recv_count.then_some(s.received),
+            recv_window: lay.recv_window.then_some(s.window),
+            timestamps: ts,
+            payload: payload.into_iter().take(payload_len).collect(),
+        };
+        encode_echo_reply(&reply, &s.params, key)
+            .map(Reply::Echo)
+            .map_err(|e| Reject::Malformed(e.to_string()))
     }
 }
 
