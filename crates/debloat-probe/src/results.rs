@@ -155,64 +155,9 @@ pub fn flent_file(o: &Outcome, title: &str) -> Value {
     let p = &o.plan;
     let step = p.step_s;
     let t0 = o.t0_unix;
-    let mut series: Vec<OutSeries> = Vec::new();
-    for f in &o.flows {
-        let mut meta = Map::new();
-        meta.insert("RUNNER".into(), json!("debloat-tcp"));
-        meta.insert(
-            "CONG_CONTROL".into(),
-            json!(f.spec.cc.clone().unwrap_or_else(|| "default".into())),
-        );
-        meta.insert("DATA_TOS".into(), json!(f.spec.tos));
-        meta.insert("BYTES_RECEIVED".into(), json!(received_bytes(f)));
-        if f.spec.dir == crate::flow::Direction::Up {
-            meta.insert("TCP_RETRANSMIT".into(), json!(f.retransmits));
-        }
-        let raw = throughput(f);
-        let vals: Vec<f64> = raw.iter().map(|r| r.1).collect();
-        meta.insert("MEAN_VALUE".into(), json!(mean(&vals)));
-        series.push(OutSeries {
-            name: f.spec.name.clone(),
-            units: "Mbits/s",
-            raw,
-            meta,
-        });
-    }
-    let mut irtt_raw: Vec<(String, Vec<Value>)> = Vec::new();
-    for (spec, r) in &o.udp {
-        let Ok(pr) = r else { continue };
-        let st = pr.stats();
-        let raw = probe_rtts(pr, spec.start_s, t0);
-        let meta = irtt_meta(&st, "debloat-irtt");
-        irtt_raw.push((spec.name.clone(), irtt_records(pr, spec.start_s, t0)));
-        series.push(OutSeries {
-            name: spec.name.clone(),
-            units: "ms",
-            raw,
-            meta,
-        });
-    }
-    for (spec, r) in &o.icmp {
-        let Ok(icmp) = r else { continue };
-        let e = &icmp.echoes;
-        let raw: Vec<RawSample> = e
-            .iter()
-            .filter_map(|x| Some((x.t, x.rtt_ms?, Some(u64::from(x.seq)))))
-            .collect();
-        let mut meta = Map::new();
-        meta.insert("RUNNER".into(), json!("debloat-icmp"));
-        meta.insert("DEBLOAT_ICMP_SOCKET".into(), json!(icmp.socket));
-        meta.insert("PACKETS_SENT".into(), json!(e.len()));
-        meta.insert("PACKETS_RECEIVED".into(), json!(raw.len()));
-        let vals: Vec<f64> = raw.iter().map(|r| r.1).collect();
-        meta.insert("MEAN_VALUE".into(), json!(mean(&vals)));
-        series.push(OutSeries {
-            name: spec.name.clone(),
-            units: "ms",
-            raw,
-            meta,
-        });
-    }
+    let mut series: Vec<OutSeries> = o.flows.iter().map(flow_series).collect();
+    let irtt_raw = udp_series(o, &mut series);
+    series.extend(icmp_series(o));
     let xs = x_values(p.total_s, step);
     let (mut results, mut raw_values, mut series_meta) = tables(&series, &xs, step, t0);
     for (name, recs) in irtt_raw {
@@ -274,6 +219,77 @@ pub fn flent_file(o: &Outcome, title: &str) -> Value {
         "results": results,
         "raw_values": raw_values,
     })
+}
+
+/// A TCP flow's throughput series and its metadata.
+fn flow_series(f: &crate::run::FlowResult) -> OutSeries {
+    let mut meta = Map::new();
+    meta.insert("RUNNER".into(), json!("debloat-tcp"));
+    meta.insert(
+        "CONG_CONTROL".into(),
+        json!(f.spec.cc.clone().unwrap_or_else(|| "default".into())),
+    );
+    meta.insert("DATA_TOS".into(), json!(f.spec.tos));
+    meta.insert("BYTES_RECEIVED".into(), json!(received_bytes(f)));
+    if f.spec.dir == crate::flow::Direction::Up {
+        meta.insert("TCP_RETRANSMIT".into(), json!(f.retransmits));
+    }
+    let raw = throughput(f);
+    let vals: Vec<f64> = raw.iter().map(|r| r.1).collect();
+    meta.insert("MEAN_VALUE".into(), json!(mean(&vals)));
+    OutSeries {
+        name: f.spec.name.clone(),
+        units: "Mbits/s",
+        raw,
+        meta,
+    }
+}
+
+/// The UDP probes' RTT series (pushed onto `series`) and their irtt-shaped raw records.
+fn udp_series(o: &Outcome, series: &mut Vec<OutSeries>) -> Vec<(String, Vec<Value>)> {
+    let t0 = o.t0_unix;
+    let mut irtt_raw: Vec<(String, Vec<Value>)> = Vec::new();
+    for (spec, r) in &o.udp {
+        let Ok(pr) = r else { continue };
+        let st = pr.stats();
+        let raw = probe_rtts(pr, spec.start_s, t0);
+        let meta = irtt_meta(&st, "debloat-irtt");
+        irtt_raw.push((spec.name.clone(), irtt_records(pr, spec.start_s, t0)));
+        series.push(OutSeries {
+            name: spec.name.clone(),
+            units: "ms",
+            raw,
+            meta,
+        });
+    }
+    irtt_raw
+}
+
+/// The ICMP series with their metadata.
+fn icmp_series(o: &Outcome) -> Vec<OutSeries> {
+    let mut series = Vec::new();
+    for (spec, r) in &o.icmp {
+        let Ok(icmp) = r else { continue };
+        let e = &icmp.echoes;
+        let raw: Vec<RawSample> = e
+            .iter()
+            .filter_map(|x| Some((x.t, x.rtt_ms?, Some(u64::from(x.seq)))))
+            .collect();
+        let mut meta = Map::new();
+        meta.insert("RUNNER".into(), json!("debloat-icmp"));
+        meta.insert("DEBLOAT_ICMP_SOCKET".into(), json!(icmp.socket));
+        meta.insert("PACKETS_SENT".into(), json!(e.len()));
+        meta.insert("PACKETS_RECEIVED".into(), json!(raw.len()));
+        let vals: Vec<f64> = raw.iter().map(|r| r.1).collect();
+        meta.insert("MEAN_VALUE".into(), json!(mean(&vals)));
+        series.push(OutSeries {
+            name: spec.name.clone(),
+            units: "ms",
+            raw,
+            meta,
+        });
+    }
+    series
 }
 
 fn irtt_meta(st: &Stats, runner: &str) -> Map<String, Value> {
