@@ -250,44 +250,11 @@ fn add(
             stop as f64 / 1e9
         ));
     }
-    let extra = match &fl.rtt {
-        Some(r) => {
-            let r = time(r, "rtt")?;
-            if r < link_rtt {
-                return Err(format!(
-                    "host rtt {} ms is below the link's {} ms",
-                    r as f64 / 1e6,
-                    link_rtt as f64 / 1e6
-                ));
-            }
-            (r - link_rtt) / 2
-        }
-        None => 0,
-    };
+    let extra = host_extra(fl, link_rtt)?;
     let host = 20 + (i % 200) as u8;
+    let at = (start, stop, host, extra);
     match fl.kind.as_str() {
-        "tcp" => {
-            let cc: Algorithm = fl.cc.as_deref().unwrap_or("cubic").parse()?;
-            let k = w.add_flow(&fl.name, dir, cc, fl.dscp, fl.ecn, start, stop);
-            w.set_flow_host(k, host, extra);
-            if let Some(v) = &fl.window {
-                let b = parse_size(v).map_err(|e| format!("window: {e}"))?;
-                if b < u64::from(MSS) {
-                    return Err(format!("window {v}: at least one segment (1448 bytes)"));
-                }
-                w.set_flow_window(k, Some(b));
-            }
-            if let Some(c) = &fl.client {
-                let n = clients.iter().position(|x| x == c).unwrap_or_else(|| {
-                    clients.push(c.clone());
-                    clients.len() - 1
-                });
-                if n >= 200 {
-                    return Err("at most 200 distinct `client` hosts".into());
-                }
-                w.set_flow_client(k, 100 + n as u8);
-            }
-        }
+        "tcp" => add_tcp(w, fl, dir, at, clients)?,
         "ping" | "udp-ping" | "voip" => {
             let voip = fl.kind == "voip";
             let interval = match &fl.interval {
@@ -323,6 +290,51 @@ fn add(
                 "kind `{other}`: expected tcp, ping, udp-ping, voip or udp-flood"
             ))
         }
+    }
+    Ok(())
+}
+
+/// The extra one-way delay of a flow's host beyond the link's (its `rtt` minus the link's, halved).
+fn host_extra(fl: &FlowSection, link_rtt: u64) -> Result<u64, String> {
+    let Some(r) = &fl.rtt else { return Ok(0) };
+    let r = time(r, "rtt")?;
+    if r < link_rtt {
+        return Err(format!(
+            "host rtt {} ms is below the link's {} ms",
+            r as f64 / 1e6,
+            link_rtt as f64 / 1e6
+        ));
+    }
+    Ok((r - link_rtt) / 2)
+}
+
+/// A TCP flow: its congestion control, window and client host.
+fn add_tcp(
+    w: &mut World,
+    fl: &FlowSection,
+    dir: Dir,
+    (start, stop, host, extra): (u64, u64, u8, u64),
+    clients: &mut Vec<String>,
+) -> Result<(), String> {
+    let cc: Algorithm = fl.cc.as_deref().unwrap_or("cubic").parse()?;
+    let k = w.add_flow(&fl.name, dir, cc, fl.dscp, fl.ecn, start, stop);
+    w.set_flow_host(k, host, extra);
+    if let Some(v) = &fl.window {
+        let b = parse_size(v).map_err(|e| format!("window: {e}"))?;
+        if b < u64::from(MSS) {
+            return Err(format!("window {v}: at least one segment (1448 bytes)"));
+        }
+        w.set_flow_window(k, Some(b));
+    }
+    if let Some(c) = &fl.client {
+        let n = clients.iter().position(|x| x == c).unwrap_or_else(|| {
+            clients.push(c.clone());
+            clients.len() - 1
+        });
+        if n >= 200 {
+            return Err("at most 200 distinct `client` hosts".into());
+        }
+        w.set_flow_client(k, 100 + n as u8);
     }
     Ok(())
 }
