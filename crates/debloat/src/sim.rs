@@ -309,34 +309,13 @@ pub fn config(a: &Args) -> Result<Config> {
         cc: a.cc.parse::<Algorithm>().map_err(anyhow::Error::msg)?,
         ecn: a.ecn,
         seed: a.seed,
-        tcp_window: match &a.tcp_window {
-            Some(w) => {
-                let b = parse_size(w).with_context(|| format!("--tcp-window {w}"))?;
-                if b < u64::from(debloat_sim::packet::MSS) {
-                    bail!("--tcp-window {w}: at least one segment (1448 bytes), e.g. 3mb");
-                }
-                Some(b)
-            }
-            None => None,
-        },
+        tcp_window: tcp_window(a)?,
         host_rtts_ns: a
             .rtts
             .iter()
             .map(|t| parse_time(t).with_context(|| format!("--rtts {t}")))
             .collect::<Result<Vec<_>>>()?,
-        wire: debloat_sim::wire::WireWords {
-            framing: a.framing.as_deref(),
-            loss_pct: match &a.loss {
-                Some(l) => Some(l.trim_end_matches('%').parse().map_err(|_| {
-                    anyhow::anyhow!("--loss {l}: expected a percentage such as 0.5%")
-                })?),
-                None => None,
-            },
-            jitter: a.jitter.as_deref(),
-            impair: a.impair.as_deref(),
-        }
-        .build(0, |f| format!("--{f}"))
-        .map_err(anyhow::Error::msg)?,
+        wire: wire(a)?,
         wifi: match &a.wifi {
             Some(k) => Some(wifi_config(a, k)?),
             None => None,
@@ -350,6 +329,39 @@ pub fn config(a: &Args) -> Result<Config> {
             },
         },
     })
+}
+
+/// `--tcp-window`: at least one segment.
+fn tcp_window(a: &Args) -> Result<Option<u64>> {
+    let Some(w) = &a.tcp_window else {
+        return Ok(None);
+    };
+    let b = parse_size(w).with_context(|| format!("--tcp-window {w}"))?;
+    if b < u64::from(debloat_sim::packet::MSS) {
+        bail!("--tcp-window {w}: at least one segment (1448 bytes), e.g. 3mb");
+    }
+    Ok(Some(b))
+}
+
+/// The wire from `--framing`, `--loss`, `--jitter` and `--impair` (checked where scenario files
+/// are checked too).
+fn wire(a: &Args) -> Result<debloat_sim::wire::Wire> {
+    let loss_pct = match &a.loss {
+        Some(l) => Some(
+            l.trim_end_matches('%')
+                .parse()
+                .map_err(|_| anyhow::anyhow!("--loss {l}: expected a percentage such as 0.5%"))?,
+        ),
+        None => None,
+    };
+    debloat_sim::wire::WireWords {
+        framing: a.framing.as_deref(),
+        loss_pct,
+        jitter: a.jitter.as_deref(),
+        impair: a.impair.as_deref(),
+    }
+    .build(0, |f| format!("--{f}"))
+    .map_err(anyhow::Error::msg)
 }
 
 fn run_scenario(a: &Args, path: &std::path::Path) -> Result<()> {
