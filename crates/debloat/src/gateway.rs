@@ -153,24 +153,11 @@ fn forward(a: &RunArgs) -> Result<()> {
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(sig, Arc::clone(&stop))?;
     }
-    let mut changed = Vec::new();
-    if !a.keep_offloads {
-        for ifname in [lan, wan] {
-            match debloat_gateway::offload::turn_off(ifname) {
-                Ok(c) if c.turned_off.is_empty() => {}
-                Ok(c) => {
-                    println!(
-                        "offloads turned off on {ifname} while forwarding: {} (turned back on at exit)",
-                        c.turned_off.join(", ")
-                    );
-                    changed.push(c);
-                }
-                Err(e) => eprintln!(
-                    "warning: could not check the offloads of {ifname}: {e}. GRO/GSO super-frames will be counted as oversized and dropped; turn them off with `ethtool -K {ifname} gro off gso off tso off`"
-                ),
-            }
-        }
-    }
+    let changed = if a.keep_offloads {
+        Vec::new()
+    } else {
+        offloads_off(&[lan, wan])
+    };
     let opened = Gateway::open(cfg.clone());
     let restore = |changed: &[debloat_gateway::offload::Changed]| {
         for c in changed {
@@ -205,6 +192,28 @@ fn forward(a: &RunArgs) -> Result<()> {
     println!("stopped after {:.1} s; final statistics:\n", snap.uptime_s);
     print!("{}", snap.to_text());
     Ok(())
+}
+
+/// Turn GRO/GSO/TSO off on the interfaces while forwarding, saying what changed; what could
+/// not be checked is a warning with the command to do it by hand.
+fn offloads_off(ifaces: &[&String]) -> Vec<debloat_gateway::offload::Changed> {
+    let mut changed = Vec::new();
+    for ifname in ifaces {
+        match debloat_gateway::offload::turn_off(ifname) {
+            Ok(c) if c.turned_off.is_empty() => {}
+            Ok(c) => {
+                println!(
+                    "offloads turned off on {ifname} while forwarding: {} (turned back on at exit)",
+                    c.turned_off.join(", ")
+                );
+                changed.push(c);
+            }
+            Err(e) => eprintln!(
+                "warning: could not check the offloads of {ifname}: {e}. GRO/GSO super-frames will be counted as oversized and dropped; turn them off with `ethtool -K {ifname} gro off gso off tso off`"
+            ),
+        }
+    }
+    changed
 }
 
 /// `--metrics 9464` → 127.0.0.1:9464 (loopback unless told otherwise); `--metrics ADDR:PORT`.
