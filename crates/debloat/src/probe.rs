@@ -156,22 +156,7 @@ pub fn server(a: &ServerArgs) -> Result<()> {
 /// Run a test, write its results, print the table, grade and RPM.
 pub fn test(a: &TestArgs) -> Result<()> {
     let stat: GradeStat = a.grade_stat.parse().map_err(anyhow::Error::msg)?;
-    let servers = a
-        .servers
-        .iter()
-        .map(|s| Ok((s.clone(), resolve(s, 2112)?)))
-        .collect::<Result<Vec<_>>>()?;
-    let irtt = a.irtt.as_deref().map(|s| resolve(s, 2112)).transpose()?;
-    let opts = Options {
-        length_s: a.length,
-        step_s: a.step,
-        delay_s: a.delay,
-        streams: a.streams,
-        cc: a.cc.clone(),
-        servers,
-        irtt,
-    };
-    let plan = catalog::plan(&a.test, &opts).map_err(anyhow::Error::msg)?;
+    let plan = plan_of(a)?;
     let stop = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&stop))?;
     signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&stop))?;
@@ -211,10 +196,69 @@ pub fn test(a: &TestArgs) -> Result<()> {
     for e in results::errors(&out) {
         eprintln!("warning: {e}");
     }
+    let (ds, path, json_path) = write_results(a, &plan, &out, stat)?;
+    let sums = vec![debloat_report::RunSummary::of(&ds)];
+    print!("{}", debloat_report::table::text(&sums));
+    print_verdicts(&out, stat);
+    println!(
+        "\ndata: {}\nsummary: {}",
+        path.display(),
+        json_path.display()
+    );
+    if !a.no_report {
+        let index = debloat_report::write(
+            &[ds],
+            &a.output.join("report"),
+            &format!("debloat test {}", plan.name),
+        )
+        .with_context(|| "writing the report")?;
+        println!("report: {}", index.display());
+    }
+    if !results::errors(&out).is_empty()
+        && out.flows.iter().all(|f| f.samples.len() < 2)
+        && !out.flows.is_empty()
+    {
+        bail!("no flow carried data; see the warnings above");
+    }
+    Ok(())
+}
+
+/// The test's plan from the command line (servers resolved).
+fn plan_of(a: &TestArgs) -> Result<catalog::Plan> {
+    let servers = a
+        .servers
+        .iter()
+        .map(|s| Ok((s.clone(), resolve(s, 2112)?)))
+        .collect::<Result<Vec<_>>>()?;
+    let irtt = a.irtt.as_deref().map(|s| resolve(s, 2112)).transpose()?;
+    let opts = Options {
+        length_s: a.length,
+        step_s: a.step,
+        delay_s: a.delay,
+        streams: a.streams,
+        cc: a.cc.clone(),
+        servers,
+        irtt,
+    };
+    catalog::plan(&a.test, &opts).map_err(anyhow::Error::msg)
+}
+
+/// The flent data file and the JSON summary in `--output`; the dataset read back from the
+/// file, and both paths.
+fn write_results(
+    a: &TestArgs,
+    plan: &catalog::Plan,
+    out: &run::Outcome,
+    stat: GradeStat,
+) -> Result<(
+    debloat_report::Dataset,
+    std::path::PathBuf,
+    std::path::PathBuf,
+)> {
     std::fs::create_dir_all(&a.output)
         .with_context(|| format!("cannot create {}", a.output.display()))?;
-    let mut file = results::flent_file(&out, &a.title);
-    let mut summary = results::summary(&out, stat);
+    let mut file = results::flent_file(out, &a.title);
+    let mut summary = results::summary(out, stat);
     summary["probes_realtime_priority"] = serde_json::json!(a.realtime);
     results::attach_verdict(&mut file, &summary);
     let name = flent_write::file_name(&plan.name, out.t0_unix, &a.title);
@@ -225,9 +269,12 @@ pub fn test(a: &TestArgs) -> Result<()> {
     std::fs::write(&json_path, serde_json::to_string_pretty(&summary)?)
         .with_context(|| format!("writing {}", json_path.display()))?;
     let ds = debloat_report::Dataset::from_json(&file, &plan.name).map_err(anyhow::Error::msg)?;
-    let sums = vec![debloat_report::RunSummary::of(&ds)];
-    print!("{}", debloat_report::table::text(&sums));
-    match results::grade_of(&out, stat) {
+    Ok((ds, path, json_path))
+}
+
+/// The bufferbloat grade, the load ramp and the responsiveness, in words.
+fn print_verdicts(out: &run::Outcome, stat: GradeStat) {
+    match results::grade_of(out, stat) {
         Some(g) if g.phases.len() > 1 => {
             println!(
                 "\nbufferbloat grade (DSLReports scale, {:?} latency): {}  (idle {:.1} ms; mean increase of the {} phases +{:.1} ms)",
@@ -267,32 +314,11 @@ pub fn test(a: &TestArgs) -> Result<()> {
             }
         );
     }
-    match results::rpm_of(&out) {
+    match results::rpm_of(out) {
         Some(r) => println!(
             "responsiveness (draft-ietf-ippm-responsiveness-09): {:.0} RPM, {} ({:?} confidence; foreign {:.0}, loaded {:.0}; P90 variant {:.0} RPM)",
             r.rpm, r.class, r.confidence, r.foreign_rpm, r.loaded_rpm, r.p90_rpm
         ),
         None => println!("responsiveness: n/a (needs TCP load and answered probes)"),
     }
-    println!(
-        "\ndata: {}\nsummary: {}",
-        path.display(),
-        json_path.display()
-    );
-    if !a.no_report {
-        let index = debloat_report::write(
-            &[ds],
-            &a.output.join("report"),
-            &format!("debloat test {}", plan.name),
-        )
-        .with_context(|| "writing the report")?;
-        println!("report: {}", index.display());
-    }
-    if !results::errors(&out).is_empty()
-        && out.flows.iter().all(|f| f.samples.len() < 2)
-        && !out.flows.is_empty()
-    {
-        bail!("no flow carried data; see the warnings above");
-    }
-    Ok(())
 }
