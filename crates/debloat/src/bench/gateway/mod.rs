@@ -115,6 +115,22 @@ pub fn run(a: &Args) -> Result<()> {
     a.qdisc
         .parse::<debloat_core::QdiscSpec>()
         .with_context(|| format!("--qdisc \"{}\"", a.qdisc))?;
+    let rig = build_rig(a)?;
+    let rows = throughput_rows(&rig, a)?;
+    let mut variants = latency_variants(a);
+    measure_latency(&rig, a, &mut variants)?;
+    let path_ns = if a.latency_only {
+        0.0
+    } else {
+        path_cost(&a.qdisc)?
+    };
+    print_table(a, &rows, &variants, path_ns);
+    Ok(())
+}
+
+/// The namespaces, with both veths' receive processing steered to the forwarding core and this
+/// process (and the generator and ping it starts) kept off it.
+fn build_rig(a: &Args) -> Result<Rig> {
     // This process and its children (the generator, ping) stay off the forwarding core.
     debloat_gateway::sys::pin_to_cpu(GEN_CPU)?;
     let rig = Rig {
@@ -143,6 +159,11 @@ pub fn run(a: &Args) -> Result<()> {
             ),
         ])?;
     }
+    Ok(rig)
+}
+
+/// Each forwarder's highest rate with at most `--loss` lost, at 64 and 1500 bytes.
+fn throughput_rows(rig: &Rig, a: &Args) -> Result<Vec<(String, bool, Vec<Throughput>)>> {
     let sizes = [(64usize, 60usize), (1500, 1514)];
     let mut rows = Vec::new();
     let busy = ["--busy-poll"];
@@ -163,23 +184,29 @@ pub fn run(a: &Args) -> Result<()> {
                 .trim_end()
                 .to_string(),
         };
-        start(&rig, *fwd, extra)?;
+        start(rig, *fwd, extra)?;
         let mut row = Vec::new();
         for &(label, frame) in &sizes {
             println!(
                 "{name}, {label} B: searching for the highest rate with ≤ {} % loss",
                 a.loss
             );
-            row.push(search(&rig, frame, a)?);
+            row.push(search(rig, frame, a)?);
         }
-        stop(&rig, *fwd)?;
+        stop(rig, *fwd)?;
         rows.push((name, extra.iter().any(|e| e == busy[0]), row));
     }
+    Ok(rows)
+}
+
+/// The forwarders whose idle latency is measured, with what each is compared against.
+fn latency_variants(a: &Args) -> Vec<Latency> {
     // Idle latency: the forwarders take turns in rounds, so a drift in the machine's state
     // (seen here as ±50 µs between minutes) falls on all of them alike. A busy-polling gateway
     // keeps the forwarding core out of its idle states, which by itself shortens the path
     // (a VM's idle CPU wakes slowly); it is compared with the bridge on a core kept awake the
     // same way (a SCHED_IDLE spinner that yields to everything), not with the sleeping bridge.
+    let busy = ["--busy-poll"];
     let mut variants = vec![
         Latency::new("kernel bridge", Forwarder::Kernel, &[], None),
         Latency::new("debloat gateway", Forwarder::Gateway, &[], Some(0)),
@@ -211,30 +238,29 @@ pub fn run(a: &Args) -> Result<()> {
             Some(0),
         ));
     }
+    variants
+}
+
+/// Pings through each variant, taking turns in rounds; the RTTs sorted.
+fn measure_latency(rig: &Rig, a: &Args, variants: &mut [Latency]) -> Result<()> {
     let per_round = a.pings.div_ceil(LATENCY_ROUNDS);
     println!(
         "Idle latency: {} pings 5 ms apart through each forwarder, in {LATENCY_ROUNDS} rounds",
         per_round * LATENCY_ROUNDS
     );
     for _ in 0..LATENCY_ROUNDS {
-        for v in &mut variants {
-            start(&rig, v.fwd, &v.extra)?;
+        for v in variants.iter_mut() {
+            start(rig, v.fwd, &v.extra)?;
             let awake = v.keep_awake.then(KeepAwake::start);
-            let got = ping(&rig, per_round);
+            let got = ping(rig, per_round);
             drop(awake);
-            stop(&rig, v.fwd)?;
+            stop(rig, v.fwd)?;
             v.rtts.extend(got?);
         }
     }
-    for v in &mut variants {
+    for v in variants.iter_mut() {
         v.rtts.sort_by(f64::total_cmp);
     }
-    let path_ns = if a.latency_only {
-        0.0
-    } else {
-        path_cost(&a.qdisc)?
-    };
-    print_table(a, &rows, &variants, path_ns);
     Ok(())
 }
 
