@@ -199,14 +199,7 @@ fn flood_summaries(w: &World, end: u64, step: f64) -> Vec<FlowSummary> {
     let mut out = Vec::new();
     for p in w.probes.iter().filter(|p| p.flood_len.is_some()) {
         // Goodput while the flood runs, from the per-step samples (as for TCP flows).
-        let at = |t: u64| {
-            w.sample_times
-                .iter()
-                .position(|&x| x >= t)
-                .and_then(|k| p.delivered_series.get(k))
-                .copied()
-                .unwrap_or(p.delivered_bytes)
-        };
+        let at = |t: u64| w.sampled_at(&p.delivered_series, t, p.delivered_bytes);
         let (t0, t1) = (p.start, p.stop.min(end));
         let secs = (t1.saturating_sub(t0) as f64 / 1e9).max(step);
         out.push(FlowSummary {

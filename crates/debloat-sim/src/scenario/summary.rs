@@ -287,14 +287,7 @@ pub(super) fn busy_under_load(w: &World, load: &dyn Fn(u64) -> bool) -> f64 {
 /// Goodput of flow `i` between `t0` and `t1` (ns), Mbit/s, from the per-step samples.
 pub fn throughput_between(w: &World, i: usize, t0: u64, t1: u64) -> f64 {
     let f = &w.flows[i];
-    let at = |t: u64| {
-        w.sample_times
-            .iter()
-            .position(|&x| x >= t)
-            .and_then(|k| f.delivered_series.get(k))
-            .copied()
-            .unwrap_or(f.receiver.delivered)
-    };
+    let at = |t: u64| w.sampled_at(&f.delivered_series, t, f.receiver.delivered);
     let secs = t1.saturating_sub(t0) as f64 / 1e9;
     if secs == 0.0 {
         return 0.0;
@@ -358,14 +351,7 @@ pub(crate) fn summarise(cfg: &Config, w: &World, delay: u64, length: u64) -> Sum
 
 /// A TCP flow's goodput over its own run, loss, retransmissions and marks.
 fn flow_summary(w: &World, f: &crate::world::Flow) -> FlowSummary {
-    let at = |t: u64| {
-        w.sample_times
-            .iter()
-            .position(|&x| x >= t)
-            .and_then(|i| f.delivered_series.get(i))
-            .copied()
-            .unwrap_or(f.receiver.delivered)
-    };
+    let at = |t: u64| w.sampled_at(&f.delivered_series, t, f.receiver.delivered);
     let segs = at(f.stop).saturating_sub(at(f.start));
     let secs = f.stop.saturating_sub(f.start).max(1) as f64 / 1e9;
     let sent = f.sender.outstanding() + f.receiver.delivered;

@@ -162,6 +162,17 @@ impl World {
         self.tap = Some(tap);
     }
 
+    /// A per-step series' value at the first sample at or after `t`; `latest` when no sample
+    /// is that late (the run ended first).
+    pub fn sampled_at(&self, series: &[u64], t: Nanos, latest: u64) -> u64 {
+        self.sample_times
+            .iter()
+            .position(|&x| x >= t)
+            .and_then(|k| series.get(k))
+            .copied()
+            .unwrap_or(latest)
+    }
+
     /// Run until the end time. `progress` is called with the fraction done now and then.
     pub fn run(&mut self, mut progress: impl FnMut(f64)) {
         let mut next_report = 0;
