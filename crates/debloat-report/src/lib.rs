@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! .flent.gz ──► flent::Dataset ──► summary::RunSummary ──► table (text) / html
-//!                     ├──────────► plot (SVG + PNG: timeseries, latency CDF, totals)
+//!                     ├──────────► plot (SVG + PNG: timeseries, latency CDF, totals; spread of seeds)
+//!                     ├──────────► stats, repeats (seeds: intervals, Welch comparisons)
 //!                     ├──────────► wifi (Wi-Fi runs: per-station table, airtime bars)
 //!                     └──────────► verdict (probe runs: bufferbloat grade and RPM)
 //! ```
@@ -17,6 +18,8 @@ pub mod flent_write;
 pub mod html;
 pub mod percentile;
 pub mod plot;
+pub mod repeats;
+pub mod stats;
 pub mod summary;
 pub mod table;
 pub mod verdict;
@@ -60,6 +63,31 @@ pub fn write(runs: &[Dataset], dir: &Path, title: &str) -> Result<PathBuf, Repor
     let plots = plot::render_all(runs, dir).map_err(ReportError::Plot)?;
     let summaries: Vec<RunSummary> = runs.iter().map(RunSummary::of).collect();
     let page = html::page(title, runs, &summaries, &plots);
+    let index = dir.join("index.html");
+    std::fs::write(&index, page).map_err(io(&index))?;
+    Ok(index)
+}
+
+/// Write the report of repeated runs (`debloat sim --seeds`): the spread chart (each group's
+/// mean over its seeds with a min–max band) and the summary table of every run, to
+/// `dir/index.html`. Returns the page's path.
+pub fn write_repeats(
+    groups: &[plot::Group],
+    dir: &Path,
+    title: &str,
+) -> Result<PathBuf, ReportError> {
+    let runs: Vec<Dataset> = groups.iter().flat_map(|g| g.runs.iter().cloned()).collect();
+    if runs.is_empty() {
+        return Err(ReportError::Empty);
+    }
+    let io = |path: &Path| {
+        let path = path.display().to_string();
+        move |source| ReportError::Io { path, source }
+    };
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    let spread = plot::render_spread(groups, dir).map_err(ReportError::Plot)?;
+    let summaries: Vec<RunSummary> = runs.iter().map(RunSummary::of).collect();
+    let page = html::page(title, &runs, &summaries, &[spread]);
     let index = dir.join("index.html");
     std::fs::write(&index, page).map_err(io(&index))?;
     Ok(index)

@@ -19,6 +19,7 @@ pub mod engine;
 pub mod flent;
 pub mod frame;
 pub mod packet;
+pub mod repeat;
 pub mod reproduce;
 pub mod scenario;
 pub mod scenario_file;

@@ -1,16 +1,17 @@
 //! `debloat reproduce`: run the published experiments (docs/experiments.md Part A, wired and Wi-Fi rows) and
-//! show each measured value beside the published one and its band; exit non-zero when any value
-//! is outside its band.
+//! show each measured value beside the published one and its band; exit 2 when any value is
+//! outside its band. With `--seeds N` every check is judged on its 95 % confidence interval over
+//! seeds 1…N; an interval that straddles a band's edge is `uncertain` (exit 3).
 
 use anyhow::{bail, Result};
-use debloat_sim::reproduce::{self, Experiment, Outcome};
+use debloat_sim::reproduce::{self, Experiment, Outcome, Seeded, Verdict};
 use std::io::IsTerminal;
 use std::time::Instant;
 
 /// Arguments of `debloat reproduce`.
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Examples:\n  debloat reproduce --list\n  debloat reproduce PI-55\n  debloat reproduce --all\n  debloat reproduce HASH BQL --json"
+    after_help = "Examples:\n  debloat reproduce --list\n  debloat reproduce PI-55\n  debloat reproduce --all\n  debloat reproduce --all --seeds 10\n  debloat reproduce HASH BQL --json\n\nExit status: 0 every check inside its band, 2 a check outside (or an error), 3 no check\noutside but some `uncertain` (with --seeds: the 95 % interval straddles the band's edge)."
 )]
 pub struct Args {
     /// Experiment ids (PI-55, FIFO-DEPTH, SQW-20M, CAKE-HOSTS, RRUL-110-10, ACK-FILTER, BQL, HASH,
@@ -25,7 +26,24 @@ pub struct Args {
     /// Print the outcomes as JSON instead of tables.
     #[arg(long)]
     json: bool,
+    /// Run every experiment with seeds 1…N and judge each check on its mean's 95 % confidence
+    /// interval (Student's t) instead of one run.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    seeds: u64,
 }
+
+/// No check missed its band, but some interval straddles an edge (`--seeds`): its own exit
+/// status, distinct from a miss.
+#[derive(Debug)]
+pub struct Uncertain(pub String);
+
+impl std::fmt::Display for Uncertain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+impl std::error::Error for Uncertain {}
 
 /// Run the command; fails when any check is outside its band.
 pub fn run(a: &Args) -> Result<()> {
@@ -36,6 +54,9 @@ pub fn run(a: &Args) -> Result<()> {
         return Ok(());
     }
     let chosen = choose(a)?;
+    if a.seeds > 1 {
+        return run_seeded(a, &chosen);
+    }
     let progress = std::io::stderr().is_terminal() && !a.json;
     let mut outcomes = Vec::new();
     for e in chosen {
@@ -43,7 +64,7 @@ pub fn run(a: &Args) -> Result<()> {
             eprint!("running {} ({}) …\r", e.id, e.scenario);
         }
         let t = Instant::now();
-        let o = (e.run)();
+        let o = (e.run)(1);
         if progress {
             eprint!("\x1b[2K");
         }
@@ -118,6 +139,102 @@ fn print_outcome(e: &Experiment, o: &Outcome, secs: f64) {
     }
     for n in &o.notes {
         println!("  note: {n}");
+    }
+    println!();
+}
+
+/// `--seeds N` with N > 1: every experiment over seeds 1…N, judged on the intervals.
+fn run_seeded(a: &Args, chosen: &[&'static Experiment]) -> Result<()> {
+    let progress = std::io::stderr().is_terminal() && !a.json;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut all = Vec::new();
+    for e in chosen {
+        if progress {
+            eprint!(
+                "running {} ({} seeds, {threads} threads) …\r",
+                e.id, a.seeds
+            );
+        }
+        let t = Instant::now();
+        let s = reproduce::repeat(e, a.seeds, threads);
+        if progress {
+            eprint!("\x1b[2K");
+        }
+        if !a.json {
+            print_seeded(e, &s, t.elapsed().as_secs_f64());
+        }
+        all.push(s);
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&all)?);
+    }
+    let with = |v: Verdict| -> Vec<&str> {
+        all.iter()
+            .filter(|s| s.verdict() == v)
+            .map(|s| s.id)
+            .collect()
+    };
+    let (missed, uncertain) = (with(Verdict::Miss), with(Verdict::Uncertain));
+    if !a.json {
+        println!(
+            "{} of {} experiments inside every band over {} seeds (95 % confidence intervals)",
+            all.len() - missed.len() - uncertain.len(),
+            all.len(),
+            a.seeds
+        );
+    }
+    if !missed.is_empty() {
+        bail!("outside the published band: {}", missed.join(", "));
+    }
+    if !uncertain.is_empty() {
+        return Err(Uncertain(format!(
+            "uncertain (the interval straddles the band's edge; try more seeds): {}",
+            uncertain.join(", ")
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+fn print_seeded(e: &Experiment, s: &Seeded, secs: f64) {
+    println!(
+        "{} — {} ({secs:.1} s, seeds 1–{})",
+        e.id,
+        e.scenario,
+        s.seeds.len()
+    );
+    println!(
+        "  {:<58} {:>22} {:>19} {:>22} {:>14}  result",
+        "check", "mean ± 95 % CI", "min–max", "published", "band"
+    );
+    for c in &s.checks {
+        let (mean, range) = match &c.spread {
+            Some(p) => (
+                format!("{:.2} ± {:.2} {}", p.mean, p.half_width, c.unit),
+                format!("{:.2}–{:.2}", p.min, p.max),
+            ),
+            None => ("—".to_string(), "—".to_string()),
+        };
+        let verdict = match (c.verdict, &c.spread) {
+            (Verdict::Ok, _) => "ok".to_string(),
+            (Verdict::Uncertain, Some(p)) => format!(
+                "uncertain: interval {:.2}–{:.2} straddles the band",
+                p.lo(),
+                p.hi()
+            ),
+            _ => "MISS".to_string(),
+        };
+        println!(
+            "  {:<58} {:>22} {:>19} {:>22} {:>14}  {verdict}",
+            c.what,
+            mean,
+            range,
+            c.published,
+            format!("{} {}", c.band, c.unit),
+        );
+    }
+    for n in &s.notes {
+        println!("  note (seed 1): {n}");
     }
     println!();
 }

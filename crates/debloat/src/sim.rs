@@ -110,6 +110,11 @@ pub struct Args {
     /// row per run and writes a report comparing them (to --output, default debloat-sweep/).
     #[arg(long, value_name = "KEY=V1;V2;…")]
     pub sweep: Vec<String>,
+    /// Run seeds --seed … --seed + N − 1 and show each number as the mean ± the half-width of
+    /// its 95 % confidence interval (Student's t); summary.json then carries every seed's value
+    /// and the interval, and the report draws the spread. With --sweep: every combination.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub seeds: u64,
     /// Wi-Fi instead of wired links: an AP (flent's host behind it, --rtt away) and stations;
     /// `up` is AP → station. The AP's queueing: legacy (--qdisc over a deep firmware queue),
     /// fq_codel (an fq_codel qdisc over it) or airtime (mac80211 FQ-CoDel per station, airtime
@@ -389,6 +394,12 @@ pub fn run(a: &Args) -> Result<()> {
     if !a.sweep.is_empty() {
         return crate::sweep::run(a);
     }
+    if a.seeds > 1 {
+        if a.pcap.is_some() {
+            bail!("--pcap captures one run: drop --seeds, or pick the seed with --seed");
+        }
+        return crate::seeds::run(a);
+    }
     let cfg = config(a)?;
     let tty = std::io::stderr().is_terminal();
     let started = std::time::Instant::now();
@@ -450,6 +461,12 @@ pub fn run(a: &Args) -> Result<()> {
 }
 
 fn print_table(cfg: &Config, s: &Summary) {
+    println!("{}", headline(cfg));
+    print_body(s);
+}
+
+/// The run's first line: test, link, qdiscs.
+pub(crate) fn headline(cfg: &Config) -> String {
     let cc = if cfg.test == Test::Custom {
         String::new()
     } else {
@@ -463,13 +480,16 @@ fn print_table(cfg: &Config, s: &Summary) {
             fmt_rate(cfg.up_bps)
         ),
     };
-    println!(
+    format!(
         "{} over {over}, base RTT {} ms, {} s{cc}{}",
         cfg.test.name(),
         cfg.rtt_ns as f64 / 1e6,
         cfg.length_s,
         if cfg.ecn { ", ECN" } else { "" }
-    );
+    )
+}
+
+fn print_body(s: &Summary) {
     print_flows(s);
     for p in &s.pings {
         let f = |l: &Option<debloat_sim::scenario::Latency>| match l {

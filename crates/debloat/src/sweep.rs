@@ -107,18 +107,13 @@ pub fn run(a: &Args) -> Result<()> {
         .clone()
         .unwrap_or_else(|| PathBuf::from("debloat-sweep"));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    if a.seeds > 1 {
+        return run_seeded(a, &combos, &dir);
+    }
     let tty = std::io::stderr().is_terminal();
     let mut runs = Vec::new();
     for (i, combo) in combos.iter().enumerate() {
-        let mut args = a.clone();
-        for (k, v) in combo {
-            apply(&mut args, k, v)?;
-        }
-        let label = combo
-            .iter()
-            .map(|(k, v)| format!("{k} {v}"))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let (args, label) = combo_args(a, combo)?;
         let cfg = sim::config(&args).with_context(|| format!("run {}: {label}", i + 1))?;
         let r = debloat_sim::simulate(&cfg, |f| {
             if tty {
@@ -144,6 +139,62 @@ pub fn run(a: &Args) -> Result<()> {
     let index = debloat_report::write(&runs, &dir, &format!("debloat sweep: {test}"))?;
     println!(
         "\nreport: {} (and one flent data file per run)",
+        index.display()
+    );
+    Ok(())
+}
+
+/// The arguments and label of one combination.
+fn combo_args(a: &Args, combo: &[(String, String)]) -> Result<(Args, String)> {
+    let mut args = a.clone();
+    for (k, v) in combo {
+        apply(&mut args, k, v)?;
+    }
+    let label = combo
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Ok((args, label))
+}
+
+/// `--sweep … --seeds N`: every combination over the seeds; one row each with the mean ± the
+/// 95 % half-width of total goodput and the first latency probe's median and p99; each
+/// combination's runs and `summary-K.json` in the directory; a report of the spreads.
+fn run_seeded(a: &Args, combos: &[Vec<(String, String)>], dir: &std::path::Path) -> Result<()> {
+    let mut groups = Vec::new();
+    let mut rows = Vec::new();
+    for (i, combo) in combos.iter().enumerate() {
+        let (mut args, label) = combo_args(a, combo)?;
+        args.title = label.clone();
+        let cfg = sim::config(&args).with_context(|| format!("run {}: {label}", i + 1))?;
+        let what = format!("run {}/{}: {label}", i + 1, combos.len());
+        let epoch = debloat_sim::flent::DEFAULT_EPOCH + (i as u64) * a.seeds;
+        let runs = crate::seeds::run_config(&cfg, &args, &what, epoch);
+        let reps = debloat_sim::repeat::fold(&runs);
+        let sub = dir.join(format!("run-{}", i + 1));
+        let datasets = crate::seeds::write_runs(&sub, &cfg, &runs, &reps, epoch)?;
+        rows.push((label.clone(), reps));
+        groups.push((label, datasets));
+    }
+    let test = a.test.as_deref().unwrap_or_default();
+    println!(
+        "{test}: {} configurations × seeds {}–{}: mean ± 95 % confidence interval\n",
+        combos.len(),
+        a.seed,
+        a.seed + a.seeds - 1
+    );
+    print!("{}", crate::seeds::sweep_table(&rows));
+    let g: Vec<debloat_report::plot::Group> = groups
+        .iter()
+        .map(|(label, runs)| debloat_report::plot::Group {
+            label: label.clone(),
+            runs,
+        })
+        .collect();
+    let index = debloat_report::write_repeats(&g, dir, &format!("debloat sweep: {test}"))?;
+    println!(
+        "\nreport: {} (each configuration's runs and summary.json in run-K/)",
         index.display()
     );
     Ok(())

@@ -64,8 +64,8 @@ pub fn own_queue_pct(seed: u64, trials: usize) -> (f64, f64) {
 }
 
 /// HASH: 4000 trials of 100 flows (sampling error of the direct-mapped figure ≈ 0.05 %).
-pub fn hash() -> Outcome {
-    let (direct, assoc) = own_queue_pct(1, TRIALS);
+pub fn hash(seed: u64) -> Outcome {
+    let (direct, assoc) = own_queue_pct(seed, TRIALS);
     let mut o = Outcome::new("HASH");
     o.checks.push(Check::new(
         "direct-mapped (fq_codel): flows alone in their queue",

@@ -16,9 +16,9 @@ fn sum_dir(s: &Summary, d: Dir) -> f64 {
 /// RRUL-110-10: rrul on a cable-like 110/10 Mbit/s link at base RTT 48 ms. The shaper of
 /// sqm-scripts is the link itself here: each qdisc sits in front of a link of exactly that rate
 /// (cake shapes to the same rate). Induced delay = ICMP ping median − 48 ms.
-pub fn rrul_110_10() -> Outcome {
+pub fn rrul_110_10(seed: u64) -> Outcome {
     let run = |up: &str, down: &str| {
-        let mut c = config(Test::Rrul, 110 * MBIT, 10 * MBIT, 48 * MS, up);
+        let mut c = config(seed, Test::Rrul, 110 * MBIT, 10 * MBIT, 48 * MS, up);
         c.qdisc_down = parse(down);
         scenario::run(&c, |_| {})
     };
@@ -76,9 +76,9 @@ pub fn rrul_110_10() -> Outcome {
 /// 156–160 ms against 104 ms with the filter, and a window-limited flow runs at window / RTT.
 /// Without the cap the model's CUBIC grows cwnd past that delay and the unfiltered download
 /// reaches ≈640 Mbit/s (published 410), where the filter adds only ≈10 %.
-pub fn ack_filter() -> Outcome {
+pub fn ack_filter(seed: u64) -> Outcome {
     let run = |up: &str| {
-        let mut c = config(Test::RrulBe, 1000 * MBIT, 20 * MBIT, 100 * MS, up);
+        let mut c = config(seed, Test::RrulBe, 1000 * MBIT, 20 * MBIT, 100 * MS, up);
         c.qdisc_down = parse("cake bandwidth 1Gbit");
         c.tcp_window = Some(ACK_FILTER_WINDOW);
         scenario::run(&c, |_| {})
@@ -113,9 +113,9 @@ const ACK_FILTER_WINDOW: u64 = 3 << 20;
 /// 1 ms (NAPI-like batching), 20 TCP uploads and a ping, base RTT 1 ms. The qdisc is fq_codel,
 /// which serves the sparse ping first as the stmmac test's high-priority band did, so what the
 /// ping waits for is the ring. Induced delay = ping median − 1 ms.
-pub fn bql() -> Outcome {
+pub fn bql(seed: u64) -> Outcome {
     let run = |bql: bool| {
-        let mut c = config(Test::TcpNUp, 100 * MBIT, 100 * MBIT, MS, "fq_codel");
+        let mut c = config(seed, Test::TcpNUp, 100 * MBIT, 100 * MBIT, MS, "fq_codel");
         c.streams = 20;
         c.length_s = 30.0;
         c.device = DeviceConfig {

@@ -12,8 +12,11 @@
 
 mod hash;
 mod links;
+pub mod seeds;
 mod tcp;
 mod wifi;
+
+pub use seeds::{repeat, Seeded, SeededCheck, Verdict};
 
 use crate::scenario::{Config, Summary, Test};
 use crate::tcp::cc::Algorithm;
@@ -63,6 +66,15 @@ impl Band {
             Band::Within { min, max } => v >= min && v <= max,
             Band::Below { max } => v < max,
             Band::Above { min } => v > min,
+        }
+    }
+
+    /// The band's ends, infinite where it has none (strictness aside).
+    pub fn range(self) -> (f64, f64) {
+        match self {
+            Band::AtLeast { min } | Band::Above { min } => (min, f64::INFINITY),
+            Band::AtMost { max } | Band::Below { max } => (f64::NEG_INFINITY, max),
+            Band::Within { min, max } => (min, max),
         }
     }
 }
@@ -166,8 +178,8 @@ pub struct Experiment {
     pub id: &'static str,
     /// One line: the scenario.
     pub scenario: &'static str,
-    /// Runs it.
-    pub run: fn() -> Outcome,
+    /// Runs it with this seed (1 is the one the published comparison uses).
+    pub run: fn(u64) -> Outcome,
 }
 
 /// Every wired experiment of Part A, in the table's order.
@@ -260,7 +272,7 @@ const MS: u64 = 1_000_000;
 const SEC: u64 = 1_000_000_000;
 
 /// A flent test on a down/up link with one qdisc spec both ways (flent's defaults otherwise).
-fn config(test: Test, down_bps: u64, up_bps: u64, rtt_ns: u64, qdisc: &str) -> Config {
+fn config(seed: u64, test: Test, down_bps: u64, up_bps: u64, rtt_ns: u64, qdisc: &str) -> Config {
     let q = parse(qdisc);
     Config {
         test,
@@ -275,7 +287,7 @@ fn config(test: Test, down_bps: u64, up_bps: u64, rtt_ns: u64, qdisc: &str) -> C
         streams: 4,
         cc: Algorithm::Cubic,
         ecn: false,
-        seed: 1,
+        seed,
         device: DeviceConfig::default(),
         wire: Default::default(),
         tcp_window: None,

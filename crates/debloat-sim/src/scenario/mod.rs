@@ -10,6 +10,7 @@ use debloat_core::{FlowHasher, QdiscSpec};
 use serde::Serialize;
 
 mod build;
+mod metrics;
 mod summary;
 
 pub(crate) use build::build_world;

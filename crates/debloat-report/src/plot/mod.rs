@@ -16,6 +16,9 @@ use plotters::prelude::*;
 use std::path::Path;
 use std::sync::Once;
 
+mod spread;
+pub use spread::Group;
+
 /// A rendered plot.
 pub struct Plot {
     /// File stem, e.g. "timeseries".
@@ -109,6 +112,34 @@ pub fn render_all(runs: &[Dataset], dir: &Path) -> Result<Vec<Plot>, String> {
         out.push(Plot { name, caption, svg });
     }
     Ok(out)
+}
+
+/// The spread of repeated runs (one row per group, mean and min–max band), as `spread.svg`
+/// and `spread.png`.
+pub fn render_spread(groups: &[Group], dir: &Path) -> Result<Plot, String> {
+    register_font();
+    let size = (1100, 70 + 240 * groups.len().max(1) as u32);
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
+        spread::draw_spread(&root, groups)?;
+        root.present().map_err(err)?;
+    }
+    let png = dir.join("spread.png");
+    {
+        let root = BitMapBackend::new(&png, size).into_drawing_area();
+        spread::draw_spread(&root, groups)?;
+        root.present().map_err(err)?;
+    }
+    std::fs::write(dir.join("spread.svg"), &svg).map_err(err)?;
+    Ok(Plot {
+        name: "spread",
+        caption: "Throughput (left) and latency (right, log scale) over time: the mean over the \
+                  seeds as a line, the lowest to the highest seed as a shaded band, one row per \
+                  configuration"
+            .into(),
+        svg,
+    })
 }
 
 /// The plots, drawn by one generic body per backend (SVG and PNG differ in type).
