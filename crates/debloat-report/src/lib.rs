@@ -52,6 +52,16 @@ pub enum ReportError {
 /// Write `index.html`, the SVGs and PNGs for these runs into `dir` (created if missing);
 /// returns the path of `index.html`.
 pub fn write(runs: &[Dataset], dir: &Path, title: &str) -> Result<PathBuf, ReportError> {
+    page_with(runs, dir, title, |dir| plot::render_all(runs, dir))
+}
+
+/// Create `dir`, draw the plots into it and write `index.html` with the runs' summary table.
+fn page_with(
+    runs: &[Dataset],
+    dir: &Path,
+    title: &str,
+    plots: impl FnOnce(&Path) -> Result<Vec<plot::Plot>, String>,
+) -> Result<PathBuf, ReportError> {
     if runs.is_empty() {
         return Err(ReportError::Empty);
     }
@@ -60,7 +70,7 @@ pub fn write(runs: &[Dataset], dir: &Path, title: &str) -> Result<PathBuf, Repor
         move |source| ReportError::Io { path, source }
     };
     std::fs::create_dir_all(dir).map_err(io(dir))?;
-    let plots = plot::render_all(runs, dir).map_err(ReportError::Plot)?;
+    let plots = plots(dir).map_err(ReportError::Plot)?;
     let summaries: Vec<RunSummary> = runs.iter().map(RunSummary::of).collect();
     let page = html::page(title, runs, &summaries, &plots);
     let index = dir.join("index.html");
@@ -77,18 +87,7 @@ pub fn write_repeats(
     title: &str,
 ) -> Result<PathBuf, ReportError> {
     let runs: Vec<Dataset> = groups.iter().flat_map(|g| g.runs.iter().cloned()).collect();
-    if runs.is_empty() {
-        return Err(ReportError::Empty);
-    }
-    let io = |path: &Path| {
-        let path = path.display().to_string();
-        move |source| ReportError::Io { path, source }
-    };
-    std::fs::create_dir_all(dir).map_err(io(dir))?;
-    let spread = plot::render_spread(groups, dir).map_err(ReportError::Plot)?;
-    let summaries: Vec<RunSummary> = runs.iter().map(RunSummary::of).collect();
-    let page = html::page(title, &runs, &summaries, &[spread]);
-    let index = dir.join("index.html");
-    std::fs::write(&index, page).map_err(io(&index))?;
-    Ok(index)
+    page_with(&runs, dir, title, |dir| {
+        plot::render_spread(groups, dir).map(|p| vec![p])
+    })
 }

@@ -26,30 +26,38 @@ pub fn run_seeds(
     title: &str,
     done: &(dyn Fn(usize) + Sync),
 ) -> Vec<SeedRun> {
-    let next = AtomicUsize::new(0);
     let finished = AtomicUsize::new(0);
-    let mut runs: Vec<(usize, SeedRun)> = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..threads.clamp(1, seeds.len().max(1)))
+    par_map(seeds.len(), threads, |i| {
+        let seed = seeds[i];
+        let mut c = cfg.clone();
+        c.seed = seed;
+        let r = simulate(&c, |_| {});
+        let t = seed_title(title, seed);
+        let flent = crate::flent::data_file(&r.world, &c, epoch + i as u64, &t);
+        done(finished.fetch_add(1, Ordering::Relaxed) + 1);
+        SeedRun {
+            seed,
+            summary: r.summary,
+            flent,
+        }
+    })
+}
+
+/// `f(0) … f(n − 1)` on up to `threads` threads, each taking the next index as it finishes,
+/// returned in index order (a panic in `f` is passed on).
+pub fn par_map<T: Send>(n: usize, threads: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    let next = AtomicUsize::new(0);
+    let mut done: Vec<(usize, T)> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads.clamp(1, n.max(1)))
             .map(|_| {
                 s.spawn(|| {
                     let mut mine = Vec::new();
                     loop {
                         let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(&seed) = seeds.get(i) else { break };
-                        let mut c = cfg.clone();
-                        c.seed = seed;
-                        let r = simulate(&c, |_| {});
-                        let t = seed_title(title, seed);
-                        let flent = crate::flent::data_file(&r.world, &c, epoch + i as u64, &t);
-                        mine.push((
-                            i,
-                            SeedRun {
-                                seed,
-                                summary: r.summary,
-                                flent,
-                            },
-                        ));
-                        done(finished.fetch_add(1, Ordering::Relaxed) + 1);
+                        if i >= n {
+                            break;
+                        }
+                        mine.push((i, f(i)));
                     }
                     mine
                 })
@@ -60,8 +68,8 @@ pub fn run_seeds(
             .flat_map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
             .collect()
     });
-    runs.sort_by_key(|(i, _)| *i);
-    runs.into_iter().map(|(_, r)| r).collect()
+    done.sort_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, r)| r).collect()
 }
 
 /// A seed's title: "cake, seed 3" (or "seed 3").

@@ -99,31 +99,7 @@ pub fn repeat(e: &Experiment, n: u64, threads: usize) -> Seeded {
 }
 
 fn run_all(e: &Experiment, seeds: &[u64], threads: usize) -> Vec<Outcome> {
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let mut done: Vec<(usize, Outcome)> = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..threads.min(seeds.len()))
-            .map(|_| {
-                s.spawn(|| {
-                    let mut mine = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some(seed) = seeds.get(i) else { break };
-                        mine.push((i, (e.run)(*seed)));
-                    }
-                    mine
-                })
-            })
-            .collect();
-        workers
-            .into_iter()
-            .flat_map(|w| match w.join() {
-                Ok(v) => v,
-                Err(p) => std::panic::resume_unwind(p),
-            })
-            .collect()
-    });
-    done.sort_by_key(|(i, _)| *i);
-    done.into_iter().map(|(_, o)| o).collect()
+    crate::repeat::par_map(seeds.len(), threads, |i| (e.run)(seeds[i]))
 }
 
 /// Fold the seeds' outcomes check by check (an experiment's checks are the same list for every
