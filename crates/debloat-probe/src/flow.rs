@@ -222,56 +222,12 @@ fn upload(
         .get_ref()
         .set_read_timeout(Some(Duration::from_secs(30)))
         .map_err(|e| e.to_string())?;
-    let reports = {
-        std::thread::scope(|scope| {
-            let h = scope.spawn(|| {
-                let mut line = String::new();
-                let mut last = None;
-                loop {
-                    line.clear();
-                    match (&mut reader).take(128).read_line(&mut line) {
-                        Ok(0) | Err(_) => break,
-                        Ok(_) => {}
-                    }
-                    let w: Vec<&str> = line.split_whitespace().collect();
-                    if let [kind @ ("R" | "E"), us, bytes] = w.as_slice() {
-                        if let (Ok(us), Ok(bytes)) = (us.parse::<u64>(), bytes.parse::<u64>()) {
-                            let t = accepted + us as f64 / 1e6;
-                            live.bytes.store(bytes, Ordering::Relaxed);
-                            push(&live.samples, (t, bytes));
-                            last = Some(bytes);
-                            if *kind == "E" {
-                                break;
-                            }
-                        }
-                    }
-                }
-                last
-            });
-            let mut w = &stream;
-            let mut buf = vec![0u8; 128 * 1024];
-            let _ = getrandom::fill(&mut buf);
-            let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
-            let mut next_rtt = Instant::now();
-            while Instant::now() < end && !stop.load(Ordering::Relaxed) {
-                match w.write(&buf) {
-                    Ok(_) => {}
-                    Err(e) if crate::timed_out(&e) => {}
-                    Err(_) => break,
-                }
-                if Instant::now() >= next_rtt {
-                    if let Ok(i) = crate::sys::tcp_info(&stream) {
-                        push(&live.rtts, (since(t0), i.rtt_us));
-                        live.retransmits
-                            .store(u64::from(i.total_retrans), Ordering::Relaxed);
-                    }
-                    next_rtt += Duration::from_millis(100);
-                }
-            }
-            let _ = stream.shutdown(std::net::Shutdown::Write);
-            h.join().ok().flatten()
-        })
-    };
+    let reports = std::thread::scope(|scope| {
+        let h = scope.spawn(|| read_reports(&mut reader, accepted, live));
+        send_until(&stream, end, stop, t0, live);
+        let _ = stream.shutdown(std::net::Shutdown::Write);
+        h.join().ok().flatten()
+    });
     if reports.is_none() {
         return Err(format!(
             "{}: the server reported no received bytes",
@@ -279,6 +235,58 @@ fn upload(
         ));
     }
     Ok(())
+}
+
+/// The server's reports of an upload (`R µs bytes` each step, `E µs bytes` at the end), as
+/// samples of bytes received; returns the last count (`None`: the server reported nothing).
+fn read_reports(reader: &mut BufReader<TcpStream>, accepted: f64, live: &FlowLive) -> Option<u64> {
+    let mut line = String::new();
+    let mut last = None;
+    loop {
+        line.clear();
+        match (&mut *reader).take(128).read_line(&mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let w: Vec<&str> = line.split_whitespace().collect();
+        if let [kind @ ("R" | "E"), us, bytes] = w.as_slice() {
+            if let (Ok(us), Ok(bytes)) = (us.parse::<u64>(), bytes.parse::<u64>()) {
+                let t = accepted + us as f64 / 1e6;
+                live.bytes.store(bytes, Ordering::Relaxed);
+                push(&live.samples, (t, bytes));
+                last = Some(bytes);
+                if *kind == "E" {
+                    break;
+                }
+            }
+        }
+    }
+    last
+}
+
+/// Send random bytes until `end` or `stop`, sampling the socket's RTT and retransmissions
+/// every 100 ms.
+fn send_until(stream: &TcpStream, end: Instant, stop: &AtomicBool, t0: Instant, live: &FlowLive) {
+    let mut w = stream;
+    let mut buf = vec![0u8; 128 * 1024];
+    let _ = getrandom::fill(&mut buf);
+    let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
+    let mut next_rtt = Instant::now();
+    while Instant::now() < end && !stop.load(Ordering::Relaxed) {
+        match w.write(&buf) {
+            Ok(_) => {}
+            Err(e) if crate::timed_out(&e) => {}
+            Err(_) => break,
+        }
+        if Instant::now() >= next_rtt {
+            if let Ok(i) = crate::sys::tcp_info(stream) {
+                push(&live.rtts, (since(t0), i.rtt_us));
+                live.retransmits
+                    .store(u64::from(i.total_retrans), Ordering::Relaxed);
+            }
+            next_rtt += Duration::from_millis(100);
+        }
+    }
 }
 
 fn set_tos(s: &Socket, server: SocketAddr, tos: u8) -> std::io::Result<()> {

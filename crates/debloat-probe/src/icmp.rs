@@ -132,31 +132,9 @@ pub fn run(
     let echoes: Arc<Mutex<Vec<(Instant, Echo)>>> = Arc::new(Mutex::new(Vec::new()));
     let done = AtomicBool::new(false);
     let rx = sock.try_clone()?;
+    let mine = Mine { kind, v6, cookie };
     std::thread::scope(|scope| {
-        scope.spawn(|| {
-            if let Some(p) = realtime {
-                // The sender already proved the privilege; a failure here only costs accuracy.
-                let _ = crate::sys::realtime(p);
-            }
-            let mut buf = [0u8; 1500];
-            while !done.load(Ordering::Relaxed) {
-                let Ok(n) = (&rx).read(&mut buf) else {
-                    continue;
-                };
-                let now = Instant::now();
-                let Some(seq) = parse_reply(kind, v6, &buf[..n], cookie) else {
-                    continue;
-                };
-                let Ok(mut e) = echoes.lock() else { continue };
-                if let Some((sent, echo)) = e.iter_mut().find(|(_, x)| x.seq == seq) {
-                    if echo.rtt_ms.is_none() {
-                        let rtt = now.duration_since(*sent);
-                        echo.rtt_ms = Some(rtt.as_secs_f64() * 1e3);
-                        live_us.store(rtt.as_micros() as u64, Ordering::Relaxed);
-                    }
-                }
-            }
-        });
+        scope.spawn(|| receive(&rx, &mine, &echoes, &done, live_us, realtime));
         let start = t0 + Duration::from_secs_f64(start_s);
         let mut k = 0u32;
         loop {
@@ -184,18 +162,7 @@ pub fn run(
             let _ = sock.send(&pkt);
             k += 1;
         }
-        // Late replies: wait up to a second.
-        let until = Instant::now() + Duration::from_secs(1);
-        while Instant::now() < until && !stop.load(Ordering::Relaxed) {
-            let pending = echoes
-                .lock()
-                .map(|e| e.iter().rev().take(3).any(|(_, x)| x.rtt_ms.is_none()))
-                .unwrap_or(false);
-            if !pending {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_for_late(&echoes, stop);
         done.store(true, Ordering::Relaxed);
     });
     let e = match Arc::try_unwrap(echoes) {
@@ -206,6 +173,61 @@ pub fn run(
         echoes: e.into_iter().map(|(_, x)| x).collect(),
         socket: kind,
     })
+}
+
+/// How to recognise this run's replies.
+struct Mine {
+    kind: SocketKind,
+    v6: bool,
+    cookie: u64,
+}
+
+/// The receiving thread: give each request its RTT when its reply arrives (the first one).
+fn receive(
+    rx: &Socket,
+    mine: &Mine,
+    echoes: &Mutex<Vec<(Instant, Echo)>>,
+    done: &AtomicBool,
+    live_us: &AtomicU64,
+    realtime: Option<u8>,
+) {
+    if let Some(p) = realtime {
+        // The sender already proved the privilege; a failure here only costs accuracy.
+        let _ = crate::sys::realtime(p);
+    }
+    let mut buf = [0u8; 1500];
+    while !done.load(Ordering::Relaxed) {
+        let Ok(n) = (&*rx).read(&mut buf) else {
+            continue;
+        };
+        let now = Instant::now();
+        let Some(seq) = parse_reply(mine.kind, mine.v6, &buf[..n], mine.cookie) else {
+            continue;
+        };
+        let Ok(mut e) = echoes.lock() else { continue };
+        if let Some((sent, echo)) = e.iter_mut().find(|(_, x)| x.seq == seq) {
+            if echo.rtt_ms.is_none() {
+                let rtt = now.duration_since(*sent);
+                echo.rtt_ms = Some(rtt.as_secs_f64() * 1e3);
+                live_us.store(rtt.as_micros() as u64, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// Late replies: wait up to a second while one of the last three requests is unanswered.
+fn wait_for_late(echoes: &Mutex<Vec<(Instant, Echo)>>, stop: &AtomicBool) {
+    let until = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < until && !stop.load(Ordering::Relaxed) {
+        let pending = echoes
+            .lock()
+            .map(|e| e.iter().rev().take(3).any(|(_, x)| x.rtt_ms.is_none()))
+            .unwrap_or(false);
+        if !pending {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 #[cfg(test)]

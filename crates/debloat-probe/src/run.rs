@@ -144,32 +144,7 @@ pub fn run(plan: &Plan, o: &RunOptions, user_stop: &AtomicBool) -> Outcome {
         for (f, live) in plan.flows.iter().zip(&flows_live) {
             flow_h.push(s.spawn(move || flow::run(f, step, key, t0, stop, live)));
         }
-        let mut udp_h = Vec::new();
-        for (i, u) in plan.udp.iter().enumerate() {
-            let live = &lat_live[i];
-            udp_h.push(s.spawn(move || run_udp(u, key, rt, t0, stop, live)));
-        }
-        let voip_h = plan.voip.as_ref().map(|v| {
-            let live = &lat_live[plan.udp.len() + plan.icmp.len()];
-            s.spawn(move || run_udp(v, key, rt, t0, stop, live))
-        });
-        let mut icmp_h = Vec::new();
-        for (i, c) in plan.icmp.iter().enumerate() {
-            let live = &lat_live[plan.udp.len() + i];
-            icmp_h.push(s.spawn(move || {
-                icmp::run(
-                    c.target.ip(),
-                    step,
-                    c.start_s,
-                    c.length_s,
-                    t0,
-                    stop,
-                    live,
-                    rt,
-                )
-                .map_err(|e| format!("{}: {e}", c.name))
-            }));
-        }
+        let (udp_h, voip_h, icmp_h) = spawn_probes(s, plan, &lat_live, key, rt, t0, stop);
         let foreign_h = plan.flows.first().map(|f| {
             let server = f.server;
             let (done, foreign) = (&done, &foreign);
@@ -177,107 +152,19 @@ pub fn run(plan: &Plan, o: &RunOptions, user_stop: &AtomicBool) -> Outcome {
                 crate::rpm::foreign_probes(server, key, t0, load_a, load_b, stop, done, foreign)
             })
         });
-        // Timekeeping, the load ramp and progress.
-        let mut last: Vec<(f64, u64)> = vec![(0.0, 0); plan.flows.len()];
-        let mut ramp = plan
-            .ramp
-            .map(|(id, max)| (crate::rpm::Ramp::new(load_a, id, max), load_a + id, 0u64));
-        let mut k = 1u32;
-        loop {
-            let at = t0 + step * k;
-            let now = Instant::now();
-            if at > now {
-                std::thread::sleep(at - now);
-            }
-            k += 1;
-            let t = t0.elapsed().as_secs_f64();
-            if let Some((r, next, bytes_before)) = &mut ramp {
-                if t >= *next && *next < load_b {
-                    let bytes: u64 = flows_live
-                        .iter()
-                        .map(|l| l.bytes.load(Ordering::Relaxed))
-                        .sum();
-                    let mbps =
-                        bytes.saturating_sub(*bytes_before) as f64 * 8.0 / r.interval_s / 1e6;
-                    *bytes_before = bytes;
-                    let n = r.interval_done(*next, mbps);
-                    *next += r.interval_s;
-                    release(plan, &flows_live, n);
-                    if r.saturated_at_s.is_some()
-                        && responsive_enough(plan, &flows_live, &foreign, t)
-                    {
-                        r.ended_at_s = Some(t);
-                        halt.store(true, Ordering::Relaxed);
-                    }
-                }
-            }
-            if o.progress {
-                let (mut up, mut down) = (0.0, 0.0);
-                for (i, (f, live)) in plan.flows.iter().zip(&flows_live).enumerate() {
-                    let b = live.bytes.load(Ordering::Relaxed);
-                    let mbps = (b.saturating_sub(last[i].1)) as f64 * 8.0 / (t - last[i].0) / 1e6;
-                    last[i] = (t, b);
-                    match f.dir {
-                        flow::Direction::Up => up += mbps,
-                        flow::Direction::Down => down += mbps,
-                    }
-                }
-                let lat: Vec<u64> = lat_live
-                    .iter()
-                    .map(|a| a.load(Ordering::Relaxed))
-                    .filter(|&x| x > 0)
-                    .collect();
-                let lat = if lat.is_empty() {
-                    "  -   ".to_string()
-                } else {
-                    format!(
-                        "{:6.1}",
-                        lat.iter().sum::<u64>() as f64 / lat.len() as f64 / 1e3
-                    )
-                };
-                let mut e = std::io::stderr().lock();
-                let _ = write!(
-                    e,
-                    "\r  {t:5.1} / {:.0} s   down {down:7.2} Mbit/s   up {up:7.2} Mbit/s   latency {lat} ms ",
-                    plan.total_s
-                );
-                let _ = e.flush();
-            }
-            if any_stop() {
-                halt.store(true, Ordering::Relaxed);
-            }
-            if halt.load(Ordering::Relaxed) || t >= plan.total_s {
-                break;
-            }
-        }
+        let live = Live {
+            flows: &flows_live,
+            latency: &lat_live,
+            foreign: &foreign,
+        };
+        let ramp = keep_time(plan, o, t0, &live, user_stop, &halt);
         // Parts end on their own lengths; wait for them (they also watch `stop`).
         for h in flow_h {
             // A panicked flow thread leaves its error unset and its samples as they were.
             let _ = h.join();
         }
         done.store(true, Ordering::Relaxed);
-        let udp = plan
-            .udp
-            .iter()
-            .cloned()
-            .zip(udp_h.into_iter().map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err("probe thread panicked".into()))
-            }))
-            .collect();
-        let voip = plan.voip.clone().zip(voip_h.map(|h| {
-            h.join()
-                .unwrap_or_else(|_| Err("probe thread panicked".into()))
-        }));
-        let icmp = plan
-            .icmp
-            .iter()
-            .cloned()
-            .zip(icmp_h.into_iter().map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err("icmp thread panicked".into()))
-            }))
-            .collect();
+        let (udp, voip, icmp) = join_probes(plan, udp_h, voip_h, icmp_h);
         if let Some(h) = foreign_h {
             let _ = h.join();
         }
@@ -302,14 +189,226 @@ pub fn run(plan: &Plan, o: &RunOptions, user_stop: &AtomicBool) -> Outcome {
         eprintln!();
     }
     out.elapsed_s = t0.elapsed().as_secs_f64().min(plan.total_s);
-    // Gated flows the ramp never released did not run: they are left out of the results, and
-    // the flent parameters give the streams that ran.
+    keep_what_ran(&mut out, plan, &flows_live);
+    out
+}
+
+type Handle<'s, T> = std::thread::ScopedJoinHandle<'s, Result<T, String>>;
+type ProbeHandles<'s> = (
+    Vec<Handle<'s, irtt::Probe>>,
+    Option<Handle<'s, irtt::Probe>>,
+    Vec<Handle<'s, icmp::Series>>,
+);
+type Probes = (
+    Vec<(UdpSpec, Result<irtt::Probe, String>)>,
+    Option<(UdpSpec, Result<irtt::Probe, String>)>,
+    Vec<(IcmpSpec, Result<icmp::Series, String>)>,
+);
+
+/// Start the latency probes (irtt, VoIP, ICMP), each reporting its last RTT to its slot of
+/// `lat_live` (irtt first, then ICMP, VoIP last).
+fn spawn_probes<'s, 'e: 's>(
+    s: &'s std::thread::Scope<'s, 'e>,
+    plan: &'e Plan,
+    lat_live: &'e [AtomicU64],
+    key: Option<&'e [u8]>,
+    rt: Option<u8>,
+    t0: Instant,
+    stop: &'e AtomicBool,
+) -> ProbeHandles<'s> {
+    let step = Duration::from_secs_f64(plan.step_s);
+    let mut udp_h = Vec::new();
+    for (i, u) in plan.udp.iter().enumerate() {
+        let live = &lat_live[i];
+        udp_h.push(s.spawn(move || run_udp(u, key, rt, t0, stop, live)));
+    }
+    let voip_h = plan.voip.as_ref().map(|v| {
+        let live = &lat_live[plan.udp.len() + plan.icmp.len()];
+        s.spawn(move || run_udp(v, key, rt, t0, stop, live))
+    });
+    let mut icmp_h = Vec::new();
+    for (i, c) in plan.icmp.iter().enumerate() {
+        let live = &lat_live[plan.udp.len() + i];
+        icmp_h.push(s.spawn(move || {
+            icmp::run(
+                c.target.ip(),
+                step,
+                c.start_s,
+                c.length_s,
+                t0,
+                stop,
+                live,
+                rt,
+            )
+            .map_err(|e| format!("{}: {e}", c.name))
+        }));
+    }
+    (udp_h, voip_h, icmp_h)
+}
+
+/// Wait for the latency probes and pair each result with its spec.
+fn join_probes(
+    plan: &Plan,
+    udp_h: Vec<Handle<'_, irtt::Probe>>,
+    voip_h: Option<Handle<'_, irtt::Probe>>,
+    icmp_h: Vec<Handle<'_, icmp::Series>>,
+) -> Probes {
+    let udp = plan
+        .udp
+        .iter()
+        .cloned()
+        .zip(udp_h.into_iter().map(|h| joined(h, "probe")))
+        .collect();
+    let voip = plan.voip.clone().zip(voip_h.map(|h| joined(h, "probe")));
+    let icmp = plan
+        .icmp
+        .iter()
+        .cloned()
+        .zip(icmp_h.into_iter().map(|h| joined(h, "icmp")))
+        .collect();
+    (udp, voip, icmp)
+}
+
+/// What the parts report while they run, read by the timekeeper.
+struct Live<'a> {
+    flows: &'a [Arc<FlowLive>],
+    latency: &'a [AtomicU64],
+    foreign: &'a Mutex<Vec<ForeignSample>>,
+}
+
+/// Timekeeping, the load ramp and progress, once a step until the test's end, the user's stop
+/// or the ramp's answer (which sets `halt`). Returns the ramp's state.
+fn keep_time(
+    plan: &Plan,
+    o: &RunOptions,
+    t0: Instant,
+    live: &Live,
+    user_stop: &AtomicBool,
+    halt: &AtomicBool,
+) -> Option<RampState> {
+    let step = Duration::from_secs_f64(plan.step_s);
+    let (load_a, load_b) = plan.rpm_window();
+    let mut last: Vec<(f64, u64)> = vec![(0.0, 0); plan.flows.len()];
+    let mut ramp = plan
+        .ramp
+        .map(|(id, max)| (crate::rpm::Ramp::new(load_a, id, max), load_a + id, 0u64));
+    let mut k = 1u32;
+    loop {
+        let at = t0 + step * k;
+        let now = Instant::now();
+        if at > now {
+            std::thread::sleep(at - now);
+        }
+        k += 1;
+        let t = t0.elapsed().as_secs_f64();
+        if let Some(r) = &mut ramp {
+            if ramp_step(plan, live.flows, live.foreign, r, load_b, t) {
+                halt.store(true, Ordering::Relaxed);
+            }
+        }
+        if o.progress {
+            print_progress(plan, live.flows, live.latency, &mut last, t);
+        }
+        if user_stop.load(Ordering::Relaxed) {
+            halt.store(true, Ordering::Relaxed);
+        }
+        if halt.load(Ordering::Relaxed) || t >= plan.total_s {
+            return ramp;
+        }
+    }
+}
+
+/// A part's result, or an error saying its thread panicked.
+fn joined<T>(
+    h: std::thread::ScopedJoinHandle<'_, Result<T, String>>,
+    what: &str,
+) -> Result<T, String> {
+    h.join()
+        .unwrap_or_else(|_| Err(format!("{what} thread panicked")))
+}
+
+/// The load ramp's bookkeeping: the ramp, when its next interval ends, bytes counted then.
+type RampState = (crate::rpm::Ramp, f64, u64);
+
+/// One tick of the responsiveness test's load ramp: at each interval's end, measure the
+/// goodput, release the flows the ramp asks for, and say whether the test has its answer
+/// (saturated and responsiveness stable), which ends it.
+fn ramp_step(
+    plan: &Plan,
+    flows_live: &[Arc<FlowLive>],
+    foreign: &Mutex<Vec<ForeignSample>>,
+    (r, next, bytes_before): &mut RampState,
+    load_b: f64,
+    t: f64,
+) -> bool {
+    if t < *next || *next >= load_b {
+        return false;
+    }
+    let bytes: u64 = flows_live
+        .iter()
+        .map(|l| l.bytes.load(Ordering::Relaxed))
+        .sum();
+    let mbps = bytes.saturating_sub(*bytes_before) as f64 * 8.0 / r.interval_s / 1e6;
+    *bytes_before = bytes;
+    let n = r.interval_done(*next, mbps);
+    *next += r.interval_s;
+    release(plan, flows_live, n);
+    if r.saturated_at_s.is_some() && responsive_enough(plan, flows_live, foreign, t) {
+        r.ended_at_s = Some(t);
+        return true;
+    }
+    false
+}
+
+/// The progress line: time, goodput each way since the last line, mean latency of the probes.
+fn print_progress(
+    plan: &Plan,
+    flows_live: &[Arc<FlowLive>],
+    lat_live: &[AtomicU64],
+    last: &mut [(f64, u64)],
+    t: f64,
+) {
+    let (mut up, mut down) = (0.0, 0.0);
+    for (i, (f, live)) in plan.flows.iter().zip(flows_live).enumerate() {
+        let b = live.bytes.load(Ordering::Relaxed);
+        let mbps = (b.saturating_sub(last[i].1)) as f64 * 8.0 / (t - last[i].0) / 1e6;
+        last[i] = (t, b);
+        match f.dir {
+            flow::Direction::Up => up += mbps,
+            flow::Direction::Down => down += mbps,
+        }
+    }
+    let lat: Vec<u64> = lat_live
+        .iter()
+        .map(|a| a.load(Ordering::Relaxed))
+        .filter(|&x| x > 0)
+        .collect();
+    let lat = if lat.is_empty() {
+        "  -   ".to_string()
+    } else {
+        format!(
+            "{:6.1}",
+            lat.iter().sum::<u64>() as f64 / lat.len() as f64 / 1e3
+        )
+    };
+    let mut e = std::io::stderr().lock();
+    let _ = write!(
+        e,
+        "\r  {t:5.1} / {:.0} s   down {down:7.2} Mbit/s   up {up:7.2} Mbit/s   latency {lat} ms ",
+        plan.total_s
+    );
+    let _ = e.flush();
+}
+
+/// Gated flows the ramp never released did not run: they are left out of the results, and
+/// the flent parameters give the streams that ran.
+fn keep_what_ran(out: &mut Outcome, plan: &Plan, flows_live: &[Arc<FlowLive>]) {
     let ran = |f: &FlowSpec, l: &FlowLive| !f.gated || l.release.load(Ordering::Relaxed);
     if let Some(r) = &out.ramp {
         out.plan.flows = plan
             .flows
             .iter()
-            .zip(&flows_live)
+            .zip(flows_live)
             .filter(|(f, l)| ran(f, l))
             .map(|(f, _)| f.clone())
             .collect();
@@ -319,13 +418,12 @@ pub fn run(plan: &Plan, o: &RunOptions, user_stop: &AtomicBool) -> Outcome {
             }
         }
     }
-    out.flows = flow_results(plan, &flows_live)
+    out.flows = flow_results(plan, flows_live)
         .into_iter()
-        .zip(&flows_live)
+        .zip(flows_live)
         .filter(|(f, l)| ran(&f.spec, l))
         .map(|(f, _)| f)
         .collect();
-    out
 }
 
 /// What each flow has measured so far.

@@ -195,17 +195,7 @@ fn serve_conn(
     w.write_all(format!("{} {n}\n", control::MAGIC).as_bytes())?;
     conn.set_read_timeout(Some(Duration::from_secs(5)))?;
     let mut reader = BufReader::new(conn.try_clone()?);
-    let mut line = String::new();
-    // At most 256 bytes of request line: a longer one is malformed, not a memory sink.
-    let got = (&mut reader).take(256).read_line(&mut line);
-    let req = match got {
-        Ok(_) if !line.ends_with('\n') => Err(control::BadRequest(
-            "request line missing or longer than 256 bytes".into(),
-        )),
-        Ok(_) => control::verify_line(&line, cfg.hmac_key.as_deref(), &n),
-        Err(e) => Err(control::BadRequest(format!("no request: {e}"))),
-    };
-    let req = match req {
+    let req = match read_request(&mut reader, cfg, &n) {
         Ok(r) => r,
         Err(e) => {
             counters.rejected.fetch_add(1, Ordering::Relaxed);
@@ -215,15 +205,12 @@ fn serve_conn(
         }
     };
     let max_ms = cfg.max_length.as_millis() as u64;
-    let reject = |w: &mut TcpStream, why: String| -> std::io::Result<()> {
-        counters.rejected.fetch_add(1, Ordering::Relaxed);
-        log(&format!("{peer}: rejected: {why}"));
-        w.write_all(format!("ERR {why}\n").as_bytes())
-    };
     match req {
         Request::Up { length_ms, .. } | Request::Down { length_ms, .. } if length_ms > max_ms => {
             reject(
                 &mut w,
+                peer,
+                counters,
                 format!("length {length_ms} ms is over this server's limit of {max_ms} ms (--max-length)"),
             )
         }
@@ -233,63 +220,113 @@ fn serve_conn(
             upload_sink(reader, w, length_ms, step_ms, counters, stop)
         }
         Request::Down { length_ms, cc, tos } => {
-            let sock = SockRef::from(&w);
-            if let Err(e) = sock.set_tcp_congestion(cc.as_bytes()) {
-                let avail = std::fs::read_to_string(
-                    "/proc/sys/net/ipv4/tcp_available_congestion_control",
-                )
-                .unwrap_or_default();
-                return reject(
-                    &mut w,
-                    format!(
-                        "congestion control `{cc}` not available here ({e}); available: {}",
-                        avail.trim()
-                    ),
-                );
-            }
-            let tos_set = if peer.is_ipv4() {
-                sock.set_tos_v4(u32::from(tos))
-            } else {
-                sock.set_tclass_v6(u32::from(tos))
-            };
-            if let Err(e) = tos_set {
-                return reject(&mut w, format!("cannot set TOS {tos}: {e}"));
-            }
-            w.write_all(b"OK\n")?;
-            counters.flows.fetch_add(1, Ordering::Relaxed);
-            let id = counters.next_id.fetch_add(1, Ordering::Relaxed);
-            if let (Ok(mut d), Ok(c)) = (counters.downloads.lock(), w.try_clone()) {
-                d.insert(id, (peer.ip(), c));
-            }
-            let r = download_source(w, length_ms, counters, stop);
-            if let Ok(mut d) = counters.downloads.lock() {
-                d.remove(&id);
-            }
-            r
+            serve_download(w, peer, (length_ms, &cc, tos), counters, stop)
         }
         Request::Probe => {
             w.write_all(b"OK\n")?;
             counters.flows.fetch_add(1, Ordering::Relaxed);
-            reader.get_ref().set_read_timeout(Some(Duration::from_secs(60)))?;
-            // Each byte in gets a line out: `P` and the RTTs (µs) of the downloads this server
-            // is sending to the same host, so the client sees its loaded RTT at the sender.
-            let mut b = [0u8; 1];
-            while !stop.load(Ordering::Relaxed) {
-                match reader.read(&mut b) {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {
-                        let rtts: Vec<String> = counters
-                            .download_rtts(peer.ip())
-                            .iter()
-                            .map(u32::to_string)
-                            .collect();
-                        w.write_all(format!("P {}\n", rtts.join(" ")).as_bytes())?;
-                    }
-                }
-            }
-            Ok(())
+            serve_probe(reader, w, peer, counters, stop)
         }
     }
+}
+
+/// The client's request line, checked (at most 256 bytes: a longer one is malformed, not a
+/// memory sink).
+fn read_request(
+    reader: &mut BufReader<TcpStream>,
+    cfg: &Config,
+    nonce: &str,
+) -> Result<Request, control::BadRequest> {
+    let mut line = String::new();
+    match reader.take(256).read_line(&mut line) {
+        Ok(_) if !line.ends_with('\n') => Err(control::BadRequest(
+            "request line missing or longer than 256 bytes".into(),
+        )),
+        Ok(_) => control::verify_line(&line, cfg.hmac_key.as_deref(), nonce),
+        Err(e) => Err(control::BadRequest(format!("no request: {e}"))),
+    }
+}
+
+/// Refuse a request: count it, log it, tell the client why.
+fn reject(
+    w: &mut TcpStream,
+    peer: SocketAddr,
+    counters: &Counters,
+    why: String,
+) -> std::io::Result<()> {
+    counters.rejected.fetch_add(1, Ordering::Relaxed);
+    log(&format!("{peer}: rejected: {why}"));
+    w.write_all(format!("ERR {why}\n").as_bytes())
+}
+
+/// A download: set the client's congestion control and TOS on the socket (refusing what this
+/// host cannot do), then send for the length, registered so probes can read its RTT.
+fn serve_download(
+    mut w: TcpStream,
+    peer: SocketAddr,
+    (length_ms, cc, tos): (u64, &str, u8),
+    counters: &Counters,
+    stop: &AtomicBool,
+) -> std::io::Result<()> {
+    let sock = SockRef::from(&w);
+    if let Err(e) = sock.set_tcp_congestion(cc.as_bytes()) {
+        let avail = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
+            .unwrap_or_default();
+        let why = format!(
+            "congestion control `{cc}` not available here ({e}); available: {}",
+            avail.trim()
+        );
+        return reject(&mut w, peer, counters, why);
+    }
+    let tos_set = if peer.is_ipv4() {
+        sock.set_tos_v4(u32::from(tos))
+    } else {
+        sock.set_tclass_v6(u32::from(tos))
+    };
+    if let Err(e) = tos_set {
+        return reject(&mut w, peer, counters, format!("cannot set TOS {tos}: {e}"));
+    }
+    w.write_all(b"OK\n")?;
+    counters.flows.fetch_add(1, Ordering::Relaxed);
+    let id = counters.next_id.fetch_add(1, Ordering::Relaxed);
+    if let (Ok(mut d), Ok(c)) = (counters.downloads.lock(), w.try_clone()) {
+        d.insert(id, (peer.ip(), c));
+    }
+    let r = download_source(w, length_ms, counters, stop);
+    if let Ok(mut d) = counters.downloads.lock() {
+        d.remove(&id);
+    }
+    r
+}
+
+/// A responsiveness probe connection: each byte in gets a line out, `P` and the RTTs (µs) of
+/// the downloads this server is sending to the same host, so the client sees its loaded RTT
+/// at the sender.
+fn serve_probe(
+    mut reader: BufReader<TcpStream>,
+    mut w: TcpStream,
+    peer: SocketAddr,
+    counters: &Counters,
+    stop: &AtomicBool,
+) -> std::io::Result<()> {
+    reader
+        .get_ref()
+        .set_read_timeout(Some(Duration::from_secs(60)))?;
+    let mut b = [0u8; 1];
+    while !stop.load(Ordering::Relaxed) {
+        match reader.read(&mut b) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {
+                let rtts: Vec<String> = counters
+                    .download_rtts(peer.ip())
+                    .iter()
+                    .map(u32::to_string)
+                    .collect();
+                w.write_all(format!("P {}\n", rtts.join(" ")).as_bytes())?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Receive an upload, writing a report line every step and a final one at the client's end of

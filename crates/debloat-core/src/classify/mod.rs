@@ -6,6 +6,7 @@
 
 use crate::flow::FlowKey;
 use crate::packet::{Ecn, PacketMeta, TcpInfo};
+use core::net::IpAddr;
 use etherparse::{LaxNetSlice, LaxSlicedPacket, TransportSlice};
 use thiserror::Error;
 
@@ -38,65 +39,23 @@ pub fn classify(data: &[u8], wire_len: u32, link: LinkType) -> Result<PacketMeta
         wire_len.max(data.len() as u32),
         FlowKey::NonIp { ethertype: 0 },
     );
-    let start = data.as_ptr() as usize;
-    // (src, dst, proto, flow label, TOS, network offset, declared bytes after the IP headers)
-    let (src, dst, proto, label, tos, off, ip_payload) = match &parsed.net {
-        Some(LaxNetSlice::Ipv4(v4)) => {
-            let h = v4.header();
-            let off = h.slice().as_ptr() as usize - start;
-            let tos = (h.dcp().value() << 2) | h.ecn().value();
-            let declared = usize::from(h.total_len()).saturating_sub(usize::from(h.ihl()) * 4);
-            (
-                h.source_addr().into(),
-                h.destination_addr().into(),
-                v4.payload().ip_number.0,
-                0,
-                tos,
-                off,
-                declared,
-            )
-        }
-        Some(LaxNetSlice::Ipv6(v6)) => {
-            let h = v6.header();
-            let off = h.slice().as_ptr() as usize - start;
-            let exts = (v6.payload().payload.as_ptr() as usize).saturating_sub(off + start + 40);
-            let declared = usize::from(h.payload_length()).saturating_sub(exts);
-            (
-                h.source_addr().into(),
-                h.destination_addr().into(),
-                v6.payload().ip_number.0,
-                h.flow_label().value(),
-                h.traffic_class(),
-                off,
-                declared,
-            )
-        }
-        Some(LaxNetSlice::Arp(_)) => {
-            meta.flow = FlowKey::NonIp { ethertype: 0x0806 };
-            return Ok(meta);
-        }
-        None => {
-            if let Some((e, _)) = &parsed.stop_err {
-                return Err(ClassifyError(e.to_string()));
-            }
-            let et = match &parsed.link {
-                Some(etherparse::LinkSlice::Ethernet2(e)) => e.ether_type().0,
-                _ => return Err(ClassifyError("no network layer".into())),
-            };
-            meta.flow = FlowKey::NonIp { ethertype: et };
+    let ip = match network(&parsed, data.as_ptr() as usize)? {
+        Net::Ip(ip) => ip,
+        Net::Other { ethertype } => {
+            meta.flow = FlowKey::NonIp { ethertype };
             return Ok(meta);
         }
     };
-    meta.network_offset = off as u16;
-    meta.dscp = tos >> 2;
-    meta.ecn = Ecn::from_bits(tos);
+    meta.network_offset = ip.offset as u16;
+    meta.dscp = ip.tos >> 2;
+    meta.ecn = Ecn::from_bits(ip.tos);
     let (mut sport, mut dport) = (0, 0);
     match &parsed.transport {
         Some(TransportSlice::Tcp(t)) => {
             sport = t.source_port();
             dport = t.destination_port();
             let mut info = tcp_info(t);
-            info.payload_len = ip_payload.saturating_sub(usize::from(t.data_offset()) * 4) as u32;
+            info.payload_len = ip.payload.saturating_sub(usize::from(t.data_offset()) * 4) as u32;
             meta.tcp = Some(info);
         }
         Some(TransportSlice::Udp(u)) => {
@@ -106,14 +65,79 @@ pub fn classify(data: &[u8], wire_len: u32, link: LinkType) -> Result<PacketMeta
         _ => {}
     }
     meta.flow = FlowKey::Ip {
-        src,
-        dst,
+        src: ip.src,
+        dst: ip.dst,
         sport,
         dport,
-        proto,
-        flow_label: label,
+        proto: ip.proto,
+        flow_label: ip.label,
     };
     Ok(meta)
+}
+
+/// What the IP header says.
+struct IpFields {
+    src: IpAddr,
+    dst: IpAddr,
+    proto: u8,
+    /// IPv6 flow label (0 for IPv4).
+    label: u32,
+    /// The TOS / traffic class byte: DSCP and ECN.
+    tos: u8,
+    /// Offset of the IP header in the frame.
+    offset: usize,
+    /// Bytes after the IP headers, as the header declares them (not as captured).
+    payload: usize,
+}
+
+/// The network layer: IP fields, or the EtherType of anything else (ARP is 0x0806).
+enum Net {
+    Ip(IpFields),
+    Other { ethertype: u16 },
+}
+
+/// Read the network layer of a parsed frame that starts at address `start`.
+fn network(parsed: &LaxSlicedPacket, start: usize) -> Result<Net, ClassifyError> {
+    match &parsed.net {
+        Some(LaxNetSlice::Ipv4(v4)) => {
+            let h = v4.header();
+            Ok(Net::Ip(IpFields {
+                src: h.source_addr().into(),
+                dst: h.destination_addr().into(),
+                proto: v4.payload().ip_number.0,
+                label: 0,
+                tos: (h.dcp().value() << 2) | h.ecn().value(),
+                offset: h.slice().as_ptr() as usize - start,
+                payload: usize::from(h.total_len()).saturating_sub(usize::from(h.ihl()) * 4),
+            }))
+        }
+        Some(LaxNetSlice::Ipv6(v6)) => {
+            let h = v6.header();
+            let offset = h.slice().as_ptr() as usize - start;
+            let exts = (v6.payload().payload.as_ptr() as usize).saturating_sub(offset + start + 40);
+            Ok(Net::Ip(IpFields {
+                src: h.source_addr().into(),
+                dst: h.destination_addr().into(),
+                proto: v6.payload().ip_number.0,
+                label: h.flow_label().value(),
+                tos: h.traffic_class(),
+                offset,
+                payload: usize::from(h.payload_length()).saturating_sub(exts),
+            }))
+        }
+        Some(LaxNetSlice::Arp(_)) => Ok(Net::Other { ethertype: 0x0806 }),
+        None => {
+            if let Some((e, _)) = &parsed.stop_err {
+                return Err(ClassifyError(e.to_string()));
+            }
+            match &parsed.link {
+                Some(etherparse::LinkSlice::Ethernet2(e)) => Ok(Net::Other {
+                    ethertype: e.ether_type().0,
+                }),
+                _ => Err(ClassifyError("no network layer".into())),
+            }
+        }
+    }
 }
 
 fn tcp_info(t: &etherparse::TcpSlice<'_>) -> TcpInfo {

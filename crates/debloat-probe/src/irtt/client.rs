@@ -231,6 +231,35 @@ fn socket(c: &Config) -> Result<UdpSocket, ClientError> {
     Ok(s.into())
 }
 
+/// What the sending and the receiving thread of one probe share.
+#[derive(Default)]
+struct Shared {
+    /// One entry per request sent, indexed by sequence number.
+    trips: Mutex<Vec<RoundTrip>>,
+    /// Set when the receiver should stop.
+    done: AtomicBool,
+    /// Replies for a sequence number already answered.
+    dups: AtomicU64,
+    /// Largest RTT seen, ns (sizes the wait for late replies).
+    max_rtt: AtomicU64,
+    /// Latest RTT, µs (0: none yet), for the progress line.
+    live_rtt: AtomicU64,
+}
+
+impl Shared {
+    fn trips(&self) -> std::sync::MutexGuard<'_, Vec<RoundTrip>> {
+        self.trips.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// What the receiver needs to recognise this probe's replies.
+struct Session {
+    params: Params,
+    token: u64,
+    key: Option<Vec<u8>>,
+    start: Instant,
+}
+
 /// Run one probe to the end of its duration or until `stop` is set.
 pub fn run(c: &Config, stop: &AtomicBool, live: &Live) -> Result<Probe, ClientError> {
     if let Some(p) = c.realtime {
@@ -238,139 +267,135 @@ pub fn run(c: &Config, stop: &AtomicBool, live: &Live) -> Result<Probe, ClientEr
     }
     let sock = socket(c)?;
     let (params, token) = open(&sock, c)?;
-    let key = c.hmac_key.clone();
     let io = |e| ClientError::Io(c.server, e);
     sock.set_read_timeout(Some(Duration::from_millis(50)))
         .map_err(io)?;
-    let start = Instant::now();
     let wall_at_start = wall_ns();
-    let trips: Arc<Mutex<Vec<RoundTrip>>> = Arc::new(Mutex::new(Vec::new()));
-    let done = Arc::new(AtomicBool::new(false));
-    let dups = Arc::new(AtomicU64::new(0));
-    let max_rtt = Arc::new(AtomicU64::new(0));
+    let session = Arc::new(Session {
+        params,
+        token,
+        key: c.hmac_key.clone(),
+        start: Instant::now(),
+    });
+    let shared = Arc::new(Shared::default());
     let rx = sock.try_clone().map_err(io)?;
     let receiver = {
-        let (trips, done, dups, max_rtt) =
-            (trips.clone(), done.clone(), dups.clone(), max_rtt.clone());
-        let params = params.clone();
-        let live_rtt = Arc::new(AtomicU64::new(0));
-        let live_out = live_rtt.clone();
-        let realtime = c.realtime;
-        let h = std::thread::spawn(move || {
-            if let Some(p) = realtime {
-                // The sender already proved the privilege; a failure here only costs accuracy.
-                let _ = crate::sys::realtime(p);
-            }
-            let mut buf = vec![0u8; 65_536];
-            while !done.load(Ordering::Relaxed) {
-                let n = match rx.recv(&mut buf) {
-                    Ok(n) => n,
-                    Err(_) => continue,
-                };
-                let now = Instant::now();
-                let Ok(r) = decode_echo_reply(&buf[..n], &params, key.as_deref()) else {
-                    continue;
-                };
-                if r.token != token {
-                    continue;
-                }
-                let mut t = match trips.lock() {
-                    Ok(t) => t,
-                    Err(p) => p.into_inner(),
-                };
-                let Some(rt) = t.get_mut(r.sequence as usize) else {
-                    continue;
-                };
-                if rt.recv_mono.is_some() {
-                    dups.fetch_add(1, Ordering::Relaxed);
-                    continue;
-                }
-                rt.recv_mono = Some(now.duration_since(start).as_nanos() as i64);
-                rt.recv_wall = Some(wall_ns());
-                rt.srv_recv_wall = r.timestamps.recv_wall.or(r.timestamps.midpoint_wall);
-                rt.srv_send_wall = r.timestamps.send_wall.or(r.timestamps.midpoint_wall);
-                rt.srv_recv_mono = r.timestamps.recv_mono;
-                rt.srv_send_mono = r.timestamps.send_mono;
-                rt.srv_count = r.recv_count;
-                rt.srv_window = r.recv_window;
-                if let Some(rtt) = rt.rtt_ns() {
-                    let us = (rtt.max(0) / 1000) as u64;
-                    live_rtt.store(us.max(1), Ordering::Relaxed);
-                    max_rtt.fetch_max(rtt.max(0) as u64, Ordering::Relaxed);
-                }
-            }
-        });
-        (h, live_out)
+        let (sh, se, realtime) = (shared.clone(), session.clone(), c.realtime);
+        std::thread::spawn(move || receive(&rx, &sh, &se, realtime))
     };
-    let interval = Duration::from_nanos(params.interval_ns.max(1) as u64);
-    let duration = Duration::from_nanos(params.duration_ns.max(0) as u64);
-    let mut misses = 0u64;
-    let mut slot: u32 = 0;
-    let mut seq: u32 = 0;
+    let sent = send_all(&sock, c, &shared, &session, stop, live);
+    // Wait for late replies: 3 × the largest RTT seen, at most 4 s (irtt's --wait).
+    let wait = Duration::from_nanos(3 * shared.max_rtt.load(Ordering::Relaxed))
+        .clamp(Duration::from_millis(50), Duration::from_secs(4));
+    let until = Instant::now() + wait;
+    while sent.is_ok() && Instant::now() < until && !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    shared.done.store(true, Ordering::Relaxed);
+    let _ = receiver.join();
+    let misses = sent?;
+    if let Ok(pkt) = encode_request(RequestToEncode::Close { token }, c.hmac_key.as_deref()) {
+        let _ = sock.send(&pkt);
+    }
+    let trips = std::mem::take(&mut *shared.trips());
+    Ok(Probe {
+        params: session.params.clone(),
+        trips,
+        wall_at_start,
+        duplicates: shared.dups.load(Ordering::Relaxed),
+        timer_misses: misses,
+    })
+}
+
+/// Send the requests on irtt's schedule until the duration ends or `stop` is set; returns how
+/// many slots were skipped for being over half an interval late.
+fn send_all(
+    sock: &UdpSocket,
+    c: &Config,
+    sh: &Shared,
+    se: &Session,
+    stop: &AtomicBool,
+    live: &Live,
+) -> Result<u64, ClientError> {
+    let interval = Duration::from_nanos(se.params.interval_ns.max(1) as u64);
+    let duration = Duration::from_nanos(se.params.duration_ns.max(0) as u64);
+    let (mut misses, mut slot, mut seq) = (0u64, 0u32, 0u32);
     loop {
         let scheduled = interval * slot;
         if scheduled >= duration || stop.load(Ordering::Relaxed) {
-            break;
+            return Ok(misses);
         }
-        sleep_until(start + scheduled);
+        sleep_until(se.start + scheduled);
         let pkt = encode_request(
             RequestToEncode::Echo {
-                token,
+                token: se.token,
                 sequence: seq,
-                params: &params,
+                params: &se.params,
                 payload: &[],
             },
             c.hmac_key.as_deref(),
         )
         .map_err(|e| ClientError::Refused(c.server, e.to_string()))?;
-        let send_mono = start.elapsed().as_nanos() as i64;
-        let rt = RoundTrip {
+        sh.trips().push(RoundTrip {
             seq,
-            send_mono,
+            send_mono: se.start.elapsed().as_nanos() as i64,
             send_wall: wall_ns(),
             scheduled: scheduled.as_nanos() as i64,
             ..RoundTrip::default()
-        };
-        match trips.lock() {
-            Ok(mut t) => t.push(rt),
-            Err(p) => p.into_inner().push(rt),
-        }
+        });
         // A send error (e.g. ICMP unreachable reported on a later send) is a lost packet.
         let _ = sock.send(&pkt);
         live.last_rtt_us
-            .store(receiver.1.load(Ordering::Relaxed), Ordering::Relaxed);
+            .store(sh.live_rtt.load(Ordering::Relaxed), Ordering::Relaxed);
         seq += 1;
         slot += 1;
         // irtt: if already more than half an interval late for the next slot, skip it.
-        let elapsed = start.elapsed();
+        let elapsed = se.start.elapsed();
         while interval * slot + interval / 2 < elapsed {
             slot += 1;
             misses += 1;
         }
     }
-    // Wait for late replies: 3 × the largest RTT seen, at most 4 s (irtt's --wait).
-    let wait = Duration::from_nanos(3 * max_rtt.load(Ordering::Relaxed))
-        .clamp(Duration::from_millis(50), Duration::from_secs(4));
-    let until = Instant::now() + wait;
-    while Instant::now() < until && !stop.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(10));
+}
+
+/// The receiving thread: match each reply to its request, count duplicates, keep the RTTs.
+fn receive(rx: &UdpSocket, sh: &Shared, se: &Session, realtime: Option<u8>) {
+    if let Some(p) = realtime {
+        // The sender already proved the privilege; a failure here only costs accuracy.
+        let _ = crate::sys::realtime(p);
     }
-    done.store(true, Ordering::Relaxed);
-    let _ = receiver.0.join();
-    if let Ok(pkt) = encode_request(RequestToEncode::Close { token }, c.hmac_key.as_deref()) {
-        let _ = sock.send(&pkt);
+    let mut buf = vec![0u8; 65_536];
+    while !sh.done.load(Ordering::Relaxed) {
+        let Ok(n) = rx.recv(&mut buf) else { continue };
+        let now = Instant::now();
+        let Ok(r) = decode_echo_reply(&buf[..n], &se.params, se.key.as_deref()) else {
+            continue;
+        };
+        if r.token != se.token {
+            continue;
+        }
+        let mut t = sh.trips();
+        let Some(rt) = t.get_mut(r.sequence as usize) else {
+            continue;
+        };
+        if rt.recv_mono.is_some() {
+            sh.dups.fetch_add(1, Ordering::Relaxed);
+            continue;
+        }
+        rt.recv_mono = Some(now.duration_since(se.start).as_nanos() as i64);
+        rt.recv_wall = Some(wall_ns());
+        rt.srv_recv_wall = r.timestamps.recv_wall.or(r.timestamps.midpoint_wall);
+        rt.srv_send_wall = r.timestamps.send_wall.or(r.timestamps.midpoint_wall);
+        rt.srv_recv_mono = r.timestamps.recv_mono;
+        rt.srv_send_mono = r.timestamps.send_mono;
+        rt.srv_count = r.recv_count;
+        rt.srv_window = r.recv_window;
+        if let Some(rtt) = rt.rtt_ns() {
+            let us = (rtt.max(0) / 1000) as u64;
+            sh.live_rtt.store(us.max(1), Ordering::Relaxed);
+            sh.max_rtt.fetch_max(rtt.max(0) as u64, Ordering::Relaxed);
+        }
     }
-    let trips = match Arc::try_unwrap(trips) {
-        Ok(m) => m.into_inner().unwrap_or_else(|p| p.into_inner()),
-        Err(a) => a.lock().map(|t| t.clone()).unwrap_or_default(),
-    };
-    Ok(Probe {
-        params,
-        trips,
-        wall_at_start,
-        duplicates: dups.load(Ordering::Relaxed),
-        timer_misses: misses,
-    })
 }
 
 /// A summary of one duration statistic, in ns.

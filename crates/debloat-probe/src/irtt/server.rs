@@ -101,6 +101,31 @@ struct Session {
     highest: Option<u32>,
 }
 
+impl Session {
+    /// Count `sequence` in the receive window: bit 0 = the highest seqno seen, bit i =
+    /// highest − i arrived (irtt's 64-bit window).
+    fn arrived(&mut self, sequence: u32) {
+        match self.highest {
+            None => self.window = 1,
+            Some(h) if sequence > h => {
+                let shift = sequence - h;
+                self.window = if shift >= 64 {
+                    1
+                } else {
+                    (self.window << shift) | 1
+                };
+            }
+            Some(h) => {
+                let back = h - sequence;
+                if back < 64 {
+                    self.window |= 1 << back;
+                }
+            }
+        }
+        self.highest = Some(self.highest.map_or(sequence, |h| h.max(sequence)));
+    }
+}
+
 /// The sessions of one server, keyed by token.
 pub struct Sessions {
     limits: Limits,
@@ -333,25 +358,7 @@ impl Sessions {
         let recv_mono = now.duration_since(epoch).as_nanos() as i64;
         let recv_wall = wall_ns();
         s.received = s.received.wrapping_add(1);
-        // Window: bit 0 = this seqno, bit i = seqno − i arrived (irtt's 64-bit window).
-        match s.highest {
-            None => s.window = 1,
-            Some(h) if sequence > h => {
-                let shift = sequence - h;
-                s.window = if shift >= 64 {
-                    1
-                } else {
-                    (s.window << shift) | 1
-                };
-            }
-            Some(h) => {
-                let back = h - sequence;
-                if back < 64 {
-                    s.window |= 1 << back;
-                }
-            }
-        }
-        s.highest = Some(s.highest.map_or(sequence, |h| h.max(sequence)));
+        s.arrived(sequence);
         let layout = irtt_proto::PacketLayout::echo(key.is_some(), &s.params);
         let payload_len = want.saturating_sub(layout.header_len());
         let payload = match &s.params.server_fill {

@@ -165,7 +165,7 @@ mod tests {
         // A seed that measured nothing is a miss.
         assert_eq!(Verdict::of(&[7.0, f64::NAN], band), Verdict::Miss);
         assert_eq!(
-            Verdict::of(&[1.0, 2.0], Band::AtLeast { min: 0.0 }),
+            Verdict::of(&[1.0, 1.1], Band::AtLeast { min: 0.0 }),
             Verdict::Ok
         );
         assert_eq!(
