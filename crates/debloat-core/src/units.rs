@@ -117,19 +117,17 @@ pub fn parse_size(s: &str) -> Result<u64, UnitError> {
 }
 
 /// Format bits/s as tc does: `20Mbit`, `1250Kbit`, `64Kbit`, `999bit`.
+/// iproute2's `sprint_rate`: divide by 1000 (whole numbers, remainders dropped) while the
+/// rate is a whole multiple or at least 1000 of the next unit: 15312500 → `15312Kbit`.
 pub fn fmt_rate(bits: u64) -> String {
     let units = ["bit", "Kbit", "Mbit", "Gbit", "Tbit"];
-    let mut r = bits as f64;
+    let mut r = bits;
     let mut i = 0;
-    while i + 1 < units.len() && r >= 1000.0 && (r % 1000.0 == 0.0 || r >= 1_000_000.0) {
-        r /= 1000.0;
+    while i + 1 < units.len() && r >= 1000 && (r % 1000 == 0 || r >= 1_000_000) {
+        r /= 1000;
         i += 1;
     }
-    if r.fract() == 0.0 {
-        format!("{}{}", r as u64, units[i])
-    } else {
-        format!("{:.3}{}", r, units[i]).replace(".000", "")
-    }
+    format!("{r}{}", units[i])
 }
 
 /// Format nanoseconds as tc does: `100ms`, `14.5ms`, `500us`, `1s`.
@@ -143,11 +141,41 @@ pub fn fmt_time(ns: u64) -> String {
     } else {
         return format!("{ns}ns");
     };
-    if (v * 10.0).fract().abs() < 1e-9 && v.fract().abs() < 1e-9 {
-        format!("{}{}", v as u64, unit)
+    format!("{}{unit}", g3(v))
+}
+
+/// C's `%.3g` for a value in [1, 1000), as iproute2 prints times: three significant digits,
+/// trailing zeros dropped (109.5 → "110", 5.8125 → "5.81", 14.5 → "14.5", 5 → "5").
+fn g3(v: f64) -> String {
+    let decimals = if v >= 100.0 {
+        0
+    } else if v >= 10.0 {
+        1
     } else {
-        let s = format!("{v:.1}");
-        format!("{s}{unit}")
+        2
+    };
+    let s = format!("{v:.decimals$}");
+    // Rounding can carry into a fourth digit (99.95 → "100.0", 999.5 → "1000"): %.3g then
+    // prints "100" and "1e+03".
+    let s = if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    };
+    if s == "1000" {
+        "1e+03".into()
+    } else {
+        s
+    }
+}
+
+/// Microseconds as iproute2 prints a `u32` time in µs (CoDel's and CAKE's statistics):
+/// `0us`, `950us`, `14.5ms`.
+pub fn fmt_usecs(us: u64) -> String {
+    if us >= 1000 {
+        fmt_time(us * 1000)
+    } else {
+        format!("{us}us")
     }
 }
 
@@ -255,6 +283,15 @@ mod tests {
         assert_eq!(fmt_time(5_000_000), "5ms");
         assert_eq!(fmt_time(14_500_000), "14.5ms");
         assert_eq!(fmt_time(100_000_000), "100ms");
+        // iproute2's %.3g: three significant digits.
+        assert_eq!(fmt_time(109_500_000), "110ms");
+        assert_eq!(fmt_time(5_812_500), "5.81ms");
+        assert_eq!(fmt_time(9_080_000), "9.08ms");
+        assert_eq!(fmt_time(290_700_000), "291ms");
+        assert_eq!(fmt_time(50_000), "50us");
+        assert_eq!(fmt_usecs(0), "0us");
+        assert_eq!(fmt_rate(15_312_500), "15312Kbit");
+        assert_eq!(fmt_rate(17_500_000), "17500Kbit");
         assert_eq!(fmt_size(33_554_432), "32Mb");
         assert_eq!(fmt_size(1514), "1514b");
     }

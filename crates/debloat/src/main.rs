@@ -4,6 +4,7 @@ mod bench;
 mod compare;
 mod demo;
 mod gateway;
+mod lab;
 mod probe;
 mod replay;
 mod report;
@@ -46,6 +47,9 @@ enum Command {
     /// Rerun the published experiments (the wired rows PI-55 … HASH and the Wi-Fi rows
     /// ATH10K-6M … AQL) and compare with the published values and bands.
     Reproduce(reproduce::Args),
+    /// The real Linux kernel's qdiscs, here, under User-Mode Linux: `lab spec` compares
+    /// `tc -s qdisc show` with `debloat spec`; `lab run` runs a script in the kernel.
+    Lab(lab::Args),
     /// Parse a qdisc spec and show it as tc would, with the parameters it derives.
     Spec(SpecArgs),
     /// Forward between two interfaces through queue disciplines, in userspace, with an
@@ -84,6 +88,7 @@ fn main() {
         Command::Report(a) => report::run(&a),
         Command::Compare(a) => compare::run(&a),
         Command::Spec(a) => spec(&a),
+        Command::Lab(a) => lab::run(&a),
         Command::Bench(a) => bench::run(&a),
         Command::Gateway(a) => gateway::run(&a),
         Command::Testbed(a) => testbed::run(&a),

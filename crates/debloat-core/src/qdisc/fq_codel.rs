@@ -281,7 +281,7 @@ impl<P: Packet> Qdisc<P> for FqCodel<P> {
     fn stats(&self) -> QdiscStats {
         QdiscStats {
             kind: "fq_codel".into(),
-            options: self.spec.to_string(),
+            options: self.spec.tc_options(),
             bytes: self.sent_bytes,
             packets: self.sent_pkts,
             drops: self.core.drops,

@@ -323,15 +323,12 @@ impl CodelKnobs {
     }
 
     fn fmt_into(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            " target {} interval {}",
-            fmt_time(self.target_ns),
-            fmt_time(self.interval_ns)
-        )?;
+        // tc's order: ce_threshold between target and interval.
+        write!(f, " target {}", fmt_time(self.target_ns))?;
         if let Some(ce) = self.ce_threshold_ns {
             write!(f, " ce_threshold {}", fmt_time(ce))?;
         }
+        write!(f, " interval {}", fmt_time(self.interval_ns))?;
         if let Some((s, m)) = self.ce_threshold_selector {
             write!(f, " ce_threshold_selector 0x{s:02x}/0x{m:02x}")?;
         }
@@ -486,6 +483,14 @@ impl fmt::Display for FqCodelSpec {
         )?;
         write!(f, " {}", if self.knobs.ecn { "ecn" } else { "noecn" })?;
         write!(f, " drop_batch {}", self.drop_batch)
+    }
+}
+
+impl FqCodelSpec {
+    /// The options as `tc qdisc show` prints them: like [`Display`](fmt::Display) but
+    /// without `noecn` (tc prints `ecn` only when it is on), so not a spec to parse back.
+    pub fn tc_options(&self) -> String {
+        self.to_string().replace(" noecn", "")
     }
 }
 

@@ -4,7 +4,7 @@
 //! (limit, AQM, ACK filter); CAKE's per-tin `pkts`/`bytes` count **enqueued** packets and its
 //! `memory used` is the peak; `drops` per tin excludes ACK-filter drops.
 
-use crate::units::{fmt_rate, fmt_size, fmt_time};
+use crate::units::{fmt_rate, fmt_size, fmt_usecs};
 use serde::Serialize;
 use std::fmt::Write;
 
@@ -168,10 +168,16 @@ impl QdiscStats {
     /// The `tc -s qdisc show` rendering.
     pub fn to_tc_string(&self) -> String {
         let mut s = String::new();
-        let _ = writeln!(s, "qdisc {} 1: root refcnt 2 {}", self.kind, self.options);
+        // iproute2 ends every option it prints with a space, except the fifos' `limit`.
+        let end = if self.kind.ends_with("fifo") { "" } else { " " };
         let _ = writeln!(
             s,
-            " Sent {} bytes {} pkt (dropped {}, overlimits {} requeues {})",
+            "qdisc {} 1: root refcnt 2 {}{end}",
+            self.kind, self.options
+        );
+        let _ = writeln!(
+            s,
+            " Sent {} bytes {} pkt (dropped {}, overlimits {} requeues {}) ",
             self.bytes, self.packets, self.drops, self.overlimits, self.requeues
         );
         let _ = writeln!(
@@ -181,59 +187,8 @@ impl QdiscStats {
         );
         match &self.xstats {
             Xstats::None => {}
-            Xstats::Codel {
-                count,
-                lastcount,
-                ldelay_us,
-                dropping,
-                drop_next_us,
-                maxpacket,
-                ecn_mark,
-                ce_mark,
-                drop_overlimit,
-            } => {
-                let _ = write!(
-                    s,
-                    "  count {count} lastcount {lastcount} ldelay {}",
-                    fmt_time(ldelay_us * 1000)
-                );
-                if *dropping {
-                    let _ = write!(s, " dropping");
-                }
-                let _ = writeln!(s, " drop_next {}us", drop_next_us);
-                let _ = write!(
-                    s,
-                    "  maxpacket {maxpacket} ecn_mark {ecn_mark} drop_overlimit {drop_overlimit}"
-                );
-                if *ce_mark > 0 {
-                    let _ = write!(s, " ce_mark {ce_mark}");
-                }
-                s.push('\n');
-            }
-            Xstats::FqCodel {
-                maxpacket,
-                drop_overlimit,
-                new_flow_count,
-                ecn_mark,
-                ce_mark,
-                memory_used,
-                drop_overmemory,
-                new_flows_len,
-                old_flows_len,
-            } => {
-                let _ = write!(s, "  maxpacket {maxpacket} drop_overlimit {drop_overlimit} new_flow_count {new_flow_count} ecn_mark {ecn_mark}");
-                if *ce_mark > 0 {
-                    let _ = write!(s, " ce_mark {ce_mark}");
-                }
-                if *drop_overmemory > 0 {
-                    let _ = write!(s, " drop_overmemory {drop_overmemory}");
-                }
-                let _ = writeln!(s, " memory_used {memory_used}");
-                let _ = writeln!(
-                    s,
-                    "  new_flows_len {new_flows_len} old_flows_len {old_flows_len}"
-                );
-            }
+            Xstats::Codel { .. } => write_codel(&mut s, &self.xstats),
+            Xstats::FqCodel { .. } => write_fq_codel(&mut s, &self.xstats),
             Xstats::Deadline {
                 deadline_drops,
                 ecn_mark,
@@ -247,6 +202,74 @@ impl QdiscStats {
     }
 }
 
+/// CoDel's statistics as iproute2 prints them.
+fn write_codel(s: &mut String, x: &Xstats) {
+    let Xstats::Codel {
+        count,
+        lastcount,
+        ldelay_us,
+        dropping,
+        drop_next_us,
+        maxpacket,
+        ecn_mark,
+        ce_mark,
+        drop_overlimit,
+    } = x
+    else {
+        return;
+    };
+    let _ = write!(
+        s,
+        "  count {count} lastcount {lastcount} ldelay {}",
+        fmt_usecs(*ldelay_us)
+    );
+    if *dropping {
+        let _ = write!(s, " dropping");
+    }
+    let _ = writeln!(s, " drop_next {}us", drop_next_us);
+    let _ = write!(
+        s,
+        "  maxpacket {maxpacket} ecn_mark {ecn_mark} drop_overlimit {drop_overlimit}"
+    );
+    if *ce_mark > 0 {
+        let _ = write!(s, " ce_mark {ce_mark}");
+    }
+    s.push('\n');
+}
+
+/// FQ-CoDel's statistics as iproute2 prints them (the counters that are 0 left out, as it does).
+fn write_fq_codel(s: &mut String, x: &Xstats) {
+    let Xstats::FqCodel {
+        maxpacket,
+        drop_overlimit,
+        new_flow_count,
+        ecn_mark,
+        ce_mark,
+        memory_used,
+        drop_overmemory,
+        new_flows_len,
+        old_flows_len,
+    } = x
+    else {
+        return;
+    };
+    let _ = write!(s, "  maxpacket {maxpacket} drop_overlimit {drop_overlimit} new_flow_count {new_flow_count} ecn_mark {ecn_mark}");
+    if *ce_mark > 0 {
+        let _ = write!(s, " ce_mark {ce_mark}");
+    }
+    if *memory_used > 0 {
+        let _ = write!(s, " memory_used {memory_used}");
+    }
+    if *drop_overmemory > 0 {
+        let _ = write!(s, " drop_overmemory {drop_overmemory}");
+    }
+    s.push('\n');
+    let _ = writeln!(
+        s,
+        "  new_flows_len {new_flows_len} old_flows_len {old_flows_len}"
+    );
+}
+
 /// One row of the per-tin table: its tc name and how to print a tin's value.
 type Row = (&'static str, fn(&TinStats) -> String);
 
@@ -257,13 +280,11 @@ fn write_cake(s: &mut String, c: &CakeStats) {
         fmt_size(c.memory_used),
         fmt_size(c.memory_limit)
     );
-    if c.capacity_estimate > 0 {
-        let _ = writeln!(
-            s,
-            " capacity estimate: {}",
-            fmt_rate(c.capacity_estimate * 8)
-        );
-    }
+    let _ = writeln!(
+        s,
+        " capacity estimate: {}",
+        fmt_rate(c.capacity_estimate * 8)
+    );
     let _ = writeln!(
         s,
         " min/max network layer size: {:>12} /{:>8}",
@@ -275,18 +296,19 @@ fn write_cake(s: &mut String, c: &CakeStats) {
         c.min_adj_size, c.max_adj_size
     );
     let _ = writeln!(s, " average network hdr offset: {:>12}\n", c.avg_hdr_offset);
-    let _ = write!(s, "{:<12}", "");
+    // iproute2's table: a 10-character label column, then 13 characters per tin.
+    let _ = write!(s, "{:<10}", "");
     for t in &c.tins {
-        let _ = write!(s, "{:>12}", t.name);
+        let _ = write!(s, "{:>13}", t.name);
     }
     s.push('\n');
     let rows: [Row; 20] = [
         ("thresh", |t| fmt_rate(t.threshold_rate * 8)),
-        ("target", |t| fmt_time(t.target_us * 1000)),
-        ("interval", |t| fmt_time(t.interval_us * 1000)),
-        ("pk_delay", |t| fmt_delay(t.peak_delay_us)),
-        ("av_delay", |t| fmt_delay(t.avg_delay_us)),
-        ("sp_delay", |t| fmt_delay(t.base_delay_us)),
+        ("target", |t| fmt_usecs(t.target_us)),
+        ("interval", |t| fmt_usecs(t.interval_us)),
+        ("pk_delay", |t| fmt_usecs(t.peak_delay_us)),
+        ("av_delay", |t| fmt_usecs(t.avg_delay_us)),
+        ("sp_delay", |t| fmt_usecs(t.base_delay_us)),
         ("backlog", |t| format!("{}b", t.backlog_bytes)),
         ("pkts", |t| t.sent_packets.to_string()),
         ("bytes", |t| t.sent_bytes.to_string()),
@@ -303,18 +325,11 @@ fn write_cake(s: &mut String, c: &CakeStats) {
         ("quantum", |t| t.flow_quantum.to_string()),
     ];
     for (name, f) in rows.iter() {
-        let _ = write!(s, "  {name:<10}");
+        let _ = write!(s, "  {name:<8}");
         for t in &c.tins {
-            let _ = write!(s, "{:>12}", f(t));
+            let _ = write!(s, "{:>13}", f(t));
         }
         s.push('\n');
     }
-}
-
-fn fmt_delay(us: u64) -> String {
-    if us == 0 {
-        "0us".into()
-    } else {
-        fmt_time(us * 1000)
-    }
+    s.push('\n');
 }

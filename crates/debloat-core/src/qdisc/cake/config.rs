@@ -184,8 +184,12 @@ impl CakeSpec {
         match w {
             "bandwidth" => {
                 let v = expect_value(t, "bandwidth", "a rate such as 20Mbit")?;
-                let bits = parse_rate(v).map_err(|e| SpecError::value(v, &e.to_string()))?;
-                self.bandwidth_bytes_per_s = if bits == 0 { None } else { Some(bits / 8) };
+                // `bandwidth unlimited` is how tc prints an unshaped cake: read it back.
+                let bits = match v {
+                    "unlimited" => 0,
+                    _ => parse_rate(v).map_err(|e| SpecError::value(v, &e.to_string()))?,
+                };
+                self.bandwidth_bytes_per_s = (bits > 0).then_some(bits / 8);
             }
             "unlimited" => self.bandwidth_bytes_per_s = None,
             "autorate-ingress" | "autorate_ingress" => {
@@ -317,6 +321,18 @@ fn parse_u32(v: &str) -> Result<u32, SpecError> {
         None => v.parse(),
     };
     r.map_err(|_| SpecError::value(v, "expected a number such as 0xff"))
+}
+
+impl CakeSpec {
+    /// The options as `tc qdisc show` prints them: like [`Display`](fmt::Display), but an
+    /// unshaped cake reads `bandwidth unlimited` (both parse back).
+    pub fn tc_options(&self) -> String {
+        let s = self.to_string();
+        match s.strip_prefix("unlimited") {
+            Some(rest) => format!("bandwidth unlimited{rest}"),
+            None => s,
+        }
+    }
 }
 
 impl fmt::Display for CakeSpec {

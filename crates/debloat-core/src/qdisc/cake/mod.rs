@@ -445,7 +445,7 @@ impl<P: Packet> Qdisc<P> for Cake<P> {
             .collect();
         QdiscStats {
             kind: "cake".into(),
-            options: self.spec.to_string(),
+            options: self.spec.tc_options(),
             bytes: self.sent_bytes,
             packets: self.sent_pkts,
             drops: self.drops,

@@ -1,0 +1,248 @@
+//! The kernel lab: a real Linux kernel's qdiscs (cake, fq_codel, codel, netem, pie, htb …) run
+//! beside debloat's, on this machine, as an ordinary process.
+//!
+//! Debian's User-Mode Linux (`linux.uml`, Linux 6.1) boots with the host's filesystem as its
+//! root, read-only, in about two seconds, with one virtual CPU. The guest's PID 1 is
+//! `init.sh` (compiled in): it mounts `/proc`, `/sys` and scratch tmpfs, gives the kernel a
+//! `modprobe` that finds the guest's modules (the host may have no `/lib/modules`), runs the
+//! payload script from a host directory mounted at `/run/out`, and writes its output and exit
+//! status there. debloat's own binary, `ip`, `tc`, `ping`, `iperf3` run inside as on the host.
+//!
+//! What it cannot give: BQL (no UML NIC driver uses it), several CPUs, and the host's kernel
+//! version (6.1 inside, not 6.18): a comparison says which kernel it used.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const INIT: &str = include_str!("init.sh");
+
+/// Why the lab cannot run, or a run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LabError {
+    /// A piece is missing; the message says how to install it.
+    #[error("the kernel lab needs {what}: {fix}")]
+    Missing {
+        /// What is missing.
+        what: &'static str,
+        /// How to get it.
+        fix: &'static str,
+    },
+    /// The host side failed (temporary files, starting the kernel).
+    #[error("kernel lab: {0}")]
+    Io(#[from] std::io::Error),
+    /// The guest did not finish in time (it was killed).
+    #[error("kernel lab: the guest ran over {0:?} and was stopped")]
+    Timeout(Duration),
+    /// The guest ended without writing the payload's exit status (it did not boot).
+    #[error("kernel lab: the guest did not run the payload; console:\n{0}")]
+    NoBoot(String),
+}
+
+/// A found User-Mode Linux kernel and the tools its guest needs.
+#[derive(Clone, Debug)]
+pub struct Lab {
+    kernel: PathBuf,
+    modprobe: PathBuf,
+    /// Guest memory, MiB.
+    pub mem_mb: u32,
+    /// How long a run may take.
+    pub timeout: Duration,
+}
+
+/// What a payload printed and its exit status.
+#[derive(Clone, Debug)]
+pub struct Output {
+    /// Its standard output.
+    pub stdout: String,
+    /// Its standard error.
+    pub stderr: String,
+    /// Its exit status.
+    pub status: i32,
+    /// Boot to power-off, wall clock.
+    pub elapsed: Duration,
+}
+
+fn first_existing(paths: &[&str]) -> Option<PathBuf> {
+    paths.iter().map(PathBuf::from).find(|p| p.exists())
+}
+
+impl Lab {
+    /// Find `linux.uml`, its modules and `modprobe`.
+    pub fn find() -> Result<Lab, LabError> {
+        let install = "apt-get install user-mode-linux kmod";
+        let kernel = first_existing(&["/usr/bin/linux.uml"]).ok_or(LabError::Missing {
+            what: "User-Mode Linux (/usr/bin/linux.uml)",
+            fix: install,
+        })?;
+        if !Path::new("/usr/lib/uml/modules").is_dir() {
+            return Err(LabError::Missing {
+                what: "the UML kernel's modules (/usr/lib/uml/modules)",
+                fix: install,
+            });
+        }
+        let modprobe =
+            first_existing(&["/usr/sbin/modprobe", "/sbin/modprobe"]).ok_or(LabError::Missing {
+                what: "modprobe",
+                fix: install,
+            })?;
+        Ok(Lab {
+            kernel,
+            modprobe,
+            mem_mb: 512,
+            timeout: Duration::from_secs(300),
+        })
+    }
+
+    /// Boot the guest, run `script` (POSIX sh) in it as root, and return what it printed.
+    /// Files the script writes in its working directory (`/run/out`) are in `keep` afterwards
+    /// when given.
+    pub fn run(&self, script: &str, keep: Option<&Path>) -> Result<Output, LabError> {
+        let dir = tempfile::tempdir()?;
+        let out = dir.path().join("out");
+        std::fs::create_dir(&out)?;
+        let init = dir.path().join("init.sh");
+        std::fs::write(&init, INIT)?;
+        std::fs::write(out.join("payload.sh"), script)?;
+        set_executable(&init)?;
+        let started = Instant::now();
+        let mut child = Command::new(&self.kernel)
+            .arg(format!("mem={}M", self.mem_mb))
+            .args(["root=/dev/root", "rootfstype=hostfs", "rootflags=/", "ro"])
+            .arg(format!("init={}", init.display()))
+            .arg(format!("lab_out={}", out.display()))
+            .arg(format!("lab_modprobe={}", self.modprobe.display()))
+            .args(["con0=fd:0,fd:1", "con=null", "quiet"])
+            .env("TMPDIR", dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        let console = wait(&mut child, self.timeout)?;
+        let status = std::fs::read_to_string(out.join("rc"))
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .ok_or(LabError::NoBoot(console))?;
+        let read = |f: &str| std::fs::read_to_string(out.join(f)).unwrap_or_default();
+        let o = Output {
+            stdout: read("stdout"),
+            stderr: read("stderr"),
+            status,
+            elapsed: started.elapsed(),
+        };
+        if let Some(k) = keep {
+            copy_dir(&out, k)?;
+        }
+        Ok(o)
+    }
+}
+
+fn set_executable(p: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755))
+}
+
+/// Wait for the kernel to power off; kill it after `limit`. Returns its console output.
+fn wait(child: &mut std::process::Child, limit: Duration) -> Result<String, LabError> {
+    let started = Instant::now();
+    loop {
+        if child.try_wait()?.is_some() {
+            break;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(LabError::Timeout(limit));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut console = String::new();
+    if let Some(mut o) = child.stdout.take() {
+        let _ = std::io::Read::read_to_string(&mut o, &mut console);
+    }
+    Ok(console)
+}
+
+fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for e in std::fs::read_dir(from)? {
+        let e = e?;
+        if e.file_type()?.is_file() {
+            std::fs::copy(e.path(), to.join(e.file_name()))?;
+        }
+    }
+    Ok(())
+}
+
+/// A shell word quoted for `sh`.
+pub fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// The script that shows each spec as the kernel's tc does: one veth pair (MTU 1500), each
+/// spec added fresh on `v0`, `tc -s qdisc show` after a `=== SPEC` line.
+pub fn tc_show_script(specs: &[String]) -> String {
+    let mut s = String::from("ip link add v0 type veth peer name v1\n");
+    for spec in specs {
+        s.push_str(&format!(
+            "echo {}\ntc qdisc del dev v0 root 2>/dev/null\ntc qdisc add dev v0 root {spec} && tc -s qdisc show dev v0\n",
+            quote(&format!("=== {spec}"))
+        ));
+    }
+    s
+}
+
+/// Split the output of [`tc_show_script`] into (spec, tc's text) with the kernel's handle
+/// (`8001:` …) written as `1:`, as `debloat spec` prints it.
+pub fn split_tc_show(stdout: &str) -> Vec<(String, String)> {
+    stdout
+        .split("=== ")
+        .skip(1)
+        .map(|blk| {
+            let (spec, text) = blk.split_once('\n').unwrap_or((blk, ""));
+            (spec.to_string(), normalise_handle(text))
+        })
+        .collect()
+}
+
+/// `qdisc cake 8003: root` → `qdisc cake 1: root`.
+fn normalise_handle(text: &str) -> String {
+    text.lines()
+        .map(|l| match l.strip_prefix("qdisc ") {
+            Some(rest) => {
+                let mut w = rest.splitn(3, ' ');
+                match (w.next(), w.next(), w.next()) {
+                    (Some(kind), Some(h), Some(tail)) if h.ends_with(':') => {
+                        format!("qdisc {kind} 1: {tail}")
+                    }
+                    _ => l.to_string(),
+                }
+            }
+            None => l.to_string(),
+        })
+        .map(|l| l + "\n")
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tc_output_splits_per_spec_with_handles_normalised() {
+        let out = "=== cake\nqdisc cake 8001: root refcnt 2 bandwidth unlimited \n Sent 0 bytes\n=== pfifo limit 5\nqdisc pfifo 8002: root refcnt 2 limit 5p\n";
+        let v = split_tc_show(out);
+        assert_eq!(v.len(), 2);
+        assert_eq!(v[0].0, "cake");
+        assert_eq!(
+            v[0].1,
+            "qdisc cake 1: root refcnt 2 bandwidth unlimited \n Sent 0 bytes\n"
+        );
+        assert_eq!(v[1].1, "qdisc pfifo 1: root refcnt 2 limit 5p\n");
+    }
+
+    #[test]
+    fn quoting_survives_quotes() {
+        assert_eq!(quote("a'b"), r"'a'\''b'");
+    }
+}

@@ -1,0 +1,79 @@
+//! Ground truth from the real kernel (User-Mode Linux, Linux 6.1): `debloat spec` prints
+//! exactly what `tc -s qdisc show` prints for 20 specs of every discipline family, on a veth
+//! (MTU 1500), the handle aside. Needs `user-mode-linux` and `kmod`; without them the test
+//! prints SKIP, and under CI (`CI` set) it fails, since `.ci/run` installs them.
+
+mod common;
+use common::{debloat, text};
+
+const SPECS: [&str; 20] = [
+    "pfifo limit 1000",
+    "bfifo limit 100000",
+    "codel",
+    "codel target 3ms interval 50ms limit 500 ecn",
+    "fq_codel",
+    "fq_codel limit 1001 noecn",
+    "fq_codel target 3ms interval 50ms quantum 300 flows 256 memory_limit 4Mb",
+    "fq_codel ce_threshold 2ms",
+    "cake",
+    "cake bandwidth 20Mbit",
+    "cake bandwidth 20Mbit diffserv4",
+    "cake bandwidth 20Mbit diffserv8 nat dual-srchost",
+    "cake bandwidth 100Mbit besteffort flows ack-filter",
+    "cake bandwidth 19Mbit triple-isolate rtt 20ms",
+    "cake bandwidth 10Mbit atm overhead 44 mpu 84",
+    "cake bandwidth 50Mbit ptm overhead 30 ingress",
+    "cake bandwidth 1Gbit diffserv3 wash ack-filter-aggressive",
+    "cake unlimited dual-dsthost lan",
+    "cake bandwidth 2Mbit pppoe-vcmux",
+    "cake bandwidth 40Mbit docsis memlimit 8Mb",
+];
+
+#[test]
+fn debloat_spec_prints_what_the_kernels_tc_prints() {
+    if let Err(e) = debloat_lab::Lab::find() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have the kernel lab: {e}"
+        );
+        println!("SKIP debloat_spec_prints_what_the_kernels_tc_prints: {e}");
+        return;
+    }
+    let mut args = vec!["lab", "spec"];
+    args.extend_from_slice(&SPECS);
+    let o = debloat(&args);
+    let t = text(&o);
+    println!("{t}");
+    assert!(o.status.success(), "{t}");
+    assert!(
+        t.contains("20 specs: debloat prints what the kernel's tc prints"),
+        "{t}"
+    );
+    // The comparison is real: the kernel's text is in the output, e.g. cake's tin table.
+    assert!(
+        t.contains("                   Bulk  Best Effort        Video        Voice"),
+        "{t}"
+    );
+}
+
+#[test]
+fn a_different_spec_is_reported_as_different() {
+    let Ok(lab) = debloat_lab::Lab::find() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have the kernel lab"
+        );
+        println!("SKIP a_different_spec_is_reported_as_different: no kernel lab");
+        return;
+    };
+    // The kernel's text for one spec against ours for another: the comparison must notice.
+    let o = lab
+        .run(&debloat_lab::tc_show_script(&["codel".into()]), None)
+        .expect("the lab runs");
+    let (_, tc) = debloat_lab::split_tc_show(&o.stdout)
+        .pop()
+        .expect("tc printed the qdisc");
+    let ours = debloat(&["spec", "codel target 3ms"]);
+    assert!(tc.starts_with("qdisc codel 1: root refcnt 2 limit 1000p target 5ms"));
+    assert_ne!(tc, String::from_utf8_lossy(&ours.stdout));
+}
