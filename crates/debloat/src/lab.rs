@@ -24,7 +24,7 @@ enum What {
         specs: Vec<String>,
     },
     /// Boot the kernel, run a shell script in it as root (its working directory is a host
-    /// directory), print what it printed and exit with its status.
+    /// directory; `$DEBLOAT` is this binary), print what it printed and exit with its status.
     Run {
         /// The script (POSIX sh); `-` reads it from standard input.
         script: PathBuf,
@@ -50,6 +50,12 @@ pub fn run(a: &Args) -> Result<()> {
                 std::fs::read_to_string(script)
                     .with_context(|| format!("reading {}", script.display()))?
             };
+            // The script finds this very binary as $DEBLOAT (the guest sees the host's files).
+            let exe = std::env::current_exe().context("finding debloat's own path")?;
+            let text = format!(
+                "export DEBLOAT={}\n{text}",
+                debloat_lab::quote(&exe.to_string_lossy())
+            );
             eprintln!("booting the kernel lab (≈2 s) …");
             let o = lab.run(&text, keep.as_deref())?;
             print!("{}", o.stdout);
