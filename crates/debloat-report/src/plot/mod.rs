@@ -160,10 +160,7 @@ fn draw<DB: DrawingBackend>(c: Chart, root: &DrawingArea<DB, Shift>, runs: &[Dat
 
 fn draw_timeseries<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, runs: &[Dataset]) -> Res {
     root.fill(&WHITE).map_err(err)?;
-    let x_max = runs
-        .iter()
-        .map(|d| d.total_length.max(d.x.last().copied().unwrap_or(0.0)))
-        .fold(1.0, f64::max);
+    let x_max = time_span(runs);
     let y_max = throughput_scale(runs);
     let lat = latency_range(runs);
     let rows = root.split_evenly((runs.len().max(1), 2));
@@ -174,15 +171,25 @@ fn draw_timeseries<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, runs: &[Da
     Ok(())
 }
 
-/// One run's throughput over time: each flow faint, each direction's sum bold.
-fn throughput_panel<DB: DrawingBackend>(
-    left: &DrawingArea<DB, Shift>,
-    d: &Dataset,
+type Lin = plotters::coord::types::RangedCoordf64;
+type Log = plotters::coord::combinators::LogCoord<f64>;
+
+/// The longest run's length, s: the shared time axis.
+fn time_span(runs: &[Dataset]) -> f64 {
+    runs.iter()
+        .map(|d| d.total_length.max(d.x.last().copied().unwrap_or(0.0)))
+        .fold(1.0, f64::max)
+}
+
+/// The axes of a throughput-over-time panel (Mbit/s against s).
+fn throughput_axes<'a, DB: DrawingBackend>(
+    area: &'a DrawingArea<DB, Shift>,
+    caption: String,
     x_max: f64,
     y_max: f64,
-) -> Res {
-    let mut c = ChartBuilder::on(left)
-        .caption(format!("{} — throughput", d.label), ("sans-serif", 16))
+) -> Result<ChartContext<'a, DB, Cartesian2d<Lin, Lin>>, String> {
+    let mut c = ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", 16))
         .margin(8)
         .x_label_area_size(34)
         .y_label_area_size(58)
@@ -196,6 +203,42 @@ fn throughput_panel<DB: DrawingBackend>(
         .light_line_style(TRANSPARENT)
         .draw()
         .map_err(err)?;
+    Ok(c)
+}
+
+/// The axes of a latency-over-time panel (ms on a log scale against s).
+fn latency_axes<'a, DB: DrawingBackend>(
+    area: &'a DrawingArea<DB, Shift>,
+    caption: String,
+    x_max: f64,
+    (lo, hi): (f64, f64),
+) -> Result<ChartContext<'a, DB, Cartesian2d<Lin, Log>>, String> {
+    let mut c = ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", 16))
+        .margin(8)
+        .x_label_area_size(34)
+        .y_label_area_size(58)
+        .build_cartesian_2d(0.0..x_max, (lo..hi).log_scale())
+        .map_err(err)?;
+    c.configure_mesh()
+        .x_desc("time (s)")
+        .y_desc("latency (ms, log scale)")
+        .x_label_formatter(&|v| format!("{v:.0}"))
+        .y_label_formatter(&|v| ms_label(*v))
+        .light_line_style(TRANSPARENT)
+        .draw()
+        .map_err(err)?;
+    Ok(c)
+}
+
+/// One run's throughput over time: each flow faint, each direction's sum bold.
+fn throughput_panel<DB: DrawingBackend>(
+    left: &DrawingArea<DB, Shift>,
+    d: &Dataset,
+    x_max: f64,
+    y_max: f64,
+) -> Res {
+    let mut c = throughput_axes(left, format!("{} — throughput", d.label), x_max, y_max)?;
     for s in d.of_kind(|k| matches!(k, Kind::Throughput(_))) {
         let col = match s.kind {
             Kind::Throughput(Direction::Down) => DOWN,
@@ -231,21 +274,12 @@ fn latency_panel<DB: DrawingBackend>(
     x_max: f64,
     (lat_lo, lat_hi): (f64, f64),
 ) -> Res {
-    let mut c = ChartBuilder::on(right)
-        .caption(format!("{} — latency", d.label), ("sans-serif", 16))
-        .margin(8)
-        .x_label_area_size(34)
-        .y_label_area_size(58)
-        .build_cartesian_2d(0.0..x_max, (lat_lo..lat_hi).log_scale())
-        .map_err(err)?;
-    c.configure_mesh()
-        .x_desc("time (s)")
-        .y_desc("latency (ms, log scale)")
-        .x_label_formatter(&|v| format!("{v:.0}"))
-        .y_label_formatter(&|v| ms_label(*v))
-        .light_line_style(TRANSPARENT)
-        .draw()
-        .map_err(err)?;
+    let mut c = latency_axes(
+        right,
+        format!("{} — latency", d.label),
+        x_max,
+        (lat_lo, lat_hi),
+    )?;
     for (k, s) in d.of_kind(|k| k == Kind::Latency).enumerate() {
         let col = colour(k + 1);
         let clamped: Vec<Option<f64>> = s

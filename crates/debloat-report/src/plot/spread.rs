@@ -2,8 +2,8 @@
 //! direction's throughput and each latency probe drawn as the mean over the seeds with a shaded
 //! band from the lowest to the highest seed at every sample, instead of one line per run.
 
-use super::{colour, direction_sum, err, latency_range, legend, ms_label, throughput_scale, Res};
-use super::{DOWN, UP};
+use super::{colour, direction_sum, err, latency_axes, latency_range, legend, throughput_axes};
+use super::{throughput_scale, time_span, Res, DOWN, UP};
 use crate::flent::{Dataset, Direction, Kind};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -67,10 +67,7 @@ fn draw_band<DB: DrawingBackend, Y: Ranged<ValueType = f64>>(
 pub fn draw_spread<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, groups: &[Group]) -> Res {
     root.fill(&WHITE).map_err(err)?;
     let all: Vec<Dataset> = groups.iter().flat_map(|g| g.runs.iter().cloned()).collect();
-    let x_max = all
-        .iter()
-        .map(|d| d.total_length.max(d.x.last().copied().unwrap_or(0.0)))
-        .fold(1.0, f64::max);
+    let x_max = time_span(&all);
     let (y_max, lat) = (throughput_scale(&all), latency_range(&all));
     let rows = root.split_evenly((groups.len().max(1), 2));
     for (i, g) in groups.iter().enumerate() {
@@ -78,22 +75,8 @@ pub fn draw_spread<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, groups: &[
             continue;
         };
         let n = g.runs.len();
-        let mut c = ChartBuilder::on(&rows[2 * i])
-            .caption(
-                format!("{} — throughput, {n} seeds", g.label),
-                ("sans-serif", 16),
-            )
-            .margin(8)
-            .x_label_area_size(34)
-            .y_label_area_size(58)
-            .build_cartesian_2d(0.0..x_max, 0.0..y_max)
-            .map_err(err)?;
-        c.configure_mesh()
-            .x_desc("time (s)")
-            .y_desc("throughput (Mbit/s)")
-            .light_line_style(TRANSPARENT)
-            .draw()
-            .map_err(err)?;
+        let caption = format!("{} — throughput, {n} seeds", g.label);
+        let mut c = throughput_axes(&rows[2 * i], caption, x_max, y_max)?;
         for (dir, col, name) in [
             (Direction::Down, DOWN, "download"),
             (Direction::Up, UP, "upload"),
@@ -117,23 +100,8 @@ fn latency_spread<DB: DrawingBackend>(
     let Some(first) = g.runs.first() else {
         return Ok(());
     };
-    let mut c = ChartBuilder::on(area)
-        .caption(
-            format!("{} — latency, {} seeds", g.label, g.runs.len()),
-            ("sans-serif", 16),
-        )
-        .margin(8)
-        .x_label_area_size(34)
-        .y_label_area_size(58)
-        .build_cartesian_2d(0.0..x_max, (lo..hi).log_scale())
-        .map_err(err)?;
-    c.configure_mesh()
-        .x_desc("time (s)")
-        .y_desc("latency (ms, log scale)")
-        .y_label_formatter(&|v| ms_label(*v))
-        .light_line_style(TRANSPARENT)
-        .draw()
-        .map_err(err)?;
+    let caption = format!("{} — latency, {} seeds", g.label, g.runs.len());
+    let mut c = latency_axes(area, caption, x_max, (lo, hi))?;
     for (k, s) in first.of_kind(|k| k == Kind::Latency).enumerate() {
         let per_run: Vec<Vec<Option<f64>>> = g
             .runs
