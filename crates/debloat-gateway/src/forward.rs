@@ -86,6 +86,33 @@ pub struct DirectionStats {
     pub on_wire: usize,
     /// Frames in the link's own buffer (`buffer N`).
     pub in_buffer: usize,
+    /// How long frames waited in the kernel's receive ring before the gateway took them: a
+    /// queue the discipline does not see (a CPU-starved gateway shows it here).
+    pub ring_wait: RingWait,
+}
+
+/// Time frames spent in the kernel's receive ring, from the ring's own receive stamps.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct RingWait {
+    /// Frames measured.
+    pub frames: u64,
+    /// Their total wait, µs.
+    pub total_us: u64,
+    /// The longest, µs.
+    pub max_us: u64,
+}
+
+impl RingWait {
+    fn record(&mut self, wait_ns: u64) {
+        let us = wait_ns / 1000;
+        self.frames += 1;
+        self.total_us += us;
+        self.max_us = self.max_us.max(us);
+    }
+    /// The mean wait, µs.
+    pub fn mean_us(&self) -> f64 {
+        self.total_us as f64 / self.frames.max(1) as f64
+    }
 }
 
 struct Side {
@@ -93,6 +120,7 @@ struct Side {
     spec: QdiscSpec,
     oversized: u64,
     tx_errors: u64,
+    ring_wait: RingWait,
 }
 
 /// The gateway.
@@ -123,6 +151,7 @@ impl Gateway {
             spec: spec.clone(),
             oversized: 0,
             tx_errors: 0,
+            ring_wait: RingWait::default(),
         };
         let control = cfg
             .control
@@ -224,6 +253,7 @@ impl Gateway {
             tx_errors: s.tx_errors,
             on_wire: s.path.on_wire(),
             in_buffer: s.path.in_buffer(),
+            ring_wait: s.ring_wait,
         };
         Snapshot {
             uptime_s: self.start.elapsed().as_secs_f64(),
@@ -322,9 +352,15 @@ fn send_all(out: &PacketSocket, batch: &mut Vec<Vec<u8>>) -> u64 {
 
 /// Read what is waiting (at most a batch, so the other direction is not starved).
 fn receive(sock: &mut PacketSocket, side: &mut Side, start: Instant) -> io::Result<()> {
+    // The ring's stamps are CLOCK_REALTIME; the wait is read against it once per batch.
+    let wall = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
     for _ in 0..256 {
         let Some(got) = sock.recv_frame()? else { break };
         let now = start.elapsed().as_nanos() as u64;
+        side.ring_wait
+            .record(wall.saturating_sub(sock.last_stamp_ns()));
         match got {
             Received::Frame(f) if f.len() <= MAX_FRAME => side.path.on_frame(f, now),
             _ => side.oversized += 1,
@@ -349,8 +385,14 @@ impl Snapshot {
                 f.received, f.malformed, d.oversized, f.qdisc_dropped, f.sent, d.tx_errors, d.on_wire
             ));
             s.push_str(&format!(
-                " link: lost {} ecn_marked {} duplicated {} corrupted {} reordered {} overlimit {} buffer_dropped {} in_buffer {}\n\n",
+                " link: lost {} ecn_marked {} duplicated {} corrupted {} reordered {} overlimit {} buffer_dropped {} in_buffer {}\n",
                 f.lost, f.ecn_marked, f.duplicated, f.corrupted, f.reordered, f.overlimit, f.buffer_dropped, d.in_buffer
+            ));
+            s.push_str(&format!(
+                " receive ring: waited mean {:.0}us max {}us over {} frames\n\n",
+                d.ring_wait.mean_us(),
+                d.ring_wait.max_us,
+                d.ring_wait.frames
             ));
         }
         s

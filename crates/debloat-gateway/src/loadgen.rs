@@ -4,6 +4,7 @@
 //! have none; what arrives at the far side is counted there, from the interface's counters.
 
 use crate::sys::PacketSocket;
+use std::fmt::Write as _;
 use std::io;
 use std::time::{Duration, Instant};
 
@@ -159,5 +160,102 @@ mod tests {
         let e = blast(59).frames().unwrap_err().to_string();
         assert!(e.contains("59 B") && e.contains("60 to 1514"), "{e}");
         assert!(blast(1515).frames().is_err());
+    }
+}
+
+/// The kinds of [`odd_frame`].
+pub const ODD_FRAMES: &[&str] = &["garbage", "truncated", "oversized", "vlan", "qinq"];
+
+/// A frame of a kind a forwarder must survive (`testbed send-frames`): `garbage` (an EtherType
+/// of IPv4 and 46 bytes of 0xff), `truncated` (an IPv4 header claiming 1500 bytes with 100
+/// present), `oversized` (9100 bytes), `vlan` (a UDP datagram behind an 802.1Q tag of VLAN 100)
+/// and `qinq` (the same behind an 802.1ad tag of VLAN 200 too). From 02:00:00:00:00:99 to
+/// broadcast, 198.18.1.2 → 198.18.2.2.
+pub fn odd_frame(kind: &str) -> Result<Vec<u8>, String> {
+    let mut f = vec![0xff; 6];
+    f.extend_from_slice(&[0x02, 0, 0, 0, 0, 0x99, 0x08, 0x00]);
+    match kind {
+        "garbage" => f.extend_from_slice(&[0xff; 46]),
+        "truncated" => {
+            let mut ip = [0u8; 100];
+            ip[..20].copy_from_slice(&[
+                0x45, 0, 0x05, 0xdc, 0, 0, 0x40, 0, 64, 17, 0, 0, 198, 18, 1, 2, 198, 18, 2, 2,
+            ]);
+            f.extend_from_slice(&ip);
+        }
+        "oversized" => f.resize(9100, 0),
+        "vlan" | "qinq" => {
+            let b = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 0x99], [0xff; 6])
+                .ipv4([198, 18, 1, 2], [198, 18, 2, 2], 64)
+                .udp(4000, 9);
+            f.clear();
+            b.write(&mut f, b"tagged").map_err(|e| e.to_string())?;
+            let mut tags = Vec::new();
+            if kind == "qinq" {
+                tags.extend_from_slice(&[0x88, 0xa8, 0x00, 200]);
+            }
+            tags.extend_from_slice(&[0x81, 0x00, 0xa0, 100]);
+            f.splice(12..12, tags);
+        }
+        k => return Err(format!("{k}: expected one of {}", ODD_FRAMES.join(", "))),
+    }
+    Ok(f)
+}
+
+/// `aa:bb:cc:dd:ee:ff` → bytes.
+pub fn parse_mac(s: &str) -> Result<[u8; 6], String> {
+    let mut mac = [0u8; 6];
+    let parts: Vec<&str> = s.split(':').collect();
+    if parts.len() != 6 {
+        return Err(format!(
+            "MAC address `{s}`: expected six hex bytes like 02:00:00:00:00:01"
+        ));
+    }
+    for (m, p) in mac.iter_mut().zip(parts) {
+        *m = u8::from_str_radix(p, 16)
+            .map_err(|_| format!("MAC address `{s}`: `{p}` is not a hex byte"))?;
+    }
+    Ok(mac)
+}
+
+/// Bytes as lowercase hex, no separators.
+pub fn hex(b: &[u8]) -> String {
+    b.iter()
+        .fold(String::with_capacity(b.len() * 2), |mut s, x| {
+            let _ = write!(s, "{x:02x}");
+            s
+        })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod odd_tests {
+    use super::*;
+
+    #[test]
+    fn odd_frames_have_their_sizes_and_tags() {
+        assert_eq!(odd_frame("garbage").unwrap().len(), 60);
+        assert_eq!(odd_frame("truncated").unwrap().len(), 114);
+        assert_eq!(odd_frame("oversized").unwrap().len(), 9100);
+        let v = odd_frame("vlan").unwrap();
+        assert_eq!(&v[12..16], &[0x81, 0x00, 0xa0, 100]);
+        let q = odd_frame("qinq").unwrap();
+        assert_eq!(&q[12..20], &[0x88, 0xa8, 0, 200, 0x81, 0, 0xa0, 100]);
+        let e = odd_frame("jumbo").unwrap_err();
+        assert!(
+            e.contains("garbage, truncated, oversized, vlan, qinq"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn macs_parse_and_bad_ones_say_why() {
+        assert_eq!(
+            parse_mac("02:db:00:00:00:09").unwrap(),
+            [2, 0xdb, 0, 0, 0, 9]
+        );
+        assert!(parse_mac("02:db:00").unwrap_err().contains("six hex bytes"));
+        assert!(parse_mac("02:db:00:00:00:zz").unwrap_err().contains("`zz`"));
+        assert_eq!(hex(&[0, 0xab, 0x10]), "00ab10");
     }
 }

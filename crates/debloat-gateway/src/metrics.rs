@@ -154,6 +154,19 @@ impl Collect {
             "Frames by what happened to them.",
             &frames,
         )?;
+        let wait: Vec<(Labels, f64)> = dirs(s)
+            .into_iter()
+            .map(|(dir, d)| {
+                let w = d.ring_wait.total_us as f64 / 1e6;
+                (vec![("direction", dir.to_string())], w)
+            })
+            .collect();
+        gauge(
+            enc,
+            "debloat_gateway_receive_ring_wait_seconds_sum",
+            "Total time received frames waited in the kernel's receive ring before the gateway took them (over debloat_gateway_frames{fate=\"received\"}: the mean; a queue the discipline does not see).",
+            &wait,
+        )?;
         Ok(())
     }
 
@@ -412,6 +425,7 @@ mod tests {
             tx_errors: 0,
             on_wire: 0,
             in_buffer: 0,
+            ring_wait: crate::forward::RingWait::default(),
         };
         Snapshot {
             uptime_s: 3.5,

@@ -53,6 +53,9 @@ struct RxRing {
     frame_nr: usize,
     /// The next slot to read.
     next: usize,
+    /// When the kernel received the frame last taken (its slot's `tp_sec`/`tp_nsec`,
+    /// CLOCK_REALTIME), ns.
+    stamp_ns: u64,
 }
 
 // SAFETY: the mapping belongs to this ring alone (it is unmapped on drop), and the kernel's
@@ -198,6 +201,12 @@ impl PacketSocket {
         Ok(r.take())
     }
 
+    /// When the kernel received the frame `recv_frame` last returned: ns since the Unix epoch
+    /// (CLOCK_REALTIME, as the ring's slots carry it); 0 before any.
+    pub fn last_stamp_ns(&self) -> u64 {
+        self.ring.as_ref().map_or(0, |r| r.stamp_ns)
+    }
+
     /// Whether a frame is waiting in the receive ring, read from the ring's memory without a
     /// system call (false for a socket that only sends).
     pub fn readable(&self) -> bool {
@@ -258,6 +267,7 @@ impl RxRing {
             frame_size,
             frame_nr,
             next: 0,
+            stamp_ns: 0,
         })
     }
 
@@ -290,6 +300,7 @@ impl RxRing {
         fence(Ordering::Acquire);
         // SAFETY: the slot is ours until its status is set back to TP_STATUS_KERNEL.
         let h = unsafe { hdr.read() };
+        self.stamp_ns = u64::from(h.tp_sec) * 1_000_000_000 + u64::from(h.tp_nsec);
         let (len, snap, mac) = (
             h.tp_len as usize,
             h.tp_snaplen as usize,

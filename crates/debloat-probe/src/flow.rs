@@ -11,6 +11,7 @@ use crate::control::{self, Request};
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -267,17 +268,11 @@ fn read_reports(reader: &mut BufReader<TcpStream>, accepted: f64, live: &FlowLiv
 /// Send random bytes until `end` or `stop`, sampling the socket's RTT and retransmissions
 /// every 100 ms.
 fn send_until(stream: &TcpStream, end: Instant, stop: &AtomicBool, t0: Instant, live: &FlowLive) {
-    let mut w = stream;
     let mut buf = vec![0u8; 128 * 1024];
     let _ = getrandom::fill(&mut buf);
     let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
     let mut next_rtt = Instant::now();
-    while Instant::now() < end && !stop.load(Ordering::Relaxed) {
-        match w.write(&buf) {
-            Ok(_) => {}
-            Err(e) if crate::timed_out(&e) => {}
-            Err(_) => break,
-        }
+    let _ = crate::bulk::fill(stream, &buf, end, stop, |_| {
         if Instant::now() >= next_rtt {
             if let Ok(i) = crate::sys::tcp_info(stream) {
                 push(&live.rtts, (since(t0), i.rtt_us));
@@ -286,10 +281,10 @@ fn send_until(stream: &TcpStream, end: Instant, stop: &AtomicBool, t0: Instant, 
             }
             next_rtt += Duration::from_millis(100);
         }
-    }
+    });
 }
 
-fn set_tos(s: &Socket, server: SocketAddr, tos: u8) -> std::io::Result<()> {
+pub(crate) fn set_tos(s: &Socket, server: SocketAddr, tos: u8) -> std::io::Result<()> {
     if tos == 0 {
         return Ok(());
     }
@@ -329,17 +324,9 @@ fn download(
     let mut total = 0u64;
     let mut buf = vec![0u8; 256 * 1024];
     push(&live.samples, (since(t0), 0));
-    loop {
-        match reader.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                total += n as u64;
-                live.bytes.store(total, Ordering::Relaxed);
-            }
-            Err(e) if crate::timed_out(&e) || e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(format!("{}: {e}", spec.name)),
-        }
-        let now = Instant::now();
+    crate::bulk::drain(&mut reader, &mut buf, |n, now| {
+        total += n as u64;
+        live.bytes.store(total, Ordering::Relaxed);
         if now >= next {
             push(&live.samples, (since(t0), total));
             while next <= now {
@@ -347,9 +334,12 @@ fn download(
             }
         }
         if now >= end || stop.load(Ordering::Relaxed) {
-            break;
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
         }
-    }
+    })
+    .map_err(|e| format!("{}: {e}", spec.name))?;
     push(&live.samples, (since(t0), total));
     Ok(())
 }

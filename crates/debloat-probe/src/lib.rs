@@ -11,6 +11,7 @@
 //!        ──► results (series, grade, rpm) ──► flent file / JSON ──► debloat-report
 //! ```
 
+pub mod bulk;
 pub mod catalog;
 pub mod control;
 pub mod flow;

@@ -14,6 +14,7 @@ use socket2::SockRef;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -348,33 +349,26 @@ fn upload_sink(
     let mut next = begin + step;
     let mut total = 0u64;
     let mut buf = vec![0u8; 256 * 1024];
-    loop {
-        match reader.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                total += n as u64;
-                counters
-                    .bytes_received
-                    .fetch_add(n as u64, Ordering::Relaxed);
-            }
-            Err(e) if crate::timed_out(&e) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => break,
-        }
-        let now = Instant::now();
+    let _ = crate::bulk::drain(&mut reader, &mut buf, |n, now| {
+        total += n as u64;
+        counters
+            .bytes_received
+            .fetch_add(n as u64, Ordering::Relaxed);
         if now >= next {
             let us = now.duration_since(begin).as_micros();
             if w.write_all(format!("R {us} {total}\n").as_bytes()).is_err() {
-                break;
+                return ControlFlow::Break(());
             }
             while next <= now {
                 next += step;
             }
         }
         if now >= hard_end || stop.load(Ordering::Relaxed) {
-            break;
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
         }
-    }
+    });
     let us = begin.elapsed().as_micros();
     let _ = w.write_all(format!("E {us} {total}\n").as_bytes());
     Ok(())
@@ -382,7 +376,7 @@ fn upload_sink(
 
 /// Send for `length_ms` (the client may close earlier; that ends it too).
 fn download_source(
-    mut w: TcpStream,
+    w: TcpStream,
     length_ms: u64,
     counters: &Counters,
     stop: &AtomicBool,
@@ -391,15 +385,9 @@ fn download_source(
     let _ = getrandom::fill(&mut buf);
     let end = Instant::now() + Duration::from_millis(length_ms);
     w.set_write_timeout(Some(Duration::from_millis(500)))?;
-    while Instant::now() < end && !stop.load(Ordering::Relaxed) {
-        match w.write(&buf) {
-            Ok(n) => {
-                counters.bytes_sent.fetch_add(n as u64, Ordering::Relaxed);
-            }
-            Err(e) if crate::timed_out(&e) => {}
-            Err(_) => break,
-        }
-    }
+    let _ = crate::bulk::fill(&w, &buf, end, stop, |n| {
+        counters.bytes_sent.fetch_add(n as u64, Ordering::Relaxed);
+    });
     let _ = w.shutdown(std::net::Shutdown::Write);
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! `debloat lab`: the real Linux kernel's qdiscs, here, under User-Mode Linux (`debloat-lab`).
 
 use anyhow::{anyhow, bail, Context, Result};
-use debloat_lab::Lab;
+use debloat_lab::{side, Lab};
 use std::path::PathBuf;
 
 /// Arguments of `debloat lab`.
@@ -35,13 +35,70 @@ enum What {
         #[arg(long, default_value_t = 512)]
         mem: u32,
     },
+    /// The same uploads through the kernel's discipline and through `debloat gateway` with
+    /// the same spec, in one guest; compare latency, goodput, drops, marks and tins within
+    /// stated tolerances (exit 2 where they differ).
+    Compare(CompareArgs),
+    /// Inside the lab: run a side-by-side plan (JSON) and print the result as JSON (what
+    /// `compare` runs in the guest).
+    Side {
+        /// The plan, as `compare` writes it.
+        plan: PathBuf,
+    },
+}
+
+/// Arguments of `lab compare`.
+#[derive(clap::Args, Debug)]
+pub struct CompareArgs {
+    /// The discipline up (client → server), tc's words; under HTB at --rate unless it shapes.
+    up: String,
+    /// The discipline down (the ACKs' way); default: the same as up (with cake's bandwidth
+    /// and diffserv words kept, so give it when the rates differ).
+    #[arg(long)]
+    down: Option<String>,
+    /// The link's rate, UP/DOWN or one for both.
+    #[arg(long, default_value = "10Mbit/2Mbit")]
+    rate: String,
+    /// Base delay netem adds on the client's egress (both runs).
+    #[arg(long, default_value = "10ms")]
+    delay: String,
+    /// Bulk uploads per host, comma-separated: `4` one host, `1,4` two hosts.
+    #[arg(long, default_value = "4")]
+    hosts: String,
+    /// TOS byte of each host's uploads, comma-separated like --hosts (e.g. `0x20,0`).
+    #[arg(long)]
+    tos: Option<String>,
+    /// Let the client's TCP negotiate ECN (net.ipv4.tcp_ecn=1).
+    #[arg(long)]
+    ecn: bool,
+    /// Congestion control of the uploads.
+    #[arg(long, default_value = "cubic")]
+    cc: String,
+    /// Seconds of load per run.
+    #[arg(long, default_value_t = 20)]
+    seconds: u32,
+    /// Seconds at the start left out of goodput and latency.
+    #[arg(long, default_value_t = 5)]
+    omit: u32,
+    /// Do not add delay to the kernel's run to match the gateway's idle round trip (under
+    /// UML the userspace forwarder adds 1–2 ms; TCP's drop rate follows the round trip).
+    #[arg(long)]
+    no_match_rtt: bool,
+    /// Also write both runs' figures here (JSON).
+    #[arg(long)]
+    json: Option<PathBuf>,
 }
 
 /// Run the command.
 pub fn run(a: &Args) -> Result<()> {
+    if let What::Side { plan } = &a.what {
+        return side(plan);
+    }
     let mut lab = Lab::find()?;
     match &a.what {
         What::Spec { specs } => spec(&lab, specs),
+        What::Compare(c) => compare(&lab, c),
+        What::Side { plan } => side(plan),
         What::Run { script, keep, mem } => {
             lab.mem_mb = *mem;
             let text = if script.as_os_str() == "-" {
@@ -110,5 +167,98 @@ fn spec(lab: &Lab, specs: &[String]) -> Result<()> {
         "{} specs: debloat prints what the kernel's tc prints",
         specs.len()
     );
+    Ok(())
+}
+
+fn plan_of(c: &CompareArgs) -> Result<side::Plan> {
+    let (up, down) = c.rate.split_once('/').unwrap_or((&c.rate, &c.rate));
+    let rate =
+        |s: &str| debloat_core::units::parse_rate(s).map_err(|e| anyhow!("--rate {}: {e}", c.rate));
+    let hosts = c
+        .hosts
+        .split(',')
+        .map(|h| {
+            h.trim()
+                .parse::<u32>()
+                .map_err(|_| anyhow!("--hosts {}: `{h}` is not a number of uploads", c.hosts))
+        })
+        .collect::<Result<Vec<u32>>>()?;
+    if hosts.is_empty() || hosts.len() > 8 {
+        bail!("--hosts {}: give 1 to 8 hosts", c.hosts);
+    }
+    let plan = side::Plan {
+        up: c.up.clone(),
+        down: c.down.clone().unwrap_or_else(|| c.up.clone()),
+        up_bps: rate(up)?,
+        down_bps: rate(down)?,
+        delay: c.delay.clone(),
+        hosts,
+        cc: c.cc.clone(),
+        seconds: c.seconds,
+        omit: c.omit.min(c.seconds.saturating_sub(1)),
+        match_rtt: !c.no_match_rtt,
+        tos: match &c.tos {
+            None => Vec::new(),
+            Some(t) => t
+                .split(',')
+                .map(|x| {
+                    let x = x.trim();
+                    let v = match x.strip_prefix("0x") {
+                        Some(h) => u8::from_str_radix(h, 16),
+                        None => x.parse(),
+                    };
+                    v.map_err(|_| {
+                        anyhow!("--tos {t}: `{x}` is not a TOS byte (0–255 or 0x00–0xff)")
+                    })
+                })
+                .collect::<Result<_>>()?,
+        },
+        ecn: c.ecn,
+    };
+    for s in [&plan.up, &plan.down] {
+        side::shapes(s).map_err(anyhow::Error::msg)?;
+    }
+    debloat_core::units::parse_time(&c.delay).map_err(|e| anyhow!("--delay {}: {e}", c.delay))?;
+    Ok(plan)
+}
+
+fn compare(lab: &Lab, c: &CompareArgs) -> Result<()> {
+    let plan = plan_of(c)?;
+    let exe = std::env::current_exe().context("finding debloat's own path")?;
+    eprintln!(
+        "booting the kernel lab; two runs of {} s each (kernel, then debloat) …",
+        plan.seconds
+    );
+    let s = side::in_lab(lab, &plan, &exe).map_err(anyhow::Error::msg)?;
+    if let Some(p) = &c.json {
+        std::fs::write(p, serde_json::to_string_pretty(&s)?)
+            .with_context(|| format!("writing {}", p.display()))?;
+    }
+    let checks = side::compare::checks(&s);
+    print!("{}", side::compare::table(&s, &checks));
+    let bad: Vec<&str> = checks
+        .iter()
+        .filter(|c| !c.ok)
+        .map(|c| c.what.as_str())
+        .collect();
+    if !bad.is_empty() {
+        eprintln!(
+            "the kernel and debloat differ beyond the tolerance in: {}",
+            bad.join("; ")
+        );
+        std::process::exit(2);
+    }
+    Ok(())
+}
+
+fn side(plan: &std::path::Path) -> Result<()> {
+    let text =
+        std::fs::read_to_string(plan).with_context(|| format!("reading {}", plan.display()))?;
+    let plan: side::Plan =
+        serde_json::from_str(&text).with_context(|| format!("{}", plan.display()))?;
+    let exe = std::env::current_exe().context("finding debloat's own path")?;
+    let prefix = format!("ls{}", std::process::id() % 100_000);
+    let s = side::run(&plan, &exe, &prefix).map_err(|e| anyhow!("{}", e.0))?;
+    println!("{}", serde_json::to_string(&s)?);
     Ok(())
 }

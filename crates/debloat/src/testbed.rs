@@ -4,9 +4,10 @@
 
 use anyhow::{bail, Context, Result};
 use debloat_core::units::{fmt_rate, fmt_time, parse_rate, parse_time};
+use debloat_gateway::loadgen;
 use debloat_gateway::testbed::{self, Setup};
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use debloat_probe::bulk;
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 /// Arguments of `debloat testbed`.
@@ -182,6 +183,17 @@ pub struct SendArgs {
     /// Send from this local address (e.g. a second host address in the client namespace).
     #[arg(long)]
     bind: Option<std::net::IpAddr>,
+    /// TOS byte of every segment, e.g. 0x20 for DSCP CS1 (CAKE's Bulk tin), 0xb8 for EF.
+    #[arg(long, default_value = "0", value_parser = parse_tos)]
+    tos: u8,
+}
+
+fn parse_tos(s: &str) -> Result<u8, String> {
+    let v = match s.strip_prefix("0x") {
+        Some(h) => u8::from_str_radix(h, 16),
+        None => s.parse(),
+    };
+    v.map_err(|_| format!("`{s}`: a TOS byte, 0–255 or 0x00–0xff"))
 }
 
 /// Run the command.
@@ -276,173 +288,61 @@ fn up(u: &UpArgs) -> Result<()> {
     Ok(())
 }
 
-/// One accepted connection of `tcp-sink`.
-#[derive(Default)]
-struct Conn {
-    /// Bytes received in all.
-    bytes: u64,
-    /// Bytes received after the omitted start (`--omit`).
-    counted: u64,
-    /// When the first byte arrived.
-    first: Option<Instant>,
-    /// When the last byte arrived.
-    last: Option<Instant>,
-    /// `bytes` at the previous interval report.
-    reported: u64,
-}
-
-/// Read one connection until it closes or `end`, counting into `c`. A blocking read, so the
-/// data is taken as soon as it arrives. When the sink polled its sockets every millisecond, a
-/// BBR sender's bandwidth estimate rose above the link's rate and it kept a standing queue of
-/// up to a BDP in a FIFO where iperf3's receiver left none (FIFO-DEPTH's BBR test): a receiver
-/// that has not read its data holds back ACKs that would shrink the window, and the bunched
-/// ACKs inflate BBR's delivery-rate samples.
-fn drain(mut stream: TcpStream, c: &std::sync::Mutex<Conn>, end: Instant, omit: Duration) {
-    let mut buf = vec![0u8; 1 << 16];
-    if stream
-        .set_read_timeout(Some(Duration::from_millis(50)))
-        .is_err()
-    {
-        return;
-    }
-    while Instant::now() < end {
-        match stream.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                let now = Instant::now();
-                let Ok(mut c) = c.lock() else { break };
-                let first = *c.first.get_or_insert(now);
-                c.last = Some(now);
-                c.bytes += n as u64;
-                if now - first >= omit {
-                    c.counted += n as u64;
-                }
-            }
-            Err(e)
-                if e.kind() == std::io::ErrorKind::WouldBlock
-                    || e.kind() == std::io::ErrorKind::TimedOut
-                    || e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => break,
-        }
-    }
-}
-
 fn sink(a: &SinkArgs) -> Result<()> {
-    use std::sync::{Arc, Mutex};
-    let l = TcpListener::bind(a.listen).with_context(|| format!("listening on {}", a.listen))?;
-    l.set_nonblocking(true)?;
-    let start = Instant::now();
-    let end = start + Duration::from_secs_f64(a.seconds);
-    let omit = Duration::from_secs_f64(a.omit);
-    let mut conns: Vec<Arc<Mutex<Conn>>> = Vec::new();
-    let mut readers = Vec::new();
-    let every = (a.interval > 0.0).then(|| Duration::from_secs_f64(a.interval));
-    let mut next_report = every.map(|e| start + e);
-    while Instant::now() < end {
-        if let (Some(e), Some(at)) = (every, next_report) {
-            if Instant::now() >= at {
-                let t = (at - start).as_secs_f64();
-                let rates: Vec<String> = conns
-                    .iter()
-                    .enumerate()
-                    .map(|(i, c)| {
-                        let mbps = c.lock().map_or(0.0, |mut c| {
-                            let r = (c.bytes - c.reported) as f64 * 8.0 / e.as_secs_f64() / 1e6;
-                            c.reported = c.bytes;
-                            r
-                        });
-                        format!("#{} {mbps:.2}", i + 1)
-                    })
-                    .collect();
-                println!(
-                    "interval {:.1}-{t:.1} s (Mbit/s): {}",
-                    t - e.as_secs_f64(),
-                    rates.join(" ")
-                );
-                next_report = Some(at + e);
-            }
-        }
-        match l.accept() {
-            Ok((stream, _)) => {
-                stream.set_nonblocking(false)?;
-                let c = Arc::new(Mutex::new(Conn::default()));
-                conns.push(Arc::clone(&c));
-                readers.push(std::thread::spawn(move || drain(stream, &c, end, omit)));
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(1)),
-        }
-    }
-    for r in readers {
-        let _ = r.join();
-    }
-    for (i, c) in conns.iter().enumerate() {
-        let c = c
-            .lock()
-            .map_err(|_| anyhow::anyhow!("a reader thread panicked"))?;
-        // Goodput over the counted part: from the first byte plus the omitted start to the last.
-        let secs = match (c.first, c.last) {
-            (Some(f), Some(l)) => l
-                .saturating_duration_since(f + omit)
-                .as_secs_f64()
-                .max(1e-3),
-            _ => 1.0,
-        };
-        let omitted = if a.omit > 0.0 {
-            format!(" (first {} s omitted)", a.omit)
-        } else {
-            String::new()
-        };
+    let cfg = bulk::SinkConfig {
+        listen: a.listen,
+        duration: Duration::from_secs_f64(a.seconds),
+        omit: Duration::from_secs_f64(a.omit),
+        interval: (a.interval > 0.0).then(|| Duration::from_secs_f64(a.interval)),
+    };
+    let mut reported: Vec<u64> = Vec::new();
+    let conns = bulk::sink(&cfg, |at, conns| {
+        let t = at.as_secs_f64();
+        reported.resize(conns.len(), 0);
+        let rates: Vec<String> = conns
+            .iter()
+            .zip(reported.iter_mut())
+            .enumerate()
+            .map(|(i, (c, r))| {
+                let mbps = (c.bytes - *r) as f64 * 8.0 / a.interval / 1e6;
+                *r = c.bytes;
+                format!("#{} {mbps:.2}", i + 1)
+            })
+            .collect();
         println!(
-            "connection {} received {} bytes in {secs:.3} s{omitted}: {:.3} Mbit/s",
+            "interval {:.1}-{t:.1} s (Mbit/s): {}",
+            t - a.interval,
+            rates.join(" ")
+        );
+    })?;
+    let omitted = if a.omit > 0.0 {
+        format!(" (first {} s omitted)", a.omit)
+    } else {
+        String::new()
+    };
+    for (i, c) in conns.iter().enumerate() {
+        let (bps, span) = c.goodput_bps(cfg.omit);
+        println!(
+            "connection {} received {} bytes in {:.3} s{omitted}: {:.3} Mbit/s",
             i + 1,
             c.counted,
-            c.counted as f64 * 8.0 / secs / 1e6
+            span.as_secs_f64(),
+            bps / 1e6
         );
     }
     Ok(())
 }
 
 fn send(a: &SendArgs) -> Result<()> {
-    let mut threads = Vec::new();
-    for _ in 0..a.streams.max(1) {
-        let sock = socket2::Socket::new(
-            socket2::Domain::for_address(a.to),
-            socket2::Type::STREAM,
-            Some(socket2::Protocol::TCP),
-        )?;
-        sock.set_tcp_congestion(a.cc.as_bytes())
-            .with_context(|| format!("--cc {}: not available in this kernel (see /proc/sys/net/ipv4/tcp_available_congestion_control)", a.cc))?;
-        if let Some(ip) = a.bind {
-            sock.bind(&SocketAddr::new(ip, 0).into())
-                .with_context(|| format!("--bind {ip}: not an address of this host"))?;
-        }
-        sock.connect(&a.to.into())
-            .with_context(|| format!("connecting to {}", a.to))?;
-        let mut s: TcpStream = sock.into();
-        let secs = a.seconds;
-        threads.push(std::thread::spawn(move || -> std::io::Result<u64> {
-            let buf = vec![0x5au8; 1 << 16];
-            let end = Instant::now() + Duration::from_secs_f64(secs);
-            let mut sent = 0u64;
-            s.set_write_timeout(Some(Duration::from_millis(200)))?;
-            while Instant::now() < end {
-                match s.write(&buf) {
-                    Ok(n) => sent += n as u64,
-                    Err(e)
-                        if e.kind() == std::io::ErrorKind::WouldBlock
-                            || e.kind() == std::io::ErrorKind::TimedOut => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            Ok(sent)
-        }));
-    }
-    let mut total = 0;
-    for t in threads {
-        total += t
-            .join()
-            .map_err(|_| anyhow::anyhow!("a sender thread panicked"))??;
-    }
+    let total = bulk::send(&bulk::SendConfig {
+        to: a.to,
+        streams: a.streams,
+        duration: Duration::from_secs_f64(a.seconds),
+        cc: a.cc.clone(),
+        bind: a.bind,
+        tos: a.tos,
+    })
+    .with_context(|| format!("tcp-send --to {} --cc {}", a.to, a.cc))?;
     println!(
         "sent {total} bytes on {} connection(s) with {} in {} s",
         a.streams, a.cc, a.seconds
@@ -451,34 +351,7 @@ fn send(a: &SendArgs) -> Result<()> {
 }
 
 fn send_frames(a: &FramesArgs) -> Result<()> {
-    let mut f = vec![0xff; 6];
-    f.extend_from_slice(&[0x02, 0, 0, 0, 0, 0x99, 0x08, 0x00]);
-    match a.kind.as_str() {
-        "garbage" => f.extend_from_slice(&[0xff; 46]),
-        "truncated" => {
-            // IPv4, IHL 5, total length 1500, UDP, 198.18.1.2 → 198.18.2.2; 100 bytes present.
-            let mut ip = [0u8; 100];
-            ip[..20].copy_from_slice(&[
-                0x45, 0, 0x05, 0xdc, 0, 0, 0x40, 0, 64, 17, 0, 0, 198, 18, 1, 2, 198, 18, 2, 2,
-            ]);
-            f.extend_from_slice(&ip);
-        }
-        "oversized" => f.resize(9100, 0),
-        "vlan" | "qinq" => {
-            let b = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 0x99], [0xff; 6])
-                .ipv4([198, 18, 1, 2], [198, 18, 2, 2], 64)
-                .udp(4000, 9);
-            f.clear();
-            b.write(&mut f, b"tagged")?;
-            let mut tags = Vec::new();
-            if a.kind == "qinq" {
-                tags.extend_from_slice(&[0x88, 0xa8, 0x00, 200]);
-            }
-            tags.extend_from_slice(&[0x81, 0x00, 0xa0, 100]);
-            f.splice(12..12, tags);
-        }
-        k => bail!("--kind {k}: expected garbage, truncated, oversized, vlan or qinq"),
-    }
+    let f = loadgen::odd_frame(&a.kind).map_err(|e| anyhow::anyhow!("--kind {e}"))?;
     let s = debloat_gateway::sys::PacketSocket::open_sender(&a.iface)?;
     let mut sent = 0;
     for _ in 0..a.count {
@@ -487,12 +360,8 @@ fn send_frames(a: &FramesArgs) -> Result<()> {
         }
     }
     println!("sent {sent} {} frames of {} bytes", a.kind, f.len());
-    println!("frame: {}", hex(&f));
+    println!("frame: {}", loadgen::hex(&f));
     Ok(())
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// Print every frame that arrives on an interface for a while, one hex line each.
@@ -501,7 +370,7 @@ fn capture(a: &CaptureArgs) -> Result<()> {
     let end = Instant::now() + Duration::from_secs_f64(a.seconds);
     while Instant::now() < end {
         match s.recv_frame()? {
-            Some(debloat_gateway::sys::Received::Frame(f)) => println!("{}", hex(&f)),
+            Some(debloat_gateway::sys::Received::Frame(f)) => println!("{}", loadgen::hex(&f)),
             Some(debloat_gateway::sys::Received::Oversized(n)) => println!("oversized {n}"),
             None => {
                 let left = end.saturating_duration_since(Instant::now());
@@ -515,33 +384,19 @@ fn capture(a: &CaptureArgs) -> Result<()> {
     Ok(())
 }
 
-/// `aa:bb:cc:dd:ee:ff` → bytes.
-pub fn parse_mac(s: &str) -> Result<[u8; 6]> {
-    let mut mac = [0u8; 6];
-    let parts: Vec<&str> = s.split(':').collect();
-    if parts.len() != 6 {
-        bail!("MAC address `{s}`: expected six hex bytes like 02:00:00:00:00:01");
-    }
-    for (m, p) in mac.iter_mut().zip(parts) {
-        *m = u8::from_str_radix(p, 16)
-            .with_context(|| format!("MAC address `{s}`: `{p}` is not a hex byte"))?;
-    }
-    Ok(mac)
-}
-
 fn blast(a: &BlastArgs) -> Result<()> {
     if let Some(cpu) = a.cpu {
         debloat_gateway::sys::pin_to_cpu(cpu)?;
     }
     let src = std::fs::read_to_string(format!("/sys/class/net/{}/address", a.iface))
         .with_context(|| format!("no interface `{}` here", a.iface))?;
-    let b = debloat_gateway::loadgen::Blast {
+    let b = loadgen::Blast {
         frame_len: a.size,
         flows: a.flows,
         pps: a.pps,
         duration: Duration::from_secs_f64(a.seconds.max(0.0)),
-        src_mac: parse_mac(src.trim())?,
-        dst_mac: parse_mac(&a.dst_mac)?,
+        src_mac: loadgen::parse_mac(src.trim()).map_err(anyhow::Error::msg)?,
+        dst_mac: loadgen::parse_mac(&a.dst_mac).map_err(|e| anyhow::anyhow!("--dst-mac: {e}"))?,
         src_ip: a.src_ip.octets(),
         dst_ip: a.dst_ip.octets(),
     };

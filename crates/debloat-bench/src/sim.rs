@@ -5,16 +5,9 @@ use anyhow::Result;
 use debloat_sim::scenario::{Config, Test};
 use debloat_sim::tcp::cc::Algorithm;
 
-/// Arguments of `debloat bench sim`.
-#[derive(clap::Args, Debug)]
-pub struct Args {
-    /// Simulated seconds of load.
-    #[arg(long, default_value_t = 60.0)]
-    length: f64,
-}
-
-/// Run the benchmark.
-pub fn run(a: &Args) -> Result<()> {
+/// Run the benchmark with `length` simulated seconds of load per scenario, printing a line per
+/// scenario.
+pub fn run(length: f64) -> Result<()> {
     let mut rates = Vec::new();
     for (label, test, streams, wifi) in [
         ("4 CUBIC uploads (tcp_nup)", Test::TcpNUp, 4, false),
@@ -33,7 +26,7 @@ pub fn run(a: &Args) -> Result<()> {
             rtt_ns: 20_000_000,
             qdisc_up: "fq_codel".parse()?,
             qdisc_down: "fq_codel".parse()?,
-            length_s: a.length,
+            length_s: length,
             delay_s: 5.0,
             step_s: 0.2,
             streams,
@@ -63,9 +56,9 @@ pub fn run(a: &Args) -> Result<()> {
         };
         println!(
             "{label} {where_}, 20 ms, {} s of load (+10 s idle):\n  {pkts} bottleneck packets (both directions) in {wall:.2} s wall = {:.0} packets per wall-clock second ({:.0}x real time)",
-            a.length,
+            length,
             pkts as f64 / wall,
-            (a.length + 10.0) / wall
+            (length + 10.0) / wall
         );
         rates.push(pkts as f64 / wall);
     }

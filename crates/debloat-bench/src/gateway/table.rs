@@ -4,7 +4,7 @@
 use super::*;
 
 pub(super) fn print_table(
-    a: &Args,
+    a: &Config,
     rows: &[(String, bool, Vec<Throughput>)],
     lat: &[Latency],
     path_ns: f64,
@@ -20,7 +20,7 @@ pub(super) fn print_table(
 
 /// `rows`: name, whether the forwarder spins (its core is always busy, so CPU per packet says
 /// nothing), and the result at 64 and 1500 bytes.
-pub(super) fn print_throughput(a: &Args, rows: &[(String, bool, Vec<Throughput>)], path_ns: f64) {
+pub(super) fn print_throughput(a: &Config, rows: &[(String, bool, Vec<Throughput>)], path_ns: f64) {
     println!(
         "\nForwarding between two veth pairs on one core (CPU {FWD_CPU}; the generator on CPU {GEN_CPU}), throughput at ≤ {} % loss:\n",
         a.loss
@@ -79,7 +79,7 @@ pub(super) fn print_throughput(a: &Args, rows: &[(String, bool, Vec<Throughput>)
     }
 }
 
-pub(super) fn print_latency(a: &Args, lat: &[Latency]) {
+pub(super) fn print_latency(a: &Config, lat: &[Latency]) {
     let ps = |v: &[f64]| [50.0, 99.0, 99.9].map(|p| pct(v, p));
     println!(
         "\nIdle round trip (ping, {} at 5 ms; both directions through the forwarder):",

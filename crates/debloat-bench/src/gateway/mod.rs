@@ -27,33 +27,25 @@ use std::time::{Duration, Instant};
 mod table;
 use table::print_table;
 
-/// Arguments of `debloat bench gateway`.
-#[derive(clap::Args, Debug)]
-#[command(
-    after_help = "Needs root (network namespaces) and two CPUs. Example:\n  debloat bench gateway\n  debloat bench gateway --qdisc \"cake besteffort\" --trial 3"
-)]
-pub struct Args {
+/// What `debloat bench gateway` measures.
+#[derive(Clone, Debug)]
+pub struct Config {
     /// The gateway's discipline, both directions (unshaped unless it says otherwise).
-    #[arg(long, default_value = "fq_codel")]
-    qdisc: String,
+    pub qdisc: String,
     /// Seconds per trial (the search runs about 8 trials per forwarder and frame size).
-    #[arg(long, default_value_t = 1.5)]
-    trial: f64,
+    pub trial: f64,
     /// Pings for the idle latency (5 ms apart).
-    #[arg(long, default_value_t = 1000)]
-    pings: u32,
+    pub pings: u32,
     /// Loss allowed at the reported throughput, in percent.
-    #[arg(long, default_value_t = 0.1)]
-    loss: f64,
+    pub loss: f64,
     /// Measure only the idle latency (skip the throughput search).
-    #[arg(long)]
-    latency_only: bool,
+    pub latency_only: bool,
     /// Also measure the idle latency with `gateway --realtime PRIO` (0: skip).
-    #[arg(long, value_name = "PRIO", default_value_t = 50)]
-    realtime: u8,
+    pub realtime: u8,
     /// Skip the runs of `gateway --busy-poll` (throughput and idle latency).
-    #[arg(long)]
-    no_busy_poll: bool,
+    pub no_busy_poll: bool,
+    /// The `debloat` binary that runs the gateway and the generator (`testbed blast`).
+    pub exe: std::path::PathBuf,
 }
 
 /// The unicast MAC address the generator sends to: locally administered, owned by no one.
@@ -104,7 +96,9 @@ struct Throughput {
     generator_bound: bool,
 }
 
-pub fn run(a: &Args) -> Result<()> {
+/// Build the namespaces, measure every forwarder, print the tables; the namespaces are removed
+/// whatever happens.
+pub fn run(a: &Config) -> Result<()> {
     if let Err(why) = testbed::available() {
         bail!("cannot run the gateway benchmark here: {why}");
     }
@@ -130,12 +124,12 @@ pub fn run(a: &Args) -> Result<()> {
 
 /// The namespaces, with both veths' receive processing steered to the forwarding core and this
 /// process (and the generator and ping it starts) kept off it.
-fn build_rig(a: &Args) -> Result<Rig> {
+fn build_rig(a: &Config) -> Result<Rig> {
     // This process and its children (the generator, ping) stay off the forwarding core.
     debloat_gateway::sys::pin_to_cpu(GEN_CPU)?;
     let rig = Rig {
         prefix: format!("dblb{}", std::process::id() % 100_000),
-        exe: std::env::current_exe()?,
+        exe: a.exe.clone(),
         qdisc: a.qdisc.clone(),
     };
     println!(
@@ -163,7 +157,7 @@ fn build_rig(a: &Args) -> Result<Rig> {
 }
 
 /// Each forwarder's highest rate with at most `--loss` lost, at 64 and 1500 bytes.
-fn throughput_rows(rig: &Rig, a: &Args) -> Result<Vec<(String, bool, Vec<Throughput>)>> {
+fn throughput_rows(rig: &Rig, a: &Config) -> Result<Vec<(String, bool, Vec<Throughput>)>> {
     let sizes = [(64usize, 60usize), (1500, 1514)];
     let mut rows = Vec::new();
     let busy = ["--busy-poll"];
@@ -200,7 +194,7 @@ fn throughput_rows(rig: &Rig, a: &Args) -> Result<Vec<(String, bool, Vec<Through
 }
 
 /// The forwarders whose idle latency is measured, with what each is compared against.
-fn latency_variants(a: &Args) -> Vec<Latency> {
+fn latency_variants(a: &Config) -> Vec<Latency> {
     // Idle latency: the forwarders take turns in rounds, so a drift in the machine's state
     // (seen here as ±50 µs between minutes) falls on all of them alike. A busy-polling gateway
     // keeps the forwarding core out of its idle states, which by itself shortens the path
@@ -242,7 +236,7 @@ fn latency_variants(a: &Args) -> Vec<Latency> {
 }
 
 /// Pings through each variant, taking turns in rounds; the RTTs sorted.
-fn measure_latency(rig: &Rig, a: &Args, variants: &mut [Latency]) -> Result<()> {
+fn measure_latency(rig: &Rig, a: &Config, variants: &mut [Latency]) -> Result<()> {
     let per_round = a.pings.div_ceil(LATENCY_ROUNDS);
     println!(
         "Idle latency: {} pings 5 ms apart through each forwarder, in {LATENCY_ROUNDS} rounds",
@@ -398,7 +392,7 @@ fn trial(rig: &Rig, frame: usize, pps: u64, secs: f64) -> Result<Trial> {
 }
 
 /// RFC 2544's throughput: the highest offered rate forwarded within the loss allowed.
-fn search(rig: &Rig, frame: usize, a: &Args) -> Result<Throughput> {
+fn search(rig: &Rig, frame: usize, a: &Config) -> Result<Throughput> {
     let allowed = a.loss / 100.0;
     let show = |t: &Trial| {
         println!(

@@ -1,0 +1,172 @@
+//! The tolerances of a side-by-side run, and the table that shows it.
+//!
+//! Latency is compared as what the load *added* to the idle round trip (ping p50 and p99 under
+//! load minus the idle median): under User-Mode Linux a userspace forwarder's system calls make
+//! the gateway's idle round trip a millisecond or two longer than the bridge's, which is the
+//! bed's cost, not the discipline's (both raw figures are in the table). The tolerances:
+//!
+//! * added p50 within 2 ms or 15 % of the kernel's, whichever is larger (the figure);
+//! * added p99 within 5 ms or 30 %: the tail is one CPU's scheduling as much as the queue;
+//! * total goodput within 5 %; each host's share within 5 points (when there are two or more);
+//! * drop and mark rates within 30 % relative, or both under 0.5 % of packets;
+//! * CAKE: each tin's share of the packets sent within 5 points.
+
+use super::SideBySide;
+
+/// One compared figure.
+#[derive(Clone, Debug)]
+pub struct Check {
+    /// What is compared, with its unit.
+    pub what: String,
+    /// The kernel's figure.
+    pub kernel: f64,
+    /// debloat's figure.
+    pub debloat: f64,
+    /// The tolerance, in words.
+    pub tolerance: &'static str,
+    /// Whether the two agree within it.
+    pub ok: bool,
+}
+
+fn pct(sorted: &[f64], p: f64) -> f64 {
+    debloat_report::percentile::percentile(sorted, p).unwrap_or(f64::NAN)
+}
+
+fn within_abs_or_rel(k: f64, d: f64, abs: f64, rel: f64) -> bool {
+    (d - k).abs() <= abs.max(rel * k.abs())
+}
+
+fn rate_ok(k: f64, d: f64) -> bool {
+    (k < 0.005 && d < 0.005) || (d - k).abs() <= 0.30 * k
+}
+
+fn shares(v: &[f64]) -> Vec<f64> {
+    let sum: f64 = v.iter().sum();
+    v.iter().map(|x| x / sum.max(1e-9)).collect()
+}
+
+/// Every check of a run.
+pub fn checks(s: &SideBySide) -> Vec<Check> {
+    let (k, d) = (&s.kernel, &s.debloat);
+    let mut c = Vec::new();
+    let mut push = |what: String, kernel: f64, debloat: f64, tolerance, ok| {
+        c.push(Check {
+            what,
+            kernel,
+            debloat,
+            tolerance,
+            ok,
+        });
+    };
+    for (p, abs, rel, tol) in [
+        (50.0, 2.0, 0.15, "2 ms or 15 %"),
+        (99.0, 5.0, 0.30, "5 ms or 30 %"),
+    ] {
+        let (kp, dp) = (
+            pct(&k.ping_ms, p) - k.idle_ms,
+            pct(&d.ping_ms, p) - d.idle_ms,
+        );
+        push(
+            format!("ping p{p} added by load, ms"),
+            kp,
+            dp,
+            tol,
+            within_abs_or_rel(kp, dp, abs, rel),
+        );
+    }
+    let (kg, dg) = (
+        k.host_bps.iter().sum::<f64>() / 1e6,
+        d.host_bps.iter().sum::<f64>() / 1e6,
+    );
+    push(
+        "goodput, Mbit/s".into(),
+        kg,
+        dg,
+        "5 %",
+        within_abs_or_rel(kg, dg, 0.0, 0.05),
+    );
+    if k.host_bps.len() > 1 {
+        for (i, (a, b)) in shares(&k.host_bps)
+            .iter()
+            .zip(shares(&d.host_bps))
+            .enumerate()
+        {
+            push(
+                format!("host {} share, %", i + 1),
+                a * 100.0,
+                b * 100.0,
+                "5 points",
+                (a - b).abs() <= 0.05,
+            );
+        }
+    }
+    let (ku, du) = (&k.up, &d.up);
+    push(
+        "dropped / offered, %".into(),
+        ku.drop_rate() * 100.0,
+        du.drop_rate() * 100.0,
+        "30 % relative",
+        rate_ok(ku.drop_rate(), du.drop_rate()),
+    );
+    push(
+        "marked / sent, %".into(),
+        ku.mark_rate() * 100.0,
+        du.mark_rate() * 100.0,
+        "30 % relative",
+        rate_ok(ku.mark_rate(), du.mark_rate()),
+    );
+    if !ku.tins.is_empty() && ku.tins.len() == du.tins.len() {
+        let sent = |t: &[super::counts::Tin]| {
+            shares(&t.iter().map(|t| t.sent_packets as f64).collect::<Vec<_>>())
+        };
+        for (i, (a, b)) in sent(&ku.tins).iter().zip(sent(&du.tins)).enumerate() {
+            push(
+                format!("tin {i} share of packets, %"),
+                a * 100.0,
+                b * 100.0,
+                "5 points",
+                (a - b).abs() <= 0.05,
+            );
+        }
+    }
+    c
+}
+
+/// The run and its checks as a table.
+pub fn table(s: &SideBySide, checks: &[Check]) -> String {
+    let (k, d) = (&s.kernel, &s.debloat);
+    let mut t = format!(
+        "up {} at {} bit/s, down {} at {} bit/s, +{} at the client, uploads per host {:?} ({}), {} s (first {} omitted); kernel {}\n",
+        s.plan.up, s.plan.up_bps, s.plan.down, s.plan.down_bps, s.plan.delay, s.plan.hosts, s.plan.cc, s.plan.seconds, s.plan.omit, s.kernel_release
+    );
+    t.push_str(&format!(
+        "  raw: idle RTT {:.2} / {:.2} ms, ping p50 under load {:.2} / {:.2} ms, packets sent {} / {} (kernel / debloat)\n",
+        k.idle_ms, d.idle_ms, pct(&k.ping_ms, 50.0), pct(&d.ping_ms, 50.0), k.up.packets, d.up.packets
+    ));
+    if s.kernel_added_delay_ms > 0.0 {
+        t.push_str(&format!(
+            "  the kernel's run had {:.2} ms more delay, to match the gateway's idle round trip\n",
+            s.kernel_added_delay_ms
+        ));
+    }
+    if let Some((mean, max)) = d.up.ring_wait_us {
+        t.push_str(&format!(
+            "  debloat's frames waited in the kernel's receive ring: mean {mean:.0} µs, max {max} µs\n"
+        ));
+    }
+    t.push_str(&format!(
+        "  {:<34} {:>10} {:>10}  {:<14} {}\n",
+        "", "kernel", "debloat", "tolerance", "verdict"
+    ));
+    for c in checks {
+        t.push_str(&format!(
+            "  {:<34} {:>10.2} {:>10.2}  {:<14} {}\n",
+            c.what,
+            c.kernel,
+            c.debloat,
+            c.tolerance,
+            if c.ok { "ok" } else { "DIFFERENT" }
+        ));
+    }
+    t
+}

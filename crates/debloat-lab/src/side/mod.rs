@@ -1,0 +1,313 @@
+//! Side by side: the same traffic through the real kernel's discipline and through `debloat
+//! gateway` with the same spec, one after the other on the same namespaces, in one guest.
+//!
+//! Runs *inside* the kernel lab (as root in the guest; `debloat lab compare` boots it and calls
+//! `debloat lab side` there). The topology is the testbed's (`debloat_gateway::testbed`): a
+//! client namespace (one address per host, 198.18.1.2, .3 …), a gateway namespace with `lan0`
+//! and `wan0`, a server namespace at 198.18.2.2. Then, in turn:
+//!
+//! * **kernel**: a Linux bridge joins `lan0` and `wan0`; the up spec sits on `wan0`'s egress and
+//!   the down spec on `lan0`'s. A spec with its own shaper (cake with a bandwidth) is the root;
+//!   any other sits under HTB at the link's rate, as sqm-scripts' `simple.qos` puts it.
+//! * **debloat**: the bridge is gone; `debloat gateway --egress UP --ingress DOWN` forwards,
+//!   with `--emulate-egress "rate R"` (and ingress) where the spec does not shape.
+//!
+//! Both runs see the same base delay (netem on the client's `eth0`, outside what is compared),
+//! the same bulk TCP uploads per host (`testbed tcp-send`, one sink per host counting the last
+//! part after `omit`, as iperf3's `--omit`), and the same ping every 200 ms. The discipline's
+//! counters come from `tc -s -j qdisc show` and from `gateway stats --json`, read into one
+//! shape ([`counts`]); [`compare`] holds the tolerances.
+
+pub mod compare;
+pub mod counts;
+mod traffic;
+
+use counts::Counts;
+use debloat_gateway::testbed::{self, sh, Setup, TestbedError};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// One comparison's setup.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Plan {
+    /// The discipline on the up direction (client → server), tc's words.
+    pub up: String,
+    /// The discipline on the down direction (the ACKs' way).
+    pub down: String,
+    /// The link's rate up, bit/s (ignored by a spec with its own shaper).
+    pub up_bps: u64,
+    /// The link's rate down, bit/s.
+    pub down_bps: u64,
+    /// Base delay added by netem on the client's egress (both runs), e.g. `10ms`.
+    pub delay: String,
+    /// Bulk uploads per client host (host i sends from 198.18.1.(2 + i)).
+    pub hosts: Vec<u32>,
+    /// TCP congestion control of the uploads.
+    pub cc: String,
+    /// Seconds of load.
+    pub seconds: u32,
+    /// Seconds at the start of the load left out of goodput and ping.
+    pub omit: u32,
+    /// TOS byte of each host's uploads (missing: 0).
+    #[serde(default)]
+    pub tos: Vec<u8>,
+    /// Whether the client's TCP asks for ECN (`net.ipv4.tcp_ecn=1`).
+    #[serde(default)]
+    pub ecn: bool,
+    /// Give the kernel's run the extra delay that makes its idle round trip the gateway's.
+    pub match_rtt: bool,
+}
+
+/// What one run measured.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Measured {
+    /// Round trips of the pings after `omit`, ms, sorted.
+    pub ping_ms: Vec<f64>,
+    /// Idle round trip before the load (median of 10 pings), ms.
+    pub idle_ms: f64,
+    /// Goodput per host, bit/s (counted after `omit`).
+    pub host_bps: Vec<f64>,
+    /// Goodput per connection, bit/s, host by host.
+    pub flow_bps: Vec<f64>,
+    /// The up direction's discipline counters.
+    pub up: Counts,
+}
+
+/// Both runs.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SideBySide {
+    /// What ran.
+    pub plan: Plan,
+    /// The kernel's discipline.
+    pub kernel: Measured,
+    /// debloat's gateway.
+    pub debloat: Measured,
+    /// Delay added to the kernel's run to match the gateway's idle round trip, ms.
+    pub kernel_added_delay_ms: f64,
+    /// `uname -r` of the guest.
+    pub kernel_release: String,
+}
+
+/// Whether a spec shapes by itself (cake with a bandwidth), so needs no HTB or link rate.
+pub fn shapes(spec: &str) -> Result<bool, String> {
+    let q: debloat_core::QdiscSpec = spec.parse().map_err(|e| format!("\"{spec}\": {e}"))?;
+    Ok(matches!(q, debloat_core::QdiscSpec::Cake(c) if c.bandwidth_bytes_per_s.is_some()))
+}
+
+/// Run both sides, kernel first. `exe` is the debloat binary; `prefix` names the namespaces.
+pub fn run(plan: &Plan, exe: &std::path::Path, prefix: &str) -> Result<SideBySide, TestbedError> {
+    for s in [&plan.up, &plan.down] {
+        shapes(s).map_err(TestbedError)?;
+    }
+    testbed::build_namespaces(prefix)?;
+    let _down = Teardown(prefix.to_string());
+    let [c, _, v] = testbed::namespaces(prefix);
+    if plan.ecn {
+        sh(&[
+            "ip",
+            "netns",
+            "exec",
+            &c,
+            "sysctl",
+            "-qw",
+            "net.ipv4.tcp_ecn=1",
+        ])?;
+    }
+    for i in 1..plan.hosts.len() {
+        let addr = format!("198.18.1.{}/24", 2 + i);
+        sh(&["ip", "-n", &c, "addr", "add", &addr, "dev", "eth0"])?;
+    }
+    // The base delay sits on the client's egress. There it also does what a real network does
+    // for free: netem releases each segment from its socket's memory (`skb_orphan_partial`), so
+    // TCP Small Queues stops counting segments that wait in the gateway's qdisc. Without it, the
+    // kernel's qdisc on a veth of the same host holds each sender to a few packets (the socket
+    // reference survives the namespace crossing since Linux 5.1) and a 50-packet FIFO never
+    // fills, while a router's never pushes back on a remote sender.
+    sh(&[
+        "tc",
+        "-n",
+        &c,
+        "qdisc",
+        "add",
+        "dev",
+        "eth0",
+        "root",
+        "netem",
+        "delay",
+        &plan.delay,
+        "limit",
+        "100000",
+    ])?;
+    // Every run starts from nothing learnt: no cached ssthresh or RTT from the run before.
+    for ns in [&c, &v] {
+        sh(&[
+            "ip",
+            "netns",
+            "exec",
+            ns,
+            "sysctl",
+            "-qw",
+            "net.ipv4.tcp_no_metrics_save=1",
+        ])?;
+    }
+    // The gateway first, for its idle round trip: under User-Mode Linux a userspace forwarder
+    // adds a millisecond or two each way, and TCP's dynamics (and so the drop rate) follow the
+    // round trip. With `match_rtt` the kernel's run gets that much more netem delay.
+    let debloat = {
+        testbed::start_gateway(&Setup {
+            prefix: prefix.to_string(),
+            exe: exe.to_path_buf(),
+            gateway_args: gateway_args(plan)?,
+        })?;
+        let m = traffic::measure(plan, exe, prefix, || gateway_counts(exe, prefix));
+        testbed::stop_gateway(prefix);
+        m?
+    };
+    kernel_up(plan, prefix)?;
+    let kernel_idle_ms = traffic::idle_ms(prefix)?;
+    let base_ns =
+        debloat_core::units::parse_time(&plan.delay).map_err(|e| TestbedError(e.to_string()))?;
+    let added_ms = if plan.match_rtt {
+        (debloat.idle_ms - kernel_idle_ms).max(0.0)
+    } else {
+        0.0
+    };
+    let delay_us = (base_ns as f64 / 1e3 + added_ms * 1e3).round().to_string() + "us";
+    sh(&[
+        "tc", "-n", &c, "qdisc", "change", "dev", "eth0", "root", "netem", "delay", &delay_us,
+        "limit", "100000",
+    ])?;
+    let kernel = traffic::measure(plan, exe, prefix, || kernel_counts(plan, prefix));
+    kernel_down(prefix)?;
+    let kernel = kernel?;
+    let kernel_release = sh(&["uname", "-r"]).unwrap_or_default().trim().to_string();
+    Ok(SideBySide {
+        plan: plan.clone(),
+        kernel,
+        debloat,
+        kernel_added_delay_ms: added_ms,
+        kernel_release,
+    })
+}
+
+/// Removes the namespaces when dropped, whatever happened.
+struct Teardown(String);
+
+impl Drop for Teardown {
+    fn drop(&mut self) {
+        let _ = testbed::down(&self.0);
+    }
+}
+
+fn words(s: &str) -> Vec<&str> {
+    s.split_whitespace().collect()
+}
+
+/// The bridge, and each direction's discipline on its egress port.
+fn kernel_up(plan: &Plan, prefix: &str) -> Result<(), TestbedError> {
+    let [_, g, _] = testbed::namespaces(prefix);
+    sh(&["ip", "-n", &g, "link", "add", "br0", "type", "bridge"])?;
+    for dev in ["lan0", "wan0"] {
+        sh(&["ip", "-n", &g, "link", "set", dev, "master", "br0"])?;
+    }
+    sh(&["ip", "-n", &g, "link", "set", "br0", "up"])?;
+    for (dev, spec, bps) in [
+        ("wan0", &plan.up, plan.up_bps),
+        ("lan0", &plan.down, plan.down_bps),
+    ] {
+        let tc = |more: &[&str]| {
+            let mut a = vec!["tc", "-n", g.as_str()];
+            a.extend_from_slice(more);
+            sh(&a)
+        };
+        if shapes(spec).map_err(TestbedError)? {
+            let mut a = vec!["qdisc", "add", "dev", dev, "root", "handle", "10:"];
+            a.extend(words(spec));
+            tc(&a)?;
+        } else {
+            let rate = format!("{bps}bit");
+            tc(&[
+                "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "1",
+            ])?;
+            tc(&[
+                "class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", &rate,
+            ])?;
+            let mut a = vec!["qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:"];
+            a.extend(words(spec));
+            tc(&a)?;
+        }
+    }
+    // Let the bridge's ports forward (no STP: at once) and the neighbours be learnt.
+    std::thread::sleep(Duration::from_millis(300));
+    Ok(())
+}
+
+fn kernel_down(prefix: &str) -> Result<(), TestbedError> {
+    let [_, g, _] = testbed::namespaces(prefix);
+    for dev in ["lan0", "wan0"] {
+        let _ = sh(&["tc", "-n", &g, "qdisc", "del", "dev", dev, "root"]);
+    }
+    sh(&["ip", "-n", &g, "link", "del", "br0"]).map(|_| ())
+}
+
+/// The up direction's leaf discipline, as the kernel counts it.
+fn kernel_counts(plan: &Plan, prefix: &str) -> Result<Counts, TestbedError> {
+    let [_, g, _] = testbed::namespaces(prefix);
+    let json = sh(&["tc", "-n", &g, "-s", "-j", "qdisc", "show", "dev", "wan0"])?;
+    let kind = plan.up.split_whitespace().next().unwrap_or("");
+    Counts::from_tc_json(&json, kind).map_err(TestbedError)
+}
+
+/// The up direction's discipline, as `gateway stats --json` counts it.
+fn gateway_counts(exe: &std::path::Path, prefix: &str) -> Result<Counts, TestbedError> {
+    let sock = testbed::control_socket(prefix);
+    let json = sh(&[
+        &exe.to_string_lossy(),
+        "gateway",
+        "stats",
+        "--control",
+        &sock.to_string_lossy(),
+        "--json",
+    ])?;
+    Counts::from_gateway_json(&json).map_err(TestbedError)
+}
+
+/// The gateway's arguments: the same specs, and a link at the rate where the spec does not shape.
+fn gateway_args(plan: &Plan) -> Result<Vec<String>, TestbedError> {
+    let mut a: Vec<String> = vec![
+        "--egress".into(),
+        plan.up.clone(),
+        "--ingress".into(),
+        plan.down.clone(),
+    ];
+    for (flag, spec, bps) in [
+        ("--emulate-egress", &plan.up, plan.up_bps),
+        ("--emulate-ingress", &plan.down, plan.down_bps),
+    ] {
+        if !shapes(spec).map_err(TestbedError)? {
+            a.extend([flag.to_string(), format!("rate {bps}bit")]);
+        }
+    }
+    Ok(a)
+}
+
+/// Boot `lab` and run [`run`] inside it (`exe lab side PLAN`), bringing the result back.
+pub fn in_lab(lab: &crate::Lab, plan: &Plan, exe: &std::path::Path) -> Result<SideBySide, String> {
+    let plan_json = serde_json::to_string(plan).map_err(|e| e.to_string())?;
+    let script = format!(
+        "cat > plan.json <<'PLAN'\n{plan_json}\nPLAN\n{} lab side plan.json > side.json\n",
+        crate::quote(&exe.to_string_lossy())
+    );
+    let keep = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let o = lab
+        .run(&script, Some(keep.path()))
+        .map_err(|e| e.to_string())?;
+    if o.status != 0 {
+        return Err(format!(
+            "the side-by-side run failed in the guest (exit {}):\n{}{}",
+            o.status, o.stdout, o.stderr
+        ));
+    }
+    let text = std::fs::read_to_string(keep.path().join("side.json")).map_err(|e| e.to_string())?;
+    serde_json::from_str(&text).map_err(|e| format!("side.json: {e}"))
+}
