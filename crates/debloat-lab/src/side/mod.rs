@@ -274,11 +274,18 @@ fn gateway_counts(exe: &std::path::Path, prefix: &str) -> Result<Counts, Testbed
 
 /// The gateway's arguments: the same specs, and a link at the rate where the spec does not shape.
 fn gateway_args(plan: &Plan) -> Result<Vec<String>, TestbedError> {
+    // The guest has one CPU, shared by the hosts' TCP and the forwarder. The kernel's bridge
+    // and qdisc run in softirq, ahead of every process; the gateway gets the same standing by
+    // running under SCHED_FIFO, as a router on its own CPU would have it.
     let mut a: Vec<String> = vec![
         "--egress".into(),
         plan.up.clone(),
         "--ingress".into(),
         plan.down.clone(),
+        "--cpu".into(),
+        "0".into(),
+        "--realtime".into(),
+        "50".into(),
     ];
     for (flag, spec, bps) in [
         ("--emulate-egress", &plan.up, plan.up_bps),
