@@ -89,6 +89,12 @@ pub struct DirectionStats {
     /// How long frames waited in the kernel's receive ring before the gateway took them: a
     /// queue the discipline does not see (a CPU-starved gateway shows it here).
     pub ring_wait: RingWait,
+    /// Frames whose TCP/UDP checksum the sender's kernel left for a NIC (checksum offload)
+    /// and the gateway completed.
+    pub csum_completed: u64,
+    /// Such frames it could not complete (not TCP/UDP over IPv4/IPv6, a fragment): forwarded
+    /// as they came.
+    pub csum_unfinished: u64,
 }
 
 /// Time frames spent in the kernel's receive ring, from the ring's own receive stamps.
@@ -121,6 +127,8 @@ struct Side {
     oversized: u64,
     tx_errors: u64,
     ring_wait: RingWait,
+    csum_completed: u64,
+    csum_unfinished: u64,
 }
 
 /// The gateway.
@@ -152,6 +160,8 @@ impl Gateway {
             oversized: 0,
             tx_errors: 0,
             ring_wait: RingWait::default(),
+            csum_completed: 0,
+            csum_unfinished: 0,
         };
         let control = cfg
             .control
@@ -254,6 +264,8 @@ impl Gateway {
             on_wire: s.path.on_wire(),
             in_buffer: s.path.in_buffer(),
             ring_wait: s.ring_wait,
+            csum_completed: s.csum_completed,
+            csum_unfinished: s.csum_unfinished,
         };
         Snapshot {
             uptime_s: self.start.elapsed().as_secs_f64(),
@@ -362,7 +374,16 @@ fn receive(sock: &mut PacketSocket, side: &mut Side, start: Instant) -> io::Resu
         side.ring_wait
             .record(wall.saturating_sub(sock.last_stamp_ns()));
         match got {
-            Received::Frame(f) if f.len() <= MAX_FRAME => side.path.on_frame(f, now),
+            Received::Frame(mut f) if f.len() <= MAX_FRAME => {
+                if sock.last_csum_not_ready() {
+                    if crate::csum::complete(&mut f) {
+                        side.csum_completed += 1;
+                    } else {
+                        side.csum_unfinished += 1;
+                    }
+                }
+                side.path.on_frame(f, now)
+            }
             _ => side.oversized += 1,
         }
     }
@@ -389,10 +410,12 @@ impl Snapshot {
                 f.lost, f.ecn_marked, f.duplicated, f.corrupted, f.reordered, f.overlimit, f.buffer_dropped, d.in_buffer
             ));
             s.push_str(&format!(
-                " receive ring: waited mean {:.0}us max {}us over {} frames\n\n",
+                " receive ring: waited mean {:.0}us max {}us over {} frames; checksums completed {} unfinished {}\n\n",
                 d.ring_wait.mean_us(),
                 d.ring_wait.max_us,
-                d.ring_wait.frames
+                d.ring_wait.frames,
+                d.csum_completed,
+                d.csum_unfinished
             ));
         }
         s

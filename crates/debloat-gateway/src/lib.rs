@@ -12,6 +12,7 @@
 //! [`sys`].
 
 pub mod control;
+pub mod csum;
 pub mod forward;
 pub mod frame;
 pub mod loadgen;

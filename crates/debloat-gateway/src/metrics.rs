@@ -154,6 +154,24 @@ impl Collect {
             "Frames by what happened to them.",
             &frames,
         )?;
+        let mut csum = Vec::new();
+        for (dir, d) in dirs(s) {
+            for (what, v) in [
+                ("completed", d.csum_completed),
+                ("unfinished", d.csum_unfinished),
+            ] {
+                csum.push((
+                    vec![("direction", dir.to_string()), ("checksum", what.into())],
+                    v,
+                ));
+            }
+        }
+        counter(
+            enc,
+            "debloat_gateway_partial_checksum_frames",
+            "Frames whose TCP/UDP checksum the sender left for a NIC to finish (checksum offload), completed by the gateway or left as they came.",
+            &csum,
+        )?;
         let wait: Vec<(Labels, f64)> = dirs(s)
             .into_iter()
             .map(|(dir, d)| {
@@ -426,6 +444,8 @@ mod tests {
             on_wire: 0,
             in_buffer: 0,
             ring_wait: crate::forward::RingWait::default(),
+            csum_completed: 3,
+            csum_unfinished: 0,
         };
         Snapshot {
             uptime_s: 3.5,

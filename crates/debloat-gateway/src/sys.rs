@@ -56,7 +56,13 @@ struct RxRing {
     /// When the kernel received the frame last taken (its slot's `tp_sec`/`tp_nsec`,
     /// CLOCK_REALTIME), ns.
     stamp_ns: u64,
+    /// Whether that frame's TCP/UDP checksum was left for a NIC to finish
+    /// (`TP_STATUS_CSUMNOTREADY`).
+    csum_not_ready: bool,
 }
+
+/// `TP_STATUS_CSUMNOTREADY` (linux/if_packet.h): the frame's transport checksum is partial.
+const TP_STATUS_CSUMNOTREADY: u32 = 1 << 3;
 
 // SAFETY: the mapping belongs to this ring alone (it is unmapped on drop), and the kernel's
 // side of it is synchronised through each slot's status word.
@@ -207,6 +213,12 @@ impl PacketSocket {
         self.ring.as_ref().map_or(0, |r| r.stamp_ns)
     }
 
+    /// Whether the frame `recv_frame` last returned has a TCP/UDP checksum the sender's kernel
+    /// left for a NIC to finish (checksum offload; see [`crate::csum`]).
+    pub fn last_csum_not_ready(&self) -> bool {
+        self.ring.as_ref().is_some_and(|r| r.csum_not_ready)
+    }
+
     /// Whether a frame is waiting in the receive ring, read from the ring's memory without a
     /// system call (false for a socket that only sends).
     pub fn readable(&self) -> bool {
@@ -268,6 +280,7 @@ impl RxRing {
             frame_nr,
             next: 0,
             stamp_ns: 0,
+            csum_not_ready: false,
         })
     }
 
@@ -301,6 +314,7 @@ impl RxRing {
         // SAFETY: the slot is ours until its status is set back to TP_STATUS_KERNEL.
         let h = unsafe { hdr.read() };
         self.stamp_ns = u64::from(h.tp_sec) * 1_000_000_000 + u64::from(h.tp_nsec);
+        self.csum_not_ready = status & TP_STATUS_CSUMNOTREADY != 0;
         let (len, snap, mac) = (
             h.tp_len as usize,
             h.tp_snaplen as usize,

@@ -11,6 +11,7 @@
 //! What it cannot give: BQL (no UML NIC driver uses it), several CPUs, and the host's kernel
 //! version (6.1 inside, not 6.18): a comparison says which kernel it used.
 
+pub mod rows;
 pub mod side;
 
 use std::path::{Path, PathBuf};

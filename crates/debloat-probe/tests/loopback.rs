@@ -178,6 +178,10 @@ fn rrul_on_loopback_has_every_series_counts_what_was_received_and_has_no_gaps() 
 #[test]
 fn isochronous_probes_keep_time_within_100_us_on_loopback() {
     let _serial = serial();
+    // Timer accuracy is the machine's as much as the code's. The test makes its own conditions:
+    // under SCHED_FIFO (root), which the client's threads inherit, another process keeping a
+    // core busy does not decide it. Without the privilege the accuracy is printed, not asserted.
+    let rt = debloat_gateway::sys::realtime(10);
     let srv = start(server::Config::default());
     let o = Options {
         length_s: 3.0,
@@ -198,11 +202,17 @@ fn isochronous_probes_keep_time_within_100_us_on_loopback() {
         st.timer_misses
     );
     assert!(st.sent >= 299, "sent {}", st.sent);
-    assert!(
-        st.timer_error.mean <= 100_000.0,
-        "mean timer error {} ns",
-        st.timer_error.mean
-    );
+    match rt {
+        Ok(()) => assert!(
+            st.timer_error.mean <= 100_000.0,
+            "mean timer error {} ns under SCHED_FIFO",
+            st.timer_error.mean
+        ),
+        Err(e) => {
+            assert!(std::env::var_os("CI").is_none(), "CI runs as root: {e}");
+            println!("SKIP the timer-accuracy assertion: {e}");
+        }
+    }
     srv.shutdown();
 }
 

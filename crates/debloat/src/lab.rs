@@ -68,6 +68,11 @@ pub struct CompareArgs {
     /// TOS byte of each host's uploads, comma-separated like --hosts (e.g. `0x20,0`).
     #[arg(long)]
     tos: Option<String>,
+    /// netem's words for the up link instead of UP and --rate (e.g. "delay 20ms 5ms rate
+    /// 10Mbit loss 1%"): the kernel's netem on the bridge against the gateway's
+    /// --emulate-egress with the same words behind pfifo limit 1000 (netem's own limit).
+    #[arg(long, value_name = "WORDS")]
+    netem: Option<String>,
     /// Let the client's TCP negotiate ECN (net.ipv4.tcp_ecn=1).
     #[arg(long)]
     ecn: bool,
@@ -214,9 +219,14 @@ fn plan_of(c: &CompareArgs) -> Result<side::Plan> {
                 .collect::<Result<_>>()?,
         },
         ecn: c.ecn,
+        netem: c.netem.clone(),
     };
     for s in [&plan.up, &plan.down] {
         side::shapes(s).map_err(anyhow::Error::msg)?;
+    }
+    if let Some(w) = &plan.netem {
+        w.parse::<debloat_gateway::Emulation>()
+            .map_err(|e| anyhow!("--netem \"{w}\": {e}"))?;
     }
     debloat_core::units::parse_time(&c.delay).map_err(|e| anyhow!("--delay {}: {e}", c.delay))?;
     Ok(plan)

@@ -9,6 +9,7 @@ mod probe;
 mod replay;
 mod report;
 mod reproduce;
+mod reproduce_kernel;
 mod seeds;
 mod sim;
 mod summary;

@@ -11,7 +11,7 @@ use std::time::Instant;
 /// Arguments of `debloat reproduce`.
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Examples:\n  debloat reproduce --list\n  debloat reproduce PI-55\n  debloat reproduce --all\n  debloat reproduce --all --seeds 10\n  debloat reproduce HASH BQL --json\n\nExit status: 0 every check inside its band, 2 a check outside (or an error), 3 no check\noutside but some `uncertain` (with --seeds: the 95 % interval straddles the band's edge)."
+    after_help = "Examples:\n  debloat reproduce --list\n  debloat reproduce PI-55\n  debloat reproduce --all\n  debloat reproduce --all --seeds 10\n  debloat reproduce HASH BQL --json\n  debloat reproduce PI-55 FIFO-DEPTH --kernel\n\nExit status: 0 every check inside its band, 2 a check outside (or an error), 3 no check\noutside but some `uncertain` (with --seeds: the 95 % interval straddles the band's edge)."
 )]
 pub struct Args {
     /// Experiment ids (PI-55, FIFO-DEPTH, SQW-20M, CAKE-HOSTS, RRUL-110-10, ACK-FILTER, BQL, HASH,
@@ -26,6 +26,11 @@ pub struct Args {
     /// Print the outcomes as JSON instead of tables.
     #[arg(long)]
     json: bool,
+    /// Also run the rows on the real kernel's qdiscs with real TCP (the kernel lab, Linux 6.1
+    /// under User-Mode Linux), beside the simulator and debloat's gateway in the same guest:
+    /// PI-55 and FIFO-DEPTH (about a minute per configuration).
+    #[arg(long, conflicts_with = "seeds")]
+    kernel: bool,
     /// Run every experiment with seeds 1…N and judge each check on its mean's 95 % confidence
     /// interval (Student's t) instead of one run.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1000))]
@@ -54,6 +59,14 @@ pub fn run(a: &Args) -> Result<()> {
         return Ok(());
     }
     let chosen = choose(a)?;
+    if a.kernel {
+        // --all --kernel: every experiment that has kernel runs.
+        let chosen: Vec<_> = chosen
+            .into_iter()
+            .filter(|e| !a.all || debloat_lab::rows::runs(e.id).is_some())
+            .collect();
+        return crate::reproduce_kernel::run(&chosen, a.json);
+    }
     if a.seeds > 1 {
         return run_seeded(a, &chosen);
     }

@@ -9,7 +9,9 @@
 //! * added p99 within 5 ms or 30 %: the tail is one CPU's scheduling as much as the queue;
 //! * total goodput within 5 %; each host's share within 5 points (when there are two or more);
 //! * drop and mark rates within 30 % relative, or both under 0.5 % of packets;
-//! * CAKE: each tin's share of the packets sent within 5 points.
+//! * CAKE: each tin's share of the packets sent within 5 points; the busiest tin's average
+//!   sojourn (cake's EWMA as the load ends) within 1 ms or 30 %; the share of the ACKs the
+//!   filter removed on the way down within 30 % relative.
 
 use super::SideBySide;
 
@@ -47,18 +49,47 @@ fn shares(v: &[f64]) -> Vec<f64> {
 
 /// Every check of a run.
 pub fn checks(s: &SideBySide) -> Vec<Check> {
-    let (k, d) = (&s.kernel, &s.debloat);
     let mut c = Vec::new();
-    let mut push = |what: String, kernel: f64, debloat: f64, tolerance, ok| {
+    latency_and_goodput(s, &mut c);
+    let (ku, du) = (&s.kernel.up, &s.debloat.up);
+    for (what, k, d) in [
+        ("dropped / offered, %", ku.drop_rate(), du.drop_rate()),
+        ("marked / sent, %", ku.mark_rate(), du.mark_rate()),
+    ] {
         c.push(Check {
-            what,
-            kernel,
-            debloat,
-            tolerance,
-            ok,
+            what: what.into(),
+            kernel: k * 100.0,
+            debloat: d * 100.0,
+            tolerance: "30 % relative",
+            ok: rate_ok(k, d),
         });
-    };
-    for (p, abs, rel, tol) in [
+    }
+    if !ku.tins.is_empty() && ku.tins.len() == du.tins.len() {
+        let sent = |t: &[super::counts::Tin]| {
+            shares(&t.iter().map(|t| t.sent_packets as f64).collect::<Vec<_>>())
+        };
+        for (i, (a, b)) in sent(&ku.tins).iter().zip(sent(&du.tins)).enumerate() {
+            c.push(share(format!("tin {i} share of packets, %"), *a, b));
+        }
+    }
+    cake_checks(s, &mut c);
+    c
+}
+
+fn share(what: String, a: f64, b: f64) -> Check {
+    Check {
+        what,
+        kernel: a * 100.0,
+        debloat: b * 100.0,
+        tolerance: "5 points",
+        ok: (a - b).abs() <= 0.05,
+    }
+}
+
+/// Ping added by the load, goodput, and each host's share of it.
+fn latency_and_goodput(s: &SideBySide, c: &mut Vec<Check>) {
+    let (k, d) = (&s.kernel, &s.debloat);
+    for (p, abs, rel, tolerance) in [
         (50.0, 2.0, 0.15, "2 ms or 15 %"),
         (99.0, 5.0, 0.30, "5 ms or 30 %"),
     ] {
@@ -66,77 +97,80 @@ pub fn checks(s: &SideBySide) -> Vec<Check> {
             pct(&k.ping_ms, p) - k.idle_ms,
             pct(&d.ping_ms, p) - d.idle_ms,
         );
-        push(
-            format!("ping p{p} added by load, ms"),
-            kp,
-            dp,
-            tol,
-            within_abs_or_rel(kp, dp, abs, rel),
-        );
+        c.push(Check {
+            what: format!("ping p{p} added by load, ms"),
+            kernel: kp,
+            debloat: dp,
+            tolerance,
+            ok: within_abs_or_rel(kp, dp, abs, rel),
+        });
     }
     let (kg, dg) = (
         k.host_bps.iter().sum::<f64>() / 1e6,
         d.host_bps.iter().sum::<f64>() / 1e6,
     );
-    push(
-        "goodput, Mbit/s".into(),
-        kg,
-        dg,
-        "5 %",
-        within_abs_or_rel(kg, dg, 0.0, 0.05),
-    );
+    c.push(Check {
+        what: "goodput, Mbit/s".into(),
+        kernel: kg,
+        debloat: dg,
+        tolerance: "5 %",
+        ok: within_abs_or_rel(kg, dg, 0.0, 0.05),
+    });
     if k.host_bps.len() > 1 {
         for (i, (a, b)) in shares(&k.host_bps)
             .iter()
             .zip(shares(&d.host_bps))
             .enumerate()
         {
-            push(
-                format!("host {} share, %", i + 1),
-                a * 100.0,
-                b * 100.0,
-                "5 points",
-                (a - b).abs() <= 0.05,
-            );
+            c.push(share(format!("host {} share, %", i + 1), *a, b));
         }
     }
-    let (ku, du) = (&k.up, &d.up);
-    push(
-        "dropped / offered, %".into(),
-        ku.drop_rate() * 100.0,
-        du.drop_rate() * 100.0,
-        "30 % relative",
-        rate_ok(ku.drop_rate(), du.drop_rate()),
-    );
-    push(
-        "marked / sent, %".into(),
-        ku.mark_rate() * 100.0,
-        du.mark_rate() * 100.0,
-        "30 % relative",
-        rate_ok(ku.mark_rate(), du.mark_rate()),
-    );
-    if !ku.tins.is_empty() && ku.tins.len() == du.tins.len() {
-        let sent = |t: &[super::counts::Tin]| {
-            shares(&t.iter().map(|t| t.sent_packets as f64).collect::<Vec<_>>())
-        };
-        for (i, (a, b)) in sent(&ku.tins).iter().zip(sent(&du.tins)).enumerate() {
-            push(
-                format!("tin {i} share of packets, %"),
-                a * 100.0,
-                b * 100.0,
-                "5 points",
-                (a - b).abs() <= 0.05,
-            );
-        }
+}
+
+/// CAKE's own figures: the busiest tin's sojourn and the ACK filter's share of the ACKs.
+fn cake_checks(s: &SideBySide, c: &mut Vec<Check>) {
+    let (ku, du) = (&s.kernel.up, &s.debloat.up);
+    let busiest = (0..ku.tins.len().min(du.tins.len())).max_by_key(|&i| ku.tins[i].sent_packets);
+    if let Some(i) = busiest {
+        let (a, b) = (
+            ku.tins[i].avg_delay_us as f64 / 1e3,
+            du.tins[i].avg_delay_us as f64 / 1e3,
+        );
+        c.push(Check {
+            what: format!("tin {i} average sojourn, ms"),
+            kernel: a,
+            debloat: b,
+            tolerance: "1 ms or 30 %",
+            ok: within_abs_or_rel(a, b, 1.0, 0.30),
+        });
     }
-    c
+    let acks = |d: &super::counts::Counts| {
+        let filtered: u64 = d.tins.iter().map(|t| t.ack_drops).sum();
+        filtered as f64 / (d.packets + d.drops).max(1) as f64
+    };
+    let (kd, dd) = (&s.kernel.down, &s.debloat.down);
+    if kd.tins.iter().chain(&dd.tins).any(|t| t.ack_drops > 0) {
+        let (a, b) = (acks(kd), acks(dd));
+        c.push(Check {
+            what: "down: ACKs filtered / offered, %".into(),
+            kernel: a * 100.0,
+            debloat: b * 100.0,
+            tolerance: "30 % relative",
+            ok: rate_ok(a, b),
+        });
+    }
 }
 
 /// The run and its checks as a table.
 pub fn table(s: &SideBySide, checks: &[Check]) -> String {
     let (k, d) = (&s.kernel, &s.debloat);
+    let netem = s
+        .plan
+        .netem
+        .as_ref()
+        .map_or(String::new(), |w| format!("netem {w} up; "));
     let mut t = format!(
-        "up {} at {} bit/s, down {} at {} bit/s, +{} at the client, uploads per host {:?} ({}), {} s (first {} omitted); kernel {}\n",
+        "{netem}up {} at {} bit/s, down {} at {} bit/s, +{} at the client, uploads per host {:?} ({}), {} s (first {} omitted); kernel {}\n",
         s.plan.up, s.plan.up_bps, s.plan.down, s.plan.down_bps, s.plan.delay, s.plan.hosts, s.plan.cc, s.plan.seconds, s.plan.omit, s.kernel_release
     );
     t.push_str(&format!(

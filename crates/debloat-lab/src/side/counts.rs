@@ -93,20 +93,29 @@ impl Counts {
             .ok_or_else(|| format!("no {kind} qdisc in tc's output: {json}"))
     }
 
-    /// The egress discipline of `debloat gateway stats --json`.
-    pub fn from_gateway_json(json: &str) -> Result<Counts, String> {
+    /// One direction (`egress` or `ingress`) of `debloat gateway stats --json`: the
+    /// discipline's counters, with the frames its emulated wire lost or refused counted as
+    /// drops, as the kernel's netem counts its losses.
+    pub fn from_gateway_json(json: &str, dir: &str) -> Result<Counts, String> {
         let v: Value =
             serde_json::from_str(json).map_err(|e| format!("the gateway's JSON: {e}"))?;
-        let e = v.get("egress");
+        let e = v.get(dir);
         let mut c = e
             .and_then(|e| e.get("stats"))
             .map(Counts::from_object)
-            .ok_or_else(|| format!("no egress statistics in the gateway's answer: {json}"))?;
+            .ok_or_else(|| format!("no {dir} statistics in the gateway's answer: {json}"))?;
+        let n = |v: Option<&Value>, k: &str| {
+            v.and_then(|v| v.get(k))
+                .and_then(Value::as_u64)
+                .unwrap_or(0)
+        };
+        let frames = e.and_then(|e| e.get("frames"));
+        c.drops += n(frames, "lost") + n(frames, "overlimit");
         c.ring_wait_us = e.and_then(|e| e.get("ring_wait")).map(|w| {
-            let n = |k: &str| w.get(k).and_then(Value::as_u64).unwrap_or(0);
+            let w = Some(w);
             (
-                n("total_us") as f64 / n("frames").max(1) as f64,
-                n("max_us"),
+                n(w, "total_us") as f64 / n(w, "frames").max(1) as f64,
+                n(w, "max_us"),
             )
         });
         Ok(c)
@@ -135,7 +144,7 @@ mod tests {
         let tc = r#"[{"kind":"cake","packets":10,"drops":2,"tins":[{"sent_packets":4,"drops":1,"ecn_mark":2,"ack_drops":0,"avg_delay_us":5,"peak_delay_us":9},{"sent_packets":6,"drops":1,"ecn_mark":1}]}]"#;
         let gw = r#"{"egress":{"stats":{"kind":"cake","packets":10,"drops":2,"xstats":{"tins":[{"sent_packets":4,"drops":1,"ecn_mark":2,"ack_drops":0,"avg_delay_us":5,"peak_delay_us":9},{"sent_packets":6,"drops":1,"ecn_mark":1}]}}}}"#;
         let a = Counts::from_tc_json(tc, "cake").unwrap();
-        let b = Counts::from_gateway_json(gw).unwrap();
+        let b = Counts::from_gateway_json(gw, "egress").unwrap();
         assert_eq!(a, b);
         assert_eq!((a.marks, a.tins.len(), a.tins[0].peak_delay_us), (3, 2, 9));
     }

@@ -54,6 +54,11 @@ pub struct Plan {
     /// Whether the client's TCP asks for ECN (`net.ipv4.tcp_ecn=1`).
     #[serde(default)]
     pub ecn: bool,
+    /// netem's words for the up direction's link instead of a discipline and a rate: the
+    /// kernel's `netem` as `wan0`'s root against the gateway's `--emulate-egress` of the same
+    /// words behind `pfifo limit 1000` (netem's own default limit).
+    #[serde(default)]
+    pub netem: Option<String>,
     /// Give the kernel's run the extra delay that makes its idle round trip the gateway's.
     pub match_rtt: bool,
 }
@@ -71,6 +76,8 @@ pub struct Measured {
     pub flow_bps: Vec<f64>,
     /// The up direction's discipline counters.
     pub up: Counts,
+    /// The down direction's (the ACKs').
+    pub down: Counts,
 }
 
 /// Both runs.
@@ -101,17 +108,53 @@ pub fn run(plan: &Plan, exe: &std::path::Path, prefix: &str) -> Result<SideBySid
     }
     testbed::build_namespaces(prefix)?;
     let _down = Teardown(prefix.to_string());
+    prepare_hosts(plan, prefix)?;
+    // The gateway first, for its idle round trip: under User-Mode Linux a userspace forwarder
+    // adds a millisecond or two each way, and TCP's dynamics (and so the drop rate) follow the
+    // round trip. With `match_rtt` the kernel's run gets that much more netem delay.
+    testbed::start_gateway(&Setup {
+        prefix: prefix.to_string(),
+        exe: exe.to_path_buf(),
+        gateway_args: gateway_args(plan)?,
+    })?;
+    let debloat = traffic::measure(plan, exe, prefix, || gateway_counts(exe, prefix));
+    testbed::stop_gateway(prefix);
+    let debloat = debloat?;
+    kernel_up(plan, prefix)?;
+    let (kernel, added_ms) = match_and_measure(plan, exe, prefix, debloat.idle_ms);
+    kernel_down(prefix)?;
+    let kernel = kernel?;
+    let kernel_release = sh(&["uname", "-r"]).unwrap_or_default().trim().to_string();
+    Ok(SideBySide {
+        plan: plan.clone(),
+        kernel,
+        debloat,
+        kernel_added_delay_ms: added_ms,
+        kernel_release,
+    })
+}
+
+fn sysctl(ns: &str, setting: &str) -> Result<(), TestbedError> {
+    sh(&["ip", "netns", "exec", ns, "sysctl", "-qw", setting]).map(|_| ())
+}
+
+/// netem's base delay on the client's egress (`op`: add or change).
+fn client_delay(prefix: &str, op: &str, delay: &str) -> Result<(), TestbedError> {
+    let [c, _, _] = testbed::namespaces(prefix);
+    let args = [
+        "qdisc", op, "dev", "eth0", "root", "netem", "delay", delay, "limit", "100000",
+    ];
+    let mut a = vec!["tc", "-n", &c];
+    a.extend_from_slice(&args);
+    sh(&a).map(|_| ())
+}
+
+/// The hosts' side, the same for both runs: ECN, one address per host, the base delay, and
+/// nothing cached between runs.
+fn prepare_hosts(plan: &Plan, prefix: &str) -> Result<(), TestbedError> {
     let [c, _, v] = testbed::namespaces(prefix);
     if plan.ecn {
-        sh(&[
-            "ip",
-            "netns",
-            "exec",
-            &c,
-            "sysctl",
-            "-qw",
-            "net.ipv4.tcp_ecn=1",
-        ])?;
+        sysctl(&c, "net.ipv4.tcp_ecn=1")?;
     }
     for i in 1..plan.hosts.len() {
         let addr = format!("198.18.1.{}/24", 2 + i);
@@ -123,71 +166,35 @@ pub fn run(plan: &Plan, exe: &std::path::Path, prefix: &str) -> Result<SideBySid
     // kernel's qdisc on a veth of the same host holds each sender to a few packets (the socket
     // reference survives the namespace crossing since Linux 5.1) and a 50-packet FIFO never
     // fills, while a router's never pushes back on a remote sender.
-    sh(&[
-        "tc",
-        "-n",
-        &c,
-        "qdisc",
-        "add",
-        "dev",
-        "eth0",
-        "root",
-        "netem",
-        "delay",
-        &plan.delay,
-        "limit",
-        "100000",
-    ])?;
+    client_delay(prefix, "add", &plan.delay)?;
     // Every run starts from nothing learnt: no cached ssthresh or RTT from the run before.
     for ns in [&c, &v] {
-        sh(&[
-            "ip",
-            "netns",
-            "exec",
-            ns,
-            "sysctl",
-            "-qw",
-            "net.ipv4.tcp_no_metrics_save=1",
-        ])?;
+        sysctl(ns, "net.ipv4.tcp_no_metrics_save=1")?;
     }
-    // The gateway first, for its idle round trip: under User-Mode Linux a userspace forwarder
-    // adds a millisecond or two each way, and TCP's dynamics (and so the drop rate) follow the
-    // round trip. With `match_rtt` the kernel's run gets that much more netem delay.
-    let debloat = {
-        testbed::start_gateway(&Setup {
-            prefix: prefix.to_string(),
-            exe: exe.to_path_buf(),
-            gateway_args: gateway_args(plan)?,
-        })?;
-        let m = traffic::measure(plan, exe, prefix, || gateway_counts(exe, prefix));
-        testbed::stop_gateway(prefix);
-        m?
-    };
-    kernel_up(plan, prefix)?;
-    let kernel_idle_ms = traffic::idle_ms(prefix)?;
-    let base_ns =
-        debloat_core::units::parse_time(&plan.delay).map_err(|e| TestbedError(e.to_string()))?;
-    let added_ms = if plan.match_rtt {
-        (debloat.idle_ms - kernel_idle_ms).max(0.0)
-    } else {
-        0.0
-    };
-    let delay_us = (base_ns as f64 / 1e3 + added_ms * 1e3).round().to_string() + "us";
-    sh(&[
-        "tc", "-n", &c, "qdisc", "change", "dev", "eth0", "root", "netem", "delay", &delay_us,
-        "limit", "100000",
-    ])?;
-    let kernel = traffic::measure(plan, exe, prefix, || kernel_counts(plan, prefix));
-    kernel_down(prefix)?;
-    let kernel = kernel?;
-    let kernel_release = sh(&["uname", "-r"]).unwrap_or_default().trim().to_string();
-    Ok(SideBySide {
-        plan: plan.clone(),
-        kernel,
-        debloat,
-        kernel_added_delay_ms: added_ms,
-        kernel_release,
-    })
+    Ok(())
+}
+
+/// With the kernel forwarding: add the delay that makes its idle round trip the gateway's
+/// (`match_rtt`), then measure. Returns the run and the delay added, ms.
+fn match_and_measure(
+    plan: &Plan,
+    exe: &std::path::Path,
+    prefix: &str,
+    gateway_idle_ms: f64,
+) -> (Result<Measured, TestbedError>, f64) {
+    let mut added_ms = 0.0;
+    let res = (|| {
+        let kernel_idle_ms = traffic::idle_ms(prefix)?;
+        let base_ns = debloat_core::units::parse_time(&plan.delay)
+            .map_err(|e| TestbedError(e.to_string()))?;
+        if plan.match_rtt {
+            added_ms = (gateway_idle_ms - kernel_idle_ms).max(0.0);
+        }
+        let delay_us = format!("{}us", (base_ns as f64 / 1e3 + added_ms * 1e3).round());
+        client_delay(prefix, "change", &delay_us)?;
+        traffic::measure(plan, exe, prefix, || kernel_counts(plan, prefix))
+    })();
+    (res, added_ms)
 }
 
 /// Removes the namespaces when dropped, whatever happened.
@@ -220,7 +227,11 @@ fn kernel_up(plan: &Plan, prefix: &str) -> Result<(), TestbedError> {
             a.extend_from_slice(more);
             sh(&a)
         };
-        if shapes(spec).map_err(TestbedError)? {
+        if let (Some(words_), "wan0") = (&plan.netem, dev) {
+            let mut a = vec!["qdisc", "add", "dev", dev, "root", "handle", "10:", "netem"];
+            a.extend(words(words_));
+            tc(&a)?;
+        } else if shapes(spec).map_err(TestbedError)? {
             let mut a = vec!["qdisc", "add", "dev", dev, "root", "handle", "10:"];
             a.extend(words(spec));
             tc(&a)?;
@@ -250,16 +261,24 @@ fn kernel_down(prefix: &str) -> Result<(), TestbedError> {
     sh(&["ip", "-n", &g, "link", "del", "br0"]).map(|_| ())
 }
 
-/// The up direction's leaf discipline, as the kernel counts it.
-fn kernel_counts(plan: &Plan, prefix: &str) -> Result<Counts, TestbedError> {
+/// Each direction's leaf discipline, as the kernel counts it.
+fn kernel_counts(plan: &Plan, prefix: &str) -> Result<(Counts, Counts), TestbedError> {
     let [_, g, _] = testbed::namespaces(prefix);
-    let json = sh(&["tc", "-n", &g, "-s", "-j", "qdisc", "show", "dev", "wan0"])?;
-    let kind = plan.up.split_whitespace().next().unwrap_or("");
-    Counts::from_tc_json(&json, kind).map_err(TestbedError)
+    let read = |dev: &str, spec: &str| {
+        let json = sh(&["tc", "-n", &g, "-s", "-j", "qdisc", "show", "dev", dev])?;
+        let kind = spec.split_whitespace().next().unwrap_or("");
+        Counts::from_tc_json(&json, kind).map_err(TestbedError)
+    };
+    let up = if plan.netem.is_some() {
+        read("wan0", "netem")?
+    } else {
+        read("wan0", &plan.up)?
+    };
+    Ok((up, read("lan0", &plan.down)?))
 }
 
-/// The up direction's discipline, as `gateway stats --json` counts it.
-fn gateway_counts(exe: &std::path::Path, prefix: &str) -> Result<Counts, TestbedError> {
+/// Each direction's discipline (and emulated wire), as `gateway stats --json` counts it.
+fn gateway_counts(exe: &std::path::Path, prefix: &str) -> Result<(Counts, Counts), TestbedError> {
     let sock = testbed::control_socket(prefix);
     let json = sh(&[
         &exe.to_string_lossy(),
@@ -269,7 +288,8 @@ fn gateway_counts(exe: &std::path::Path, prefix: &str) -> Result<Counts, Testbed
         &sock.to_string_lossy(),
         "--json",
     ])?;
-    Counts::from_gateway_json(&json).map_err(TestbedError)
+    let read = |dir| Counts::from_gateway_json(&json, dir).map_err(TestbedError);
+    Ok((read("egress")?, read("ingress")?))
 }
 
 /// The gateway's arguments: the same specs, and a link at the rate where the spec does not shape.
@@ -291,7 +311,10 @@ fn gateway_args(plan: &Plan) -> Result<Vec<String>, TestbedError> {
         ("--emulate-egress", &plan.up, plan.up_bps),
         ("--emulate-ingress", &plan.down, plan.down_bps),
     ] {
-        if !shapes(spec).map_err(TestbedError)? {
+        if let (Some(w), "--emulate-egress") = (&plan.netem, flag) {
+            a[1] = "pfifo limit 1000".into();
+            a.extend([flag.to_string(), w.clone()]);
+        } else if !shapes(spec).map_err(TestbedError)? {
             a.extend([flag.to_string(), format!("rate {bps}bit")]);
         }
     }

@@ -89,26 +89,14 @@ pub(super) fn idle_ms(prefix: &str) -> Result<f64, TestbedError> {
     Ok(median(&mut v))
 }
 
-/// Run the plan's load once through whatever forwards now; `counts` reads the discipline.
-pub(super) fn measure(
-    plan: &Plan,
-    exe: &std::path::Path,
-    prefix: &str,
-    counts: impl FnOnce() -> Result<Counts, TestbedError>,
-) -> Result<Measured, TestbedError> {
-    let [c, _, v] = testbed::namespaces(prefix);
-    let exe = exe.to_string_lossy().into_owned();
-    let server = testbed::SERVER_V4;
-    let idle_ms = idle_ms(prefix)?;
+/// One `tcp-sink` per host in the server namespace `v`, host i on port 5201 + i.
+fn start_sinks(plan: &Plan, exe: &str, v: &str) -> Result<Vec<Child>, TestbedError> {
     let sink_s = (plan.seconds + 3).to_string();
     let omit = plan.omit.to_string();
-    let mut sinks = Vec::new();
-    for i in 0..plan.hosts.len() {
-        let listen = format!("0.0.0.0:{}", 5201 + i);
-        sinks.push(spawn(
-            &v,
-            &[
-                &exe,
+    (0..plan.hosts.len())
+        .map(|i| {
+            let listen = format!("0.0.0.0:{}", 5201 + i);
+            let args = [
                 "testbed",
                 "tcp-sink",
                 "--listen",
@@ -117,22 +105,26 @@ pub(super) fn measure(
                 &sink_s,
                 "--omit",
                 &omit,
-            ],
-        )?);
-    }
-    std::thread::sleep(Duration::from_millis(500));
+            ];
+            let mut a = vec![exe];
+            a.extend_from_slice(&args);
+            spawn(v, &a)
+        })
+        .collect()
+}
+
+/// Each host's uploads from the client namespace `c`, from 198.18.1.(2 + i) to its sink.
+fn start_senders(plan: &Plan, exe: &str, c: &str) -> Result<Vec<Child>, TestbedError> {
     let secs = plan.seconds.to_string();
-    let ping = spawn(&c, &["ping", "-n", "-i", "0.2", "-w", &secs, server])?;
-    let mut senders = Vec::new();
-    for (i, &n) in plan.hosts.iter().enumerate() {
-        let to = format!("{server}:{}", 5201 + i);
-        let from = format!("198.18.1.{}", 2 + i);
-        let streams = n.to_string();
-        let tos = plan.tos.get(i).copied().unwrap_or(0).to_string();
-        senders.push(spawn(
-            &c,
-            &[
-                &exe,
+    plan.hosts
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| {
+            let to = format!("{}:{}", testbed::SERVER_V4, 5201 + i);
+            let from = format!("198.18.1.{}", 2 + i);
+            let streams = n.to_string();
+            let tos = plan.tos.get(i).copied().unwrap_or(0).to_string();
+            let args = [
                 "testbed",
                 "tcp-send",
                 "--to",
@@ -147,17 +139,41 @@ pub(super) fn measure(
                 &from,
                 "--tos",
                 &tos,
-            ],
-        )?);
-    }
+            ];
+            let mut a = vec![exe];
+            a.extend_from_slice(&args);
+            spawn(c, &a)
+        })
+        .collect()
+}
+
+/// Run the plan's load once through whatever forwards now; `counts` reads the discipline.
+pub(super) fn measure(
+    plan: &Plan,
+    exe: &std::path::Path,
+    prefix: &str,
+    counts: impl FnOnce() -> Result<(Counts, Counts), TestbedError>,
+) -> Result<Measured, TestbedError> {
+    let [c, _, v] = testbed::namespaces(prefix);
+    let exe = exe.to_string_lossy().into_owned();
+    let idle_ms = idle_ms(prefix)?;
+    let sinks = start_sinks(plan, &exe, &v)?;
+    std::thread::sleep(Duration::from_millis(500));
+    let secs = plan.seconds.to_string();
+    let ping = spawn(
+        &c,
+        &["ping", "-n", "-i", "0.2", "-w", &secs, testbed::SERVER_V4],
+    )?;
+    let senders = start_senders(plan, &exe, &c)?;
     for s in senders {
         finish(s, "tcp-send")?;
     }
-    let up = counts()?;
+    let (up, down) = counts()?;
     let ping = finish(ping, "ping under load").unwrap_or_default();
     let mut m = Measured {
         idle_ms,
         up,
+        down,
         ..Measured::default()
     };
     for s in sinks {

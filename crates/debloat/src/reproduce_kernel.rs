@@ -1,0 +1,120 @@
+//! `debloat reproduce --kernel`: the wired rows that have kernel runs (`debloat_lab::rows`), in
+//! three columns — the simulator, debloat's gateway and the real kernel's qdiscs, both with
+//! real TCP in the kernel lab — each judged against the row's band.
+
+use anyhow::{anyhow, bail, Context, Result};
+use debloat_lab::{rows, side, Lab};
+use debloat_sim::reproduce::{Check, Experiment};
+use std::time::Instant;
+
+/// One check in three columns.
+#[derive(Debug, serde::Serialize)]
+struct Row {
+    experiment: &'static str,
+    check: String,
+    unit: &'static str,
+    published: &'static str,
+    band: String,
+    simulator: f64,
+    gateway: f64,
+    kernel: f64,
+    ok: [bool; 3],
+}
+
+fn row(e: &Experiment, c: &Check, gateway: f64, kernel: f64) -> Row {
+    Row {
+        experiment: e.id,
+        check: c.what.clone(),
+        unit: c.unit,
+        published: c.published,
+        band: format!("{} {}", c.band, c.unit),
+        simulator: c.measured,
+        gateway,
+        kernel,
+        ok: [c.measured, gateway, kernel].map(|v| c.band.contains(v)),
+    }
+}
+
+/// Run the chosen experiments' kernel rows; fails when a kernel or simulator figure is outside
+/// its band.
+pub fn run(chosen: &[&'static Experiment], json: bool) -> Result<()> {
+    let lab = Lab::find()?;
+    let exe = std::env::current_exe().context("finding debloat's own path")?;
+    for e in chosen {
+        if rows::runs(e.id).is_none() {
+            bail!(
+                "{}: no kernel runs yet; --kernel covers {}",
+                e.id,
+                rows::IDS.join(", ")
+            );
+        }
+    }
+    let mut all = Vec::new();
+    for e in chosen {
+        let runs = rows::runs(e.id).unwrap_or_default();
+        let t = Instant::now();
+        eprintln!("{}: the simulator …", e.id);
+        let sim = (e.run)(1);
+        for (i, r) in runs.iter().enumerate() {
+            eprintln!(
+                "{}: kernel and gateway {}/{} ({}, {} s each) …",
+                e.id,
+                i + 1,
+                runs.len(),
+                r.plan.up,
+                r.plan.seconds
+            );
+            let s = side::in_lab(&lab, &r.plan, &exe).map_err(|m| anyhow!("{}: {m}", e.id))?;
+            for (name, metric) in &r.checks {
+                let c = sim
+                    .checks
+                    .iter()
+                    .find(|c| &c.what == name)
+                    .ok_or_else(|| anyhow!("{}: the simulator has no check `{name}`", e.id))?;
+                all.push(row(e, c, metric.of(&s.debloat), metric.of(&s.kernel)));
+            }
+        }
+        if !json {
+            print_table(e, &all, t.elapsed().as_secs_f64());
+        }
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&all)?);
+    }
+    let missed: Vec<String> = all
+        .iter()
+        .filter(|r| !(r.ok[0] && r.ok[2]))
+        .map(|r| format!("{}: {}", r.experiment, r.check))
+        .collect();
+    if !missed.is_empty() {
+        bail!(
+            "the simulator or the kernel is outside the band: {}",
+            missed.join("; ")
+        );
+    }
+    Ok(())
+}
+
+fn print_table(e: &Experiment, rows: &[Row], secs: f64) {
+    println!(
+        "{} — {} (kernel lab: Linux 6.1, real TCP; {secs:.0} s)",
+        e.id, e.scenario
+    );
+    println!(
+        "  {:<40} {:>12} {:>14} {:>12} {:>12} {:>12}",
+        "check", "published", "band", "simulator", "gateway", "kernel"
+    );
+    let mark = |v: f64, ok: bool| format!("{v:.2}{}", if ok { "" } else { " ✗" });
+    for r in rows.iter().filter(|r| r.experiment == e.id) {
+        println!(
+            "  {:<40} {:>12} {:>14} {:>12} {:>12} {:>12}",
+            r.check,
+            r.published,
+            r.band,
+            mark(r.simulator, r.ok[0]),
+            mark(r.gateway, r.ok[1]),
+            mark(r.kernel, r.ok[2]),
+        );
+    }
+    println!("  (✗: outside the band; units as the band's)\n");
+}

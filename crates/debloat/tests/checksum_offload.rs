@@ -1,0 +1,101 @@
+//! Frames the kernel leaves unfinished (root only): with checksum offload on at the hosts — the
+//! veth default, and what a container or a virtio-net guest sends — every TCP segment reaches
+//! the gateway with only the pseudo-header's sum in its checksum field. The gateway completes
+//! it; without that, receivers drop every segment and TCP moves nothing while ping (ICMP has no
+//! offload) still answers. Without root the test prints SKIP; under CI it must run.
+
+mod common;
+use common::text;
+use debloat_gateway::testbed;
+use std::process::Command;
+
+const EXE: &str = env!("CARGO_BIN_EXE_debloat");
+
+struct Bed(String);
+
+impl Drop for Bed {
+    fn drop(&mut self) {
+        let _ = testbed::down(&self.0);
+    }
+}
+
+#[test]
+fn tcp_crosses_with_the_hosts_checksum_offload_left_on() {
+    if let Err(why) = testbed::available() {
+        assert!(std::env::var_os("CI").is_none(), "CI must run this: {why}");
+        println!("SKIP tcp_crosses_with_the_hosts_checksum_offload_left_on: {why}");
+        return;
+    }
+    let bed = Bed(format!("ck{}", std::process::id() % 100_000));
+    let o = Command::new(EXE)
+        .args(["testbed", "up", "--rate", "20Mbit", "--rtt", "10ms"])
+        .args([
+            "--egress",
+            "fq_codel",
+            "--ingress",
+            "fq_codel",
+            "--prefix",
+            &bed.0,
+        ])
+        .output()
+        .expect("debloat runs");
+    assert!(o.status.success(), "testbed up: {}", text(&o));
+    let [c, _, s] = testbed::namespaces(&bed.0);
+    // The condition under test: the sender's checksum offload is on (the default).
+    let k = testbed::sh(&["ip", "netns", "exec", &c, "ethtool", "-k", "eth0"]).expect("ethtool");
+    assert!(k.contains("tx-checksumming: on"), "{k}");
+    let sink = testbed::in_ns(
+        &s,
+        &[EXE, "testbed", "tcp-sink", "--seconds", "14", "--omit", "2"],
+    )
+    .stdout(std::process::Stdio::piped())
+    .spawn()
+    .expect("sink starts");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let send = testbed::in_ns(
+        &c,
+        &[
+            EXE,
+            "testbed",
+            "tcp-send",
+            "--to",
+            "198.18.2.2:5201",
+            "--streams",
+            "2",
+            "--seconds",
+            "12",
+        ],
+    )
+    .output()
+    .expect("sender runs");
+    assert!(send.status.success(), "tcp-send: {}", text(&send));
+    let out = sink.wait_with_output().expect("sink ends");
+    let report = String::from_utf8_lossy(&out.stdout);
+    let mbps: f64 = report
+        .lines()
+        .filter_map(|l| l.split(": ").nth(1)?.split(' ').next()?.parse::<f64>().ok())
+        .sum();
+    let sock = testbed::control_socket(&bed.0);
+    let stats = Command::new(EXE)
+        .args([
+            "gateway",
+            "stats",
+            "--json",
+            "--control",
+            &sock.to_string_lossy(),
+        ])
+        .output()
+        .expect("stats");
+    let v: serde_json::Value = serde_json::from_slice(&stats.stdout).expect("stats JSON");
+    let completed = v["egress"]["csum_completed"].as_u64().unwrap_or(0);
+    let acks_completed = v["ingress"]["csum_completed"].as_u64().unwrap_or(0);
+    println!("goodput {mbps:.2} Mbit/s; checksums completed: {completed} up, {acks_completed} down\n{report}");
+    // ≥ 90 % of the shaped 20 Mbit/s (the most TCP payload it carries is 19.1 Mbit/s).
+    assert!(mbps >= 18.0, "goodput {mbps:.2} Mbit/s:\n{report}");
+    // Every data segment came unfinished, and so did the server's ACKs.
+    assert!(completed > 10_000, "{completed} checksums completed up");
+    assert!(
+        acks_completed > 1_000,
+        "{acks_completed} checksums completed down"
+    );
+}
