@@ -124,3 +124,45 @@ fn steady_state_txqs_do_not_allocate() {
     let n = allocs() - before;
     assert_eq!(n, 0, "MacFq: {n} allocations in steady state");
 }
+
+/// The marking stage (qosify's rules with bulk and priority detection, both directions)
+/// allocates nothing per packet either.
+#[test]
+fn the_marking_stage_does_not_allocate() {
+    use debloat_core::classify::qosify::{parse_uci, Classifier, Direction};
+    COUNTED.with(|c| c.set(true));
+    let uci = "config defaults\n\toption dscp_prio video\n\toption dscp_default_udp besteffort\n\toption prio_max_avg_pkt_len 500\n\toption bulk_trigger_pps 50\n\toption dscp_bulk bulk\nconfig class besteffort\n\toption value CS0\nconfig class bulk\n\toption value LE\nconfig class video\n\toption value AF41\nconfig class voice\n\toption value CS6\n\toption bulk_trigger_pps 100\n\toption dscp_bulk CS0\n";
+    let mut cfg = parse_uci("q", uci).expect("uci");
+    cfg.add_map("m", "udp:53 voice\ntcp:22 +video\n198.18.0.0/24 bulk\n")
+        .expect("map");
+    let mut c = Classifier::new(cfg, 4096, FlowHasher::new([1, 2]));
+    let flows: Vec<PacketMeta> = (0..1024u32)
+        .map(|i| {
+            PacketMeta::new(
+                60 + (i % 1400),
+                udp_flow((i % 50) as u8, (i % 13) as u8, i as u16),
+            )
+        })
+        .collect();
+    let mut now = 0u64;
+    let mut run = |c: &mut Classifier, rounds: usize| {
+        for r in 0..rounds {
+            let mut m = flows[r % flows.len()];
+            let dir = if r % 3 == 0 {
+                Direction::Ingress
+            } else {
+                Direction::Egress
+            };
+            if dir == Direction::Ingress {
+                m.flow = m.flow.reversed();
+            }
+            c.mark(&mut m, dir, now);
+            now += 100_000;
+        }
+    };
+    run(&mut c, 50_000);
+    let before = allocs();
+    run(&mut c, 200_000);
+    let n = allocs() - before;
+    assert_eq!(n, 0, "the marking stage: {n} allocations in steady state");
+}

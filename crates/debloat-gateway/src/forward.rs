@@ -15,6 +15,7 @@ use crate::control::ControlServer;
 use crate::metrics::Exporter;
 use crate::path::{Counters, Path};
 use crate::sys::{wait, PacketSocket, Received};
+use debloat_core::classify::qosify::{self, Classifier, Direction};
 use debloat_core::link::Emulation;
 use debloat_core::{FlowHasher, QdiscSpec};
 use serde::Serialize;
@@ -47,6 +48,9 @@ pub struct Config {
     pub metrics: Option<std::net::SocketAddr>,
     /// Spin instead of sleeping between frames (one core stays busy; lower latency).
     pub busy_poll: bool,
+    /// qosify's rules, marking DSCP before the disciplines (one stage for both directions:
+    /// replies take the class of their flow).
+    pub classify: Option<qosify::Config>,
 }
 
 /// Largest frame accepted: a 9000-byte jumbo frame plus headers. Bigger ones (GSO/GRO
@@ -63,6 +67,61 @@ pub struct Snapshot {
     pub egress: DirectionStats,
     /// WAN → LAN.
     pub ingress: DirectionStats,
+    /// The marking stage's counters, when it runs.
+    pub classify: Option<ClassifyStats>,
+}
+
+/// What the marking stage counted, by name.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClassifyStats {
+    /// Each rule as written, and the packets it decided.
+    pub rules: Vec<(String, u64)>,
+    /// Each class, and the packets it marked egress and ingress.
+    pub classes: Vec<(String, u64, u64)>,
+    /// Everything else counted.
+    pub counters: qosify::Counters,
+}
+
+impl ClassifyStats {
+    /// The counters of `c`, named.
+    pub fn of(c: &Classifier) -> ClassifyStats {
+        let n = c.counters();
+        let cfg = c.config();
+        ClassifyStats {
+            rules: cfg
+                .rules
+                .iter()
+                .map(|r| r.text.clone())
+                .zip(n.rules.iter().copied())
+                .collect(),
+            classes: cfg
+                .classes
+                .iter()
+                .zip(&n.classes)
+                .map(|(k, [e, i])| (k.name.clone(), *e, *i))
+                .collect(),
+            counters: qosify::Counters {
+                rules: Vec::new(),
+                classes: Vec::new(),
+                ..n
+            },
+        }
+    }
+
+    fn to_text(&self) -> String {
+        let c = &self.counters;
+        let mut s = format!(
+            "classify: remarked {} defaults {} replies {} bulk_flows {} bulk_packets {} prio_packets {} flow_evictions {}\n",
+            c.remarked, c.defaults, c.replies, c.bulk_flows, c.bulk_packets, c.prio_packets, c.flow_evictions
+        );
+        for (name, e, i) in &self.classes {
+            s.push_str(&format!(" class {name}: egress {e} ingress {i}\n"));
+        }
+        for (rule, n) in &self.rules {
+            s.push_str(&format!(" rule {rule}: {n}\n"));
+        }
+        s
+    }
 }
 
 /// One direction's numbers.
@@ -141,6 +200,7 @@ pub struct Gateway {
     start: Instant,
     control: Option<ControlServer>,
     metrics: Option<Exporter>,
+    marker: Option<Classifier>,
 }
 
 /// How often the forwarding loop hands the Prometheus endpoint fresh numbers.
@@ -169,7 +229,12 @@ impl Gateway {
             .map(ControlServer::spawn)
             .transpose()?;
         let metrics = cfg.metrics.map(Exporter::spawn).transpose()?;
+        let marker = cfg
+            .classify
+            .clone()
+            .map(|c| Classifier::new(c, qosify::FLOW_SLOTS, hasher));
         Ok(Gateway {
+            marker,
             egress: side(&cfg.egress, cfg.emulate_egress, 1),
             ingress: side(&cfg.ingress, cfg.emulate_ingress, 2),
             lan,
@@ -234,10 +299,12 @@ impl Gateway {
                 )?
             };
             if ready[0] {
-                receive(&mut self.lan, &mut self.egress, self.start)?;
+                let m = self.marker.as_mut().map(|c| (c, Direction::Egress));
+                receive(&mut self.lan, &mut self.egress, self.start, m)?;
             }
             if ready[1] {
-                receive(&mut self.wan, &mut self.ingress, self.start)?;
+                let m = self.marker.as_mut().map(|c| (c, Direction::Ingress));
+                receive(&mut self.wan, &mut self.ingress, self.start, m)?;
             }
             if ready[2] {
                 self.serve_control();
@@ -271,6 +338,7 @@ impl Gateway {
             uptime_s: self.start.elapsed().as_secs_f64(),
             egress: d(&self.egress, &self.cfg.lan, &self.cfg.wan),
             ingress: d(&self.ingress, &self.cfg.wan, &self.cfg.lan),
+            classify: self.marker.as_ref().map(ClassifyStats::of),
         }
     }
 
@@ -363,7 +431,12 @@ fn send_all(out: &PacketSocket, batch: &mut Vec<Vec<u8>>) -> u64 {
 }
 
 /// Read what is waiting (at most a batch, so the other direction is not starved).
-fn receive(sock: &mut PacketSocket, side: &mut Side, start: Instant) -> io::Result<()> {
+fn receive(
+    sock: &mut PacketSocket,
+    side: &mut Side,
+    start: Instant,
+    mut marker: Option<(&mut Classifier, Direction)>,
+) -> io::Result<()> {
     // The ring's stamps are CLOCK_REALTIME; the wait is read against it once per batch.
     let wall = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -382,7 +455,8 @@ fn receive(sock: &mut PacketSocket, side: &mut Side, start: Instant) -> io::Resu
                         side.csum_unfinished += 1;
                     }
                 }
-                side.path.on_frame(f, now)
+                let m = marker.as_mut().map(|(c, d)| (&mut **c, *d));
+                side.path.on_frame_marked(f, now, m)
             }
             _ => side.oversized += 1,
         }
@@ -417,6 +491,9 @@ impl Snapshot {
                 d.csum_completed,
                 d.csum_unfinished
             ));
+        }
+        if let Some(c) = &self.classify {
+            s.push_str(&c.to_text());
         }
         s
     }

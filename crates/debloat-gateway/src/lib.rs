@@ -19,6 +19,7 @@ pub mod loadgen;
 pub mod metrics;
 pub mod offload;
 pub mod path;
+pub mod qosify_files;
 pub mod sys;
 pub mod testbed;
 

@@ -115,6 +115,7 @@ impl Collector for Collect {
             &info,
         )?;
         self.encode_frames(&mut enc)?;
+        self.encode_classify(&mut enc)?;
         self.encode_queues(&mut enc)?;
         self.encode_tins(&mut enc)
     }
@@ -186,6 +187,58 @@ impl Collect {
             &wait,
         )?;
         Ok(())
+    }
+
+    /// The marking stage: packets per class and direction, per rule, and its other counters.
+    fn encode_classify(&self, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let Some(c) = &self.0.classify else {
+            return Ok(());
+        };
+        let mut classes = Vec::new();
+        for (name, e, i) in &c.classes {
+            for (dir, v) in [("egress", *e), ("ingress", *i)] {
+                classes.push((
+                    vec![("class", name.clone()), ("direction", dir.to_string())],
+                    v,
+                ));
+            }
+        }
+        counter(
+            enc,
+            "debloat_classify_class_packets",
+            "Packets the marking stage gave each class, by direction.",
+            &classes,
+        )?;
+        let rules: Vec<(Labels, u64)> = c
+            .rules
+            .iter()
+            .map(|(r, n)| (vec![("rule", r.clone())], *n))
+            .collect();
+        counter(
+            enc,
+            "debloat_classify_rule_packets",
+            "Packets each rule of the map files decided.",
+            &rules,
+        )?;
+        let n = &c.counters;
+        let events: Vec<(Labels, u64)> = [
+            ("remarked", n.remarked),
+            ("default", n.defaults),
+            ("reply", n.replies),
+            ("bulk_flow", n.bulk_flows),
+            ("bulk_packet", n.bulk_packets),
+            ("prio_packet", n.prio_packets),
+            ("flow_eviction", n.flow_evictions),
+        ]
+        .into_iter()
+        .map(|(k, v)| (vec![("event", k.to_string())], v))
+        .collect();
+        counter(
+            enc,
+            "debloat_classify_events",
+            "The marking stage's other counts: packets re-marked, decided by a default, marked as a reply, bulk flows and their packets, priority packets, flows evicted from the table.",
+            &events,
+        )
     }
 
     /// The wire, the buffer and each discipline's counters and queue.
@@ -451,6 +504,7 @@ mod tests {
             uptime_s: 3.5,
             egress: d("lan0 → wan0"),
             ingress: d("wan0 → lan0"),
+            classify: None,
         }
     }
 
@@ -472,6 +526,40 @@ mod tests {
         }
         let fifo = render(snapshot("pfifo"));
         assert!(!fifo.contains("debloat_cake_tin"), "no tins without cake");
+        assert!(
+            !fifo.contains("debloat_classify"),
+            "no marking stage, no family"
+        );
+    }
+
+    #[test]
+    fn the_marking_stage_counts_per_class_rule_and_event() {
+        use debloat_core::classify::qosify::{self, Classifier, Direction};
+        use debloat_core::flow::FlowKey;
+        let mut cfg = qosify::parse_uci("q", crate::qosify_files::SHIPPED).unwrap();
+        cfg.add_map("m", "udp:53 voice\n").unwrap();
+        let mut c = Classifier::new(cfg, 16, FlowHasher::new([1, 2]));
+        for i in 0..3 {
+            let k = FlowKey::ip(
+                "198.18.1.2".parse().unwrap(),
+                "198.18.2.2".parse().unwrap(),
+                4000,
+                53,
+                17,
+            );
+            let mut m = debloat_core::PacketMeta::new(90, k);
+            c.mark(&mut m, Direction::Egress, i);
+        }
+        let mut snap = snapshot("cake bandwidth 10Mbit diffserv4");
+        snap.classify = Some(crate::forward::ClassifyStats::of(&c));
+        let page = render(snap);
+        for want in [
+            r#"debloat_classify_class_packets_total{class="voice",direction="egress"} 3"#,
+            r#"debloat_classify_rule_packets_total{rule="udp:53 voice"} 3"#,
+            r#"debloat_classify_events_total{event="remarked"} 3"#,
+        ] {
+            assert!(page.contains(want), "missing {want}:\n{page}");
+        }
     }
 
     #[test]

@@ -21,9 +21,10 @@
 //! again.
 
 use crate::frame::Frame;
+use debloat_core::classify::qosify::{Classifier, Direction};
 use debloat_core::link::{Emulation, LinkLayer};
 use debloat_core::path::{DataPath, Event};
-use debloat_core::{FlowHasher, Qdisc, QdiscSpec};
+use debloat_core::{FlowHasher, Packet, Qdisc, QdiscSpec};
 use serde::Serialize;
 
 /// What happened to the frames of one direction.
@@ -157,9 +158,25 @@ impl Path {
 
     /// A frame arrived at `now`.
     pub fn on_frame(&mut self, data: Vec<u8>, now: u64) {
+        self.on_frame_marked(data, now, None);
+    }
+
+    /// [`Path::on_frame`] with the marking stage first: qosify's rules set the frame's DSCP
+    /// (written into its header when it leaves) before the discipline sees it.
+    pub fn on_frame_marked(
+        &mut self,
+        data: Vec<u8>,
+        now: u64,
+        marker: Option<(&mut Classifier, Direction)>,
+    ) {
         self.received += 1;
         match Frame::parse(data) {
-            Ok(f) => self.path.arrive(f, now, &mut |_| {}),
+            Ok(mut f) => {
+                if let Some((c, dir)) = marker {
+                    c.mark(f.meta_mut(), dir, now);
+                }
+                self.path.arrive(f, now, &mut |_| {})
+            }
             Err(_) => self.malformed += 1,
         }
     }

@@ -13,8 +13,16 @@ pub struct Fate {
 }
 
 enum Outcome {
-    Sent { start: u64, ecn_out: u8, len: u32 },
-    Dropped { at: u64, reason: &'static str },
+    Sent {
+        start: u64,
+        ecn_out: u8,
+        dscp_out: u8,
+        len: u32,
+    },
+    Dropped {
+        at: u64,
+        reason: &'static str,
+    },
 }
 
 impl Fate {
@@ -53,6 +61,9 @@ pub struct Row {
     pub sojourn_ns: Option<u64>,
     /// ECN codepoint it left with (3 = CE; empty when dropped).
     pub ecn_out: Option<u8>,
+    /// DSCP it left with (written only when the marking stage ran; empty when dropped).
+    #[serde(skip)]
+    pub dscp_out: Option<u8>,
     /// Frame length (not written).
     #[serde(skip)]
     pub len: u32,
@@ -72,6 +83,7 @@ pub fn record(
                 Outcome::Sent {
                     start,
                     ecn_out: packet.meta.ecn.bits(),
+                    dscp_out: packet.meta.dscp,
                     len: packet.meta.len,
                 },
             )
@@ -101,7 +113,7 @@ pub fn finish(fates: Vec<Option<Fate>>) -> Option<Vec<Row>> {
         .map(|(i, f)| {
             let f = f?;
             let id = i as u64;
-            let row = |fate, reason: &str, t_deq, sojourn, ecn_out, len| Row {
+            let row = |fate, reason: &str, t_deq, sojourn, ecn_out, dscp_out, len| Row {
                 id,
                 t_enq_ns: f.t_enq,
                 fate,
@@ -109,15 +121,17 @@ pub fn finish(fates: Vec<Option<Fate>>) -> Option<Vec<Row>> {
                 t_deq_ns: t_deq,
                 sojourn_ns: sojourn,
                 ecn_out,
+                dscp_out,
                 len,
             };
             if f.malformed {
-                return Some(row("dropped", "malformed", None, None, None, 0));
+                return Some(row("dropped", "malformed", None, None, None, None, 0));
             }
             Some(match f.outcome? {
                 Outcome::Sent {
                     start,
                     ecn_out,
+                    dscp_out,
                     len,
                 } => row(
                     "sent",
@@ -125,6 +139,7 @@ pub fn finish(fates: Vec<Option<Fate>>) -> Option<Vec<Row>> {
                     Some(start),
                     Some(start.saturating_sub(f.t_enq)),
                     Some(ecn_out),
+                    Some(dscp_out),
                     len,
                 ),
                 Outcome::Dropped { at, reason } => row(
@@ -133,6 +148,7 @@ pub fn finish(fates: Vec<Option<Fate>>) -> Option<Vec<Row>> {
                     None,
                     Some(at.saturating_sub(f.t_enq)),
                     None,
+                    None,
                     0,
                 ),
             })
@@ -140,12 +156,39 @@ pub fn finish(fates: Vec<Option<Fate>>) -> Option<Vec<Row>> {
         .collect()
 }
 
-/// Write the rows as CSV with header `id,t_enq_ns,fate,reason,t_deq_ns,sojourn_ns,ecn_out`.
-pub fn write_csv(path: &Path, rows: &[Row]) -> Result<()> {
+/// Write the rows as CSV with header `id,t_enq_ns,fate,reason,t_deq_ns,sojourn_ns,ecn_out`,
+/// and a last column `dscp_out` when `with_dscp` (the marking stage ran).
+pub fn write_csv(path: &Path, rows: &[Row], with_dscp: bool) -> Result<()> {
     let mut w =
         csv::Writer::from_path(path).with_context(|| format!("creating {}", path.display()))?;
-    for r in rows {
-        w.serialize(r)?;
+    if !with_dscp {
+        for r in rows {
+            w.serialize(r)?;
+        }
+    } else {
+        w.write_record([
+            "id",
+            "t_enq_ns",
+            "fate",
+            "reason",
+            "t_deq_ns",
+            "sojourn_ns",
+            "ecn_out",
+            "dscp_out",
+        ])?;
+        let opt = |v: Option<u64>| v.map_or(String::new(), |v| v.to_string());
+        for r in rows {
+            w.write_record([
+                r.id.to_string(),
+                r.t_enq_ns.to_string(),
+                r.fate.to_string(),
+                r.reason.clone(),
+                opt(r.t_deq_ns),
+                opt(r.sojourn_ns),
+                opt(r.ecn_out.map(u64::from)),
+                opt(r.dscp_out.map(u64::from)),
+            ])?;
+        }
     }
     w.flush()
         .with_context(|| format!("writing {}", path.display()))?;

@@ -22,6 +22,7 @@ pub mod trace;
 
 pub use error::{ReplayError, Result};
 
+use debloat_core::classify::qosify::{Classifier, Direction};
 use debloat_core::link::Emulation;
 use debloat_core::path::{DataPath, Event};
 use debloat_core::{FlowHasher, QdiscSpec, QdiscStats, Record};
@@ -86,6 +87,18 @@ pub fn replay(
     rate_bps: Option<u64>,
     seed: u64,
 ) -> Result<Outcome> {
+    replay_marked(trace, spec, rate_bps, seed, None)
+}
+
+/// [`replay`] with the marking stage first: every packet goes through qosify's rules (as
+/// egress traffic, at its time) before the discipline.
+pub fn replay_marked(
+    trace: &Trace,
+    spec: &QdiscSpec,
+    rate_bps: Option<u64>,
+    seed: u64,
+    mut marker: Option<&mut Classifier>,
+) -> Result<Outcome> {
     let qdisc = spec.build::<Record>(FlowHasher::new([seed, seed.rotate_left(32) ^ 0x5eed]), seed);
     let mut path = DataPath::new(qdisc, Emulation::rate(rate_bps), 0, seed);
     // A packet arriving "before" the previous one (a reordered capture) arrives at its time.
@@ -106,7 +119,11 @@ pub fn replay(
     {
         let mut out = |e: Event<'_, Record>| fates::record(e, &mut fates, &mut delivered);
         for p in trace.packets.iter().flatten() {
-            path.arrive(p.record, p.t_ns, &mut out);
+            let mut r = p.record;
+            if let Some(m) = marker.as_deref_mut() {
+                m.mark(&mut r.meta, Direction::Egress, p.t_ns);
+            }
+            path.arrive(r, p.t_ns, &mut out);
         }
         path.finish(&mut out);
     }

@@ -106,6 +106,12 @@ pub struct RunArgs {
     /// README) and keeps one core 100 % busy even when idle. Use with --cpu.
     #[arg(long)]
     busy_poll: bool,
+    /// Mark DSCP with qosify's rules before the disciplines: qosify's UCI file
+    /// (/etc/config/qosify, with the map files its `list defaults` names) or one map file
+    /// (`tcp:22 +video`, `udp:53 voice`, `198.18.0.0/15 bulk` …, read with qosify's shipped
+    /// classes). Replies take the class of their flow.
+    #[arg(long, value_name = "FILE")]
+    classify: Option<PathBuf>,
     /// Leave GRO/LRO/GSO/TSO as they are (by default they are turned off on both interfaces
     /// while the gateway runs, and turned back on at exit; super-frames are dropped as oversized).
     #[arg(long)]
@@ -142,6 +148,7 @@ fn forward(a: &RunArgs) -> Result<()> {
         control: a.control.clone(),
         metrics: a.metrics.as_deref().map(metrics_addr).transpose()?,
         busy_poll: a.busy_poll,
+        classify: crate::classify::load(a.classify.as_deref())?,
     };
     if a.busy_poll && a.realtime.is_some() {
         bail!("--busy-poll with --realtime would spin at real-time priority and starve the kernel's own packet processing (ksoftirqd) on that CPU: use one or the other");
@@ -176,6 +183,17 @@ fn forward(a: &RunArgs) -> Result<()> {
         "forwarding {lan} ⇄ {wan}: egress qdisc {} over link {}; ingress qdisc {} over link {}",
         cfg.egress, cfg.emulate_egress, cfg.ingress, cfg.emulate_ingress
     );
+    if let Some(c) = &cfg.classify {
+        println!(
+            "marking DSCP with qosify's rules: {} rules, classes {}",
+            c.rules.len(),
+            c.classes
+                .iter()
+                .map(|k| k.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     if let Some(addr) = gw.metrics_addr() {
         println!("Prometheus metrics at http://{addr}/metrics");
     }

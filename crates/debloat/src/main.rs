@@ -1,6 +1,7 @@
 //! `debloat`: the command line that ties the crates together.
 
 mod bench;
+mod classify;
 mod compare;
 mod demo;
 mod gateway;

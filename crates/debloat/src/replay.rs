@@ -7,6 +7,7 @@
 
 use crate::summary::{mbps, ms};
 use anyhow::{Context, Result};
+use debloat_core::classify::qosify::{self, Classifier};
 use debloat_core::units::{fmt_rate, parse_rate};
 use debloat_core::QdiscSpec;
 use debloat_replay::{capture, fates, Summary};
@@ -15,7 +16,7 @@ use std::path::PathBuf;
 /// Arguments of `debloat replay`.
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Examples:\n  debloat replay --qdisc \"cake bandwidth 20Mbit\" --input trace.csv --output fates.csv --stats\n  debloat replay --qdisc \"fq_codel\" --rate 10Mbit --input capture.pcap --output fates.csv --pcap-out sent.pcap"
+    after_help = "Examples:\n  debloat replay --qdisc \"cake bandwidth 20Mbit\" --input trace.csv --output fates.csv --stats\n  debloat replay --qdisc \"fq_codel\" --rate 10Mbit --input capture.pcap --output fates.csv --pcap-out sent.pcap\n  debloat replay --qdisc \"cake bandwidth 20Mbit diffserv4\" --classify /etc/config/qosify --input trace.csv --output fates.csv"
 )]
 pub struct Args {
     /// The discipline, as for `tc qdisc add … root <spec>`, e.g. "fq_codel target 3ms".
@@ -42,6 +43,10 @@ pub struct Args {
     /// Seed for the discipline's flow-hash key and randomness (same seed, same result).
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Mark DSCP with qosify's rules before the discipline, as `gateway --classify` does
+    /// (qosify's UCI file or one map file); the fates CSV then gains `dscp_out`.
+    #[arg(long, value_name = "FILE")]
+    classify: Option<PathBuf>,
 }
 
 fn parse_rate_arg(s: &str) -> Result<u64, String> {
@@ -61,8 +66,29 @@ pub fn run(a: &Args) -> Result<()> {
     let bytes =
         std::fs::read(&a.input).with_context(|| format!("reading {}", a.input.display()))?;
     let trace = debloat_replay::load(&bytes).with_context(|| format!("{}", a.input.display()))?;
-    let out = debloat_replay::replay(&trace, &spec, a.rate, a.seed)?;
-    fates::write_csv(&a.output, &out.rows)?;
+    let mut marker = crate::classify::load(a.classify.as_deref())?.map(|c| {
+        let h = debloat_core::FlowHasher::new([a.seed, a.seed.rotate_left(7)]);
+        Classifier::new(c, qosify::FLOW_SLOTS, h)
+    });
+    let out = debloat_replay::replay_marked(&trace, &spec, a.rate, a.seed, marker.as_mut())?;
+    fates::write_csv(&a.output, &out.rows, marker.is_some())?;
+    if let Some(m) = &marker {
+        let c = m.counters();
+        let classes: Vec<String> = m
+            .config()
+            .classes
+            .iter()
+            .zip(&c.classes)
+            .map(|(k, n)| format!("{} {}", k.name, n[0]))
+            .collect();
+        println!(
+            "marked: {} packets re-marked; by class: {}; bulk flows {}, priority packets {}",
+            c.remarked,
+            classes.join(", "),
+            c.bulk_flows,
+            c.prio_packets
+        );
+    }
     if let Some(path) = &a.pcap_out {
         capture::write_delivered(path, &trace, &out.delivered)?;
     }

@@ -61,6 +61,10 @@ pub struct Args {
     /// most 3mb (tcp_rmem max 6 MiB, half of it); 6.18's send buffer holds at most 4mb.
     #[arg(long, value_name = "SIZE")]
     pub(crate) tcp_window: Option<String>,
+    /// Mark DSCP with qosify's rules (its UCI file or one map file) before the discipline,
+    /// both directions (up is egress), as `gateway --classify` does.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) classify: Option<std::path::PathBuf>,
     /// Seed (same seed, same output).
     #[arg(long, default_value_t = 1)]
     pub(crate) seed: u64,
@@ -315,6 +319,7 @@ pub fn config(a: &Args) -> Result<Config> {
         ecn: a.ecn,
         seed: a.seed,
         tcp_window: tcp_window(a)?,
+        classify: crate::classify::load(a.classify.as_deref())?,
         host_rtts_ns: a
             .rtts
             .iter()

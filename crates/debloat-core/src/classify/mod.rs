@@ -4,6 +4,8 @@
 //! classify: lengths come from the IP header, not from the bytes present. A frame whose network
 //! header does not parse is an error the caller counts and drops; it never panics.
 
+pub mod qosify;
+
 use crate::flow::FlowKey;
 use crate::packet::{Ecn, PacketMeta, TcpInfo};
 use core::net::IpAddr;

@@ -98,6 +98,13 @@ pub(crate) fn build_world(
         w.set_tap(t);
     }
     w.set_tcp_window(cfg.tcp_window);
+    w.set_classifier(cfg.classify.clone().map(|c| {
+        debloat_core::classify::qosify::Classifier::new(
+            c,
+            debloat_core::classify::qosify::FLOW_SLOTS,
+            hasher,
+        )
+    }));
     if let Some(wc) = &cfg.wifi {
         w.set_wifi(
             crate::wifi::Wifi::new(wc.clone(), hasher, cfg.seed),

@@ -173,6 +173,9 @@ pub struct Config {
     /// rtt_fair_up always has 4 hosts, the var tests one per entry, or when empty one host, or
     /// over Wi-Fi one per station).
     pub host_rtts_ns: Vec<u64>,
+    /// qosify's rules marking DSCP before the bottleneck's discipline, both directions (up is
+    /// egress); replies take the class of their flow (docs/classify.md).
+    pub classify: Option<debloat_core::classify::qosify::Config>,
     /// A Wi-Fi AP and stations instead of the two wired links (the rates, qdiscs and device
     /// above are then unused; `rtt_ns` is the wired part between the AP and flent's host).
     pub wifi: Option<crate::wifi::WifiConfig>,

@@ -96,7 +96,15 @@ impl World {
         self.links[d.idx()].cfg.qdisc.as_ref()
     }
 
-    pub(super) fn send(&mut self, d: Dir, p: SimPacket) {
+    pub(super) fn send(&mut self, d: Dir, mut p: SimPacket) {
+        if let Some(m) = self.marker.as_mut() {
+            use debloat_core::classify::qosify::Direction;
+            let dir = match d {
+                Dir::Up => Direction::Egress,
+                Dir::Down => Direction::Ingress,
+            };
+            m.mark(&mut p.meta, dir, self.now);
+        }
         if self.wifi.is_some() {
             self.send_wifi(d, p);
             return;

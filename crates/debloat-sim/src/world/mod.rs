@@ -100,6 +100,8 @@ pub struct World {
     air_out: Vec<(bool, SimPacket)>,
     /// Every TCP flow's window limit, segments (see [`World::set_tcp_window`]).
     tcp_window: Option<u64>,
+    /// The marking stage, shared by both directions.
+    marker: Option<debloat_core::classify::qosify::Classifier>,
 }
 
 /// The station behind remote host 198.18.2.`host` when `n` stations share a Wi-Fi AP: hosts
@@ -152,6 +154,7 @@ impl World {
             wired_ns: 0,
             air_out: Vec::new(),
             tcp_window: None,
+            marker: None,
         };
         w.events.push(step, Event::Sample);
         w
@@ -273,6 +276,18 @@ impl World {
                 }
             }
         }
+    }
+}
+
+impl World {
+    /// Run qosify's marking stage on every packet before the bottleneck (up is egress).
+    pub fn set_classifier(&mut self, c: Option<debloat_core::classify::qosify::Classifier>) {
+        self.marker = c;
+    }
+
+    /// The marking stage, when it runs.
+    pub fn classifier(&self) -> Option<&debloat_core::classify::qosify::Classifier> {
+        self.marker.as_ref()
     }
 }
 

@@ -1,0 +1,114 @@
+//! The marking stage offline: `debloat replay --classify` runs qosify's rules before the
+//! discipline, so a map file can be tried on a trace before it goes on a gateway. Every packet
+//! of the trace arrives with DSCP 0, as a home network's do.
+
+mod common;
+use common::{debloat, text};
+use std::path::Path;
+
+/// One second of three flows, all DSCP 0: DNS (udp:53, 100-byte packets, 50 a second), a bulk
+/// download-like TCP flow to port 443 (1514 B, 600 a second), and a UDP flow of small packets
+/// to port 7000 (60 B, 50 a second) — all from 198.18.1.2.
+fn trace(dir: &Path) -> std::path::PathBuf {
+    let mut s = String::from("t_ns,src,dst,sport,dport,proto,len,dscp,ecn\n");
+    for i in 0..600u64 {
+        let t = i * 1_666_666;
+        s += &format!("{t},198.18.1.2,198.18.2.2,40000,443,tcp,1514,0,0\n");
+        if i % 12 == 0 {
+            s += &format!("{},198.18.1.2,198.18.2.2,40001,53,udp,100,0,0\n", t + 1);
+            s += &format!("{},198.18.1.2,198.18.2.2,40002,7000,udp,60,0,0\n", t + 2);
+        }
+    }
+    let p = dir.join("trace.csv");
+    std::fs::write(&p, s).expect("trace");
+    p
+}
+
+fn rows(p: &Path) -> Vec<Vec<String>> {
+    let mut r = csv::Reader::from_path(p).expect("fates");
+    let h: Vec<String> = r
+        .headers()
+        .expect("header")
+        .iter()
+        .map(String::from)
+        .collect();
+    assert_eq!(h.last().map(String::as_str), Some("dscp_out"), "{h:?}");
+    r.records()
+        .map(|x| x.expect("row").iter().map(String::from).collect())
+        .collect()
+}
+
+#[test]
+fn replay_marks_by_qosifys_rules_and_cake_sorts_the_tins() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let t = trace(dir.path());
+    let map = dir.path().join("00-defaults.conf");
+    std::fs::write(&map, "udp:53 voice\ntcp:443 +bulk\n").expect("map");
+    let out = dir.path().join("fates.csv");
+    let stats = dir.path().join("stats.json");
+    let s = |p: &Path| p.to_string_lossy().into_owned();
+    let o = debloat(&[
+        "replay",
+        "--qdisc",
+        "cake bandwidth 20Mbit diffserv4",
+        "--classify",
+        &s(&map),
+        "--input",
+        &s(&t),
+        "--output",
+        &s(&out),
+        "--stats-json",
+        &s(&stats),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let r = rows(&out);
+    // Columns: id,t_enq_ns,fate,reason,t_deq_ns,sojourn_ns,ecn_out,dscp_out; every row in input
+    // order: tcp, then (every 12th) dns and the small UDP flow.
+    let dscp = |i: usize| r[i][7].parse::<u8>().ok();
+    assert_eq!(dscp(0), Some(1), "tcp:443 +bulk → LE on a DSCP-0 packet");
+    assert_eq!(dscp(1), Some(48), "udp:53 voice → CS6");
+    assert_eq!(
+        dscp(2),
+        Some(34),
+        "a small-packet UDP flow → video (the defaults' dscp_prio)"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&stats).expect("stats")).expect("json");
+    let tins: Vec<u64> = v["xstats"]["tins"]
+        .as_array()
+        .expect("tins")
+        .iter()
+        .map(|t| t["sent_packets"].as_u64().unwrap_or(0))
+        .collect();
+    // diffserv4, in tc's order Bulk, Best Effort, Video, Voice.
+    assert_eq!(tins, vec![600, 0, 50, 50], "{}", text(&o));
+    assert!(
+        text(&o).contains("by class: besteffort 0, bulk 600, video 50, voice 50"),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
+fn a_bad_map_line_is_named_with_its_token_and_choices() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let t = trace(dir.path());
+    let map = dir.path().join("m.conf");
+    std::fs::write(&map, "udp:53 voice\ntcp:443 bluk\n").expect("map");
+    let out = dir.path().join("fates.csv");
+    let o = debloat(&[
+        "replay",
+        "--qdisc",
+        "fq_codel",
+        "--classify",
+        &map.to_string_lossy(),
+        "--input",
+        &t.to_string_lossy(),
+        "--output",
+        &out.to_string_lossy(),
+    ]);
+    assert!(!o.status.success());
+    let e = text(&o);
+    assert!(e.contains("m.conf:2: `bluk`"), "{e}");
+    assert!(e.contains("besteffort, bulk, video, voice"), "{e}");
+}
