@@ -117,14 +117,10 @@ fn fifo_depth() -> Vec<Run> {
     ] {
         runs.push(one(p(q, 1, "bbr"), format!("{q}, 1 BBR: ping median")));
     }
-    for (n, cc, name) in [
-        (1, "cubic", "CUBIC"),
-        (2, "cubic", "CUBIC"),
-        (2, "bbr", "BBR"),
-    ] {
+    for (n, cc) in [(1, "cubic"), (2, "cubic"), (2, "bbr")] {
         runs.push(one(
             p("cake bandwidth 20Mbit", n, cc),
-            format!("cake, {n} {name}: ping median"),
+            format!("cake, {n} {cc}: ping median"),
         ));
     }
     runs

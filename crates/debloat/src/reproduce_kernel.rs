@@ -55,6 +55,12 @@ pub fn run(chosen: &[&'static Experiment], json: bool) -> Result<()> {
         let t = Instant::now();
         eprintln!("{}: the simulator …", e.id);
         let sim = (e.run)(1);
+        // Every check a kernel run answers must be one of the simulator's, before the lab runs.
+        for (name, _) in runs.iter().flat_map(|r| r.checks.iter()) {
+            if !sim.checks.iter().any(|c| &c.what == name) {
+                bail!("{}: the simulator has no check `{name}`", e.id);
+            }
+        }
         for (i, r) in runs.iter().enumerate() {
             eprintln!(
                 "{}: kernel and gateway {}/{} ({}, {} s each) …",

@@ -10,14 +10,20 @@ use common::{debloat, text};
 #[test]
 fn pi_55_on_the_kernels_qdiscs_lands_in_the_same_bands() {
     if let Err(e) = debloat_lab::Lab::find() {
-        assert!(std::env::var_os("CI").is_none(), "CI must have the kernel lab: {e}");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have the kernel lab: {e}"
+        );
         println!("SKIP pi_55_on_the_kernels_qdiscs_lands_in_the_same_bands: {e}");
         return;
     }
     let o = debloat(&["reproduce", "PI-55", "--kernel", "--json"]);
     let t = text(&o);
     println!("{t}");
-    assert!(o.status.success(), "a kernel or simulator figure is outside its band:\n{t}");
+    assert!(
+        o.status.success(),
+        "a kernel or simulator figure is outside its band:\n{t}"
+    );
     let rows: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON rows");
     let rows = rows.as_array().expect("rows");
     let get = |check: &str| {
@@ -27,10 +33,18 @@ fn pi_55_on_the_kernels_qdiscs_lands_in_the_same_bands() {
     };
     // Every check of the row has all three columns, and the kernel's are real measurements.
     assert_eq!(rows.len(), 6, "{t}");
-    let fifo = get("pfifo 1000: ping median")["kernel"].as_f64().unwrap_or(0.0);
-    assert!(fifo >= 1500.0, "the kernel's 1000-packet FIFO: ping median {fifo} ms");
+    let fifo = get("pfifo 1000: ping median")["kernel"]
+        .as_f64()
+        .unwrap_or(0.0);
+    assert!(
+        fifo >= 1500.0,
+        "the kernel's 1000-packet FIFO: ping median {fifo} ms"
+    );
     let drops = get("fq_codel, no ECN: dropped of offered")["kernel"]
         .as_f64()
         .unwrap_or(0.0);
-    assert!((5.0..=12.0).contains(&drops), "the kernel's fq_codel dropped {drops} %");
+    assert!(
+        (5.0..=12.0).contains(&drops),
+        "the kernel's fq_codel dropped {drops} %"
+    );
 }

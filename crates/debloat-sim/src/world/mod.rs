@@ -101,7 +101,7 @@ pub struct World {
     /// Every TCP flow's window limit, segments (see [`World::set_tcp_window`]).
     tcp_window: Option<u64>,
     /// The marking stage, shared by both directions.
-    marker: Option<debloat_core::classify::qosify::Classifier>,
+    marker: Option<Box<debloat_core::classify::qosify::Classifier>>,
 }
 
 /// The station behind remote host 198.18.2.`host` when `n` stations share a Wi-Fi AP: hosts
@@ -282,12 +282,12 @@ impl World {
 impl World {
     /// Run qosify's marking stage on every packet before the bottleneck (up is egress).
     pub fn set_classifier(&mut self, c: Option<debloat_core::classify::qosify::Classifier>) {
-        self.marker = c;
+        self.marker = c.map(Box::new);
     }
 
     /// The marking stage, when it runs.
     pub fn classifier(&self) -> Option<&debloat_core::classify::qosify::Classifier> {
-        self.marker.as_ref()
+        self.marker.as_deref()
     }
 }
 
