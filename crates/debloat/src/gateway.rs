@@ -183,17 +183,7 @@ fn forward(a: &RunArgs) -> Result<()> {
         "forwarding {lan} ⇄ {wan}: egress qdisc {} over link {}; ingress qdisc {} over link {}",
         cfg.egress, cfg.emulate_egress, cfg.ingress, cfg.emulate_ingress
     );
-    if let Some(c) = &cfg.classify {
-        println!(
-            "marking DSCP with qosify's rules: {} rules, classes {}",
-            c.rules.len(),
-            c.classes
-                .iter()
-                .map(|k| k.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-    }
+    print_classify(cfg.classify.as_ref());
     if let Some(addr) = gw.metrics_addr() {
         println!("Prometheus metrics at http://{addr}/metrics");
     }
@@ -210,6 +200,18 @@ fn forward(a: &RunArgs) -> Result<()> {
     println!("stopped after {:.1} s; final statistics:\n", snap.uptime_s);
     print!("{}", snap.to_text());
     Ok(())
+}
+
+/// Say what the marking stage will do, if it runs.
+fn print_classify(c: Option<&debloat_core::classify::qosify::Config>) {
+    if let Some(c) = c {
+        let classes: Vec<&str> = c.classes.iter().map(|k| k.name.as_str()).collect();
+        println!(
+            "marking DSCP with qosify's rules: {} rules, classes {}",
+            c.rules.len(),
+            classes.join(", ")
+        );
+    }
 }
 
 /// Turn GRO/GSO/TSO off on the interfaces while forwarding, saying what changed; what could
