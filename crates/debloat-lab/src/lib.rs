@@ -101,9 +101,42 @@ impl Lab {
     /// Files the script writes in its working directory (`/run/out`) are in `keep` afterwards
     /// when given.
     pub fn run(&self, script: &str, keep: Option<&Path>) -> Result<Output, LabError> {
+        self.run_with(script, keep, None)
+    }
+
+    /// [`Lab::run`] with a binary the script can run as `$DEBLOAT`: `exe` is linked (or copied)
+    /// into the run's directory first, because the guest mounts scratch space over `/tmp`,
+    /// `/run`, `/var/tmp` and `/root`, and a binary built under one of them (a CI checkout in
+    /// /tmp, say) would not be there.
+    pub fn run_with_binary(
+        &self,
+        script: &str,
+        keep: Option<&Path>,
+        exe: &Path,
+    ) -> Result<Output, LabError> {
+        self.run_with(script, keep, Some(exe))
+    }
+
+    fn run_with(
+        &self,
+        script: &str,
+        keep: Option<&Path>,
+        exe: Option<&Path>,
+    ) -> Result<Output, LabError> {
         let dir = tempfile::tempdir()?;
         let out = dir.path().join("out");
         std::fs::create_dir(&out)?;
+        let script = match exe {
+            Some(exe) => {
+                let inside = out.join("debloat");
+                if std::fs::hard_link(exe, &inside).is_err() {
+                    std::fs::copy(exe, &inside)?;
+                }
+                format!("export DEBLOAT=/run/out/debloat\n{script}")
+            }
+            None => script.to_string(),
+        };
+        let script = script.as_str();
         let init = dir.path().join("init.sh");
         std::fs::write(&init, INIT)?;
         std::fs::write(out.join("payload.sh"), script)?;
@@ -134,6 +167,7 @@ impl Lab {
             elapsed: started.elapsed(),
         };
         if let Some(k) = keep {
+            let _ = std::fs::remove_file(out.join("debloat"));
             copy_dir(&out, k)?;
         }
         Ok(o)

@@ -112,14 +112,10 @@ pub fn run(a: &Args) -> Result<()> {
                 std::fs::read_to_string(script)
                     .with_context(|| format!("reading {}", script.display()))?
             };
-            // The script finds this very binary as $DEBLOAT (the guest sees the host's files).
+            // The script finds this very binary as $DEBLOAT (linked into the run's directory).
             let exe = std::env::current_exe().context("finding debloat's own path")?;
-            let text = format!(
-                "export DEBLOAT={}\n{text}",
-                debloat_lab::quote(&exe.to_string_lossy())
-            );
             eprintln!("booting the kernel lab (≈2 s) …");
-            let o = lab.run(&text, keep.as_deref())?;
+            let o = lab.run_with_binary(&text, keep.as_deref(), &exe)?;
             print!("{}", o.stdout);
             eprint!("{}", o.stderr);
             eprintln!(

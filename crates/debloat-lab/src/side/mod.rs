@@ -325,12 +325,11 @@ fn gateway_args(plan: &Plan) -> Result<Vec<String>, TestbedError> {
 pub fn in_lab(lab: &crate::Lab, plan: &Plan, exe: &std::path::Path) -> Result<SideBySide, String> {
     let plan_json = serde_json::to_string(plan).map_err(|e| e.to_string())?;
     let script = format!(
-        "cat > plan.json <<'PLAN'\n{plan_json}\nPLAN\n{} lab side plan.json > side.json\n",
-        crate::quote(&exe.to_string_lossy())
+        "cat > plan.json <<'PLAN'\n{plan_json}\nPLAN\n\"$DEBLOAT\" lab side plan.json > side.json\n"
     );
     let keep = tempfile::tempdir().map_err(|e| e.to_string())?;
     let o = lab
-        .run(&script, Some(keep.path()))
+        .run_with_binary(&script, Some(keep.path()), exe)
         .map_err(|e| e.to_string())?;
     if o.status != 0 {
         return Err(format!(
