@@ -675,10 +675,6 @@ mod tests {
             .expect_err("bad kind")
             .to_string();
         assert!(e.contains("`fq_codle`") && e.contains("fq_codel"), "{e}");
-        let e = QdiscSpec::parse("cake autorate-ingress")
-            .expect_err("unsupported")
-            .to_string();
-        assert!(e.contains("not supported yet"), "{e}");
         let e = QdiscSpec::parse("fq_codel flows 70000")
             .expect_err("range")
             .to_string();

@@ -36,6 +36,9 @@ pub struct CakeSpec {
     pub split_gso: bool,
     /// Ingress mode: count drops against the shaper.
     pub ingress: bool,
+    /// `autorate-ingress`: estimate the arriving traffic's rate and shape at 15/16 of it
+    /// (see [`super::autorate`]).
+    pub autorate_ingress: bool,
     /// Memory limit override, bytes.
     pub memlimit: Option<u32>,
     /// Firewall-mark mask for tin override (0 = off).
@@ -56,6 +59,7 @@ impl Default for CakeSpec {
             wash: false,
             split_gso: true,
             ingress: false,
+            autorate_ingress: false,
             memlimit: None,
             fwmark: 0,
         }
@@ -192,12 +196,7 @@ impl CakeSpec {
                 self.bandwidth_bytes_per_s = (bits > 0).then_some(bits / 8);
             }
             "unlimited" => self.bandwidth_bytes_per_s = None,
-            "autorate-ingress" | "autorate_ingress" => {
-                return Err(SpecError::unsupported(
-                    w,
-                    "cake's capacity estimator is not supported yet; give a fixed `bandwidth`",
-                ))
-            }
+            "autorate-ingress" | "autorate_ingress" => self.autorate_ingress = true,
             "rtt" => {
                 let v = expect_value(t, "rtt", "a time such as 100ms")?;
                 let ns = parse_time(v).map_err(|e| SpecError::value(v, &e.to_string()))?;
@@ -340,6 +339,9 @@ impl fmt::Display for CakeSpec {
         match self.bandwidth_bytes_per_s {
             Some(b) => write!(f, "bandwidth {}", fmt_rate(b * 8))?,
             None => write!(f, "unlimited")?,
+        }
+        if self.autorate_ingress {
+            write!(f, " autorate-ingress")?;
         }
         write!(
             f,

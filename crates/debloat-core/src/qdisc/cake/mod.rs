@@ -11,10 +11,12 @@
 //!   kernel's max-heap; the heap breaks ties between equally fat flows in heap order, we take the
 //!   first by (tin, queue);
 //! * `nat` is accepted and reported but has no effect: there is no conntrack to consult;
-//! * `autorate-ingress` is rejected by the spec parser (not supported yet).
+//! * `autorate-ingress` ([`autorate`]) as Linux has it, including its hold-off that never
+//!   holds after the clock's first 250 ms.
 //! * randomness (quantum dithering, BLUE) comes from a seeded generator, not `get_random_*`.
 
 pub mod ack_filter;
+pub mod autorate;
 pub mod cobalt;
 pub mod config;
 mod dequeue;
@@ -135,6 +137,7 @@ pub struct Cake<P> {
     drops: u64,
     overlimits: u64,
     sizes: overhead::SizeStats,
+    autorate: autorate::Estimator,
     dropped: DropBox<P>,
     /// Tests only: always go back to `begin:` after an empty flow, as Linux does.
     #[cfg(test)]
@@ -185,6 +188,7 @@ impl<P: Packet> Cake<P> {
             drops: 0,
             overlimits: 0,
             sizes: overhead::SizeStats::default(),
+            autorate: autorate::Estimator::new(spec.bandwidth_bytes_per_s.unwrap_or(0)),
             dropped: DropBox::default(),
             #[cfg(test)]
             always_begin: false,
@@ -231,6 +235,16 @@ impl<P: Packet> Cake<P> {
     pub fn set_bandwidth_bytes_per_s(&mut self, rate_bytes_per_s: Option<u64>) {
         self.spec.bandwidth_bytes_per_s = rate_bytes_per_s;
         self.reconfigure();
+    }
+
+    /// `autorate-ingress`: one enqueue's bytes into the estimator, and the shaper set to
+    /// 15/16 of the estimate when a window closes.
+    #[inline(never)]
+    fn estimate_capacity(&mut self, now: Nanos, queued: i64) {
+        if let Some(rate) = self.autorate.on_enqueue(now, queued) {
+            self.spec.bandwidth_bytes_per_s = (rate > 0).then_some(rate);
+            self.reconfigure();
+        }
     }
 
     /// The spec this instance runs.
@@ -327,6 +341,7 @@ impl<P: Packet> Qdisc<P> for Cake<P> {
         let len = packet.meta().len;
         let t = &mut self.tins[tin];
         t.max_skblen = t.max_skblen.max(len);
+        let backlog_before = self.backlog;
         if packet.meta().gso_segs > 1 && self.spec.split_gso {
             while let Some(seg) = packet.split_first_segment() {
                 self.queue_one(tin, idx, seg, now);
@@ -337,6 +352,9 @@ impl<P: Packet> Qdisc<P> for Cake<P> {
             if self.spec.ack_filter != ack_filter::AckFilter::None {
                 self.ack_filter(tin, idx, now);
             }
+        }
+        if self.spec.autorate_ingress {
+            self.estimate_capacity(now, self.backlog as i64 - backlog_before as i64);
         }
         self.activate(tin, idx);
         self.buffer_max_used = self.buffer_max_used.max(self.buffer_used);
@@ -454,7 +472,7 @@ impl<P: Packet> Qdisc<P> for Cake<P> {
             backlog: self.backlog,
             qlen: self.qlen as u64,
             xstats: Xstats::Cake(Box::new(CakeStats {
-                capacity_estimate: self.spec.bandwidth_bytes_per_s.unwrap_or(0),
+                capacity_estimate: self.autorate.capacity_estimate(),
                 memory_limit: self.buffer_limit,
                 memory_used: self.buffer_max_used,
                 avg_hdr_offset: (self.sizes.avg_netoff + 0x8000) >> 16,
