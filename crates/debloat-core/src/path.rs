@@ -197,7 +197,8 @@ impl<P: Packet + Clone, Q: Qdisc<P>> DataPath<P, Q> {
             .min()
     }
 
-    /// Handed in (duplicates included) = dropped + lost + over limit + queued + delivered.
+    /// Handed in (duplicates included) = dropped + lost + over limit + dropped by a modem +
+    /// queued + delivered.
     pub fn accounted(&self) -> bool {
         let (c, w) = (self.counters, self.wire_counters());
         c.arrived + w.duplicated
@@ -205,6 +206,7 @@ impl<P: Packet + Clone, Q: Qdisc<P>> DataPath<P, Q> {
                 + c.buffer_dropped
                 + w.lost
                 + w.overlimit
+                + self.link.modem_dropped()
                 + self.queued() as u64
                 + w.delivered
     }

@@ -13,13 +13,22 @@
 //! The driver decides when to transmit (the link must be idle: [`Link::busy_until`]); the data
 //! path ([`crate::path::DataPath`]) does that for a discipline, the simulator for its device
 //! ring. Time never goes backwards.
+//!
+//! A link whose capacity follows a trace ([`trace`]) has a [`Modem`] between the transmitter
+//! and the wire: the transmitter hands each packet to the modem's FIFO at the end of its
+//! serialisation (at the interface's rate, or at once without one), and the packet reaches the
+//! wire when the trace lets it leave, or is dropped by the full FIFO.
 
 pub mod framing;
+pub mod modem;
 pub mod netem;
+pub mod trace;
 pub mod wire;
 
 pub use framing::{Framing, LinkLayer};
+pub use modem::{split_trace_words, Modem, ModemCounters, ModemSpec};
 pub use netem::{Emulation, Netem};
+pub use trace::{Trace, TraceError};
 pub use wire::{Wire, WireCounters};
 
 use crate::packet::{Nanos, Packet};
@@ -45,6 +54,7 @@ pub struct Link<P> {
     rate_bps: Option<u64>,
     layer: LinkLayer,
     busy_until: Nanos,
+    modem: Option<Modem>,
     wire: Wire<P>,
 }
 
@@ -57,6 +67,7 @@ impl<P: Packet + Clone> Link<P> {
             rate_bps: emu.rate_bps,
             layer: LinkLayer::Netem(emu.framing),
             busy_until: 0,
+            modem: None,
             wire: Wire::new(emu, propagation_ns, seed),
         }
     }
@@ -75,6 +86,22 @@ impl<P: Packet + Clone> Link<P> {
     /// Change the rate from the next packet on; the packet being sent finishes at the old one.
     pub fn set_rate(&mut self, rate_bps: Option<u64>) {
         self.rate_bps = rate_bps;
+    }
+
+    /// Put a trace-driven modem behind the transmitter (None: take it away), from the next
+    /// packet on.
+    pub fn set_modem(&mut self, modem: Option<Modem>) {
+        self.modem = modem;
+    }
+
+    /// The modem, if the link has one.
+    pub fn modem(&self) -> Option<&Modem> {
+        self.modem.as_ref()
+    }
+
+    /// Packets the modem's full FIFO dropped (0 without a modem).
+    pub fn modem_dropped(&self) -> u64 {
+        self.modem.as_ref().map_or(0, |m| m.counters().dropped)
     }
 
     /// Change the framing from the next packet on.
@@ -120,7 +147,15 @@ impl<P: Packet + Clone> Link<P> {
         released: &mut impl FnMut(Nanos),
     ) {
         self.busy_until = end;
-        self.wire.place(p, now, end, released);
+        match self.modem.as_mut() {
+            None => self.wire.place(p, now, end, released),
+            Some(m) => {
+                let len = self.layer.wire_len(p.meta());
+                if let Some(depart) = m.admit(p.meta(), len, end) {
+                    self.wire.place(p, depart, depart, released);
+                }
+            }
+        }
     }
 
     /// The next packet due at the far end by `now`.

@@ -138,3 +138,57 @@ pub fn qdisc(spec: &str) -> Box<dyn Qdisc<Record>> {
 pub fn mbps(bytes: u64, secs: f64) -> f64 {
     bytes as f64 * 8.0 / secs / 1e6
 }
+
+/// What a path did with its packets.
+#[derive(Debug, Default)]
+pub struct PathResult {
+    pub sent: u64,
+    pub qdisc_dropped: u64,
+    pub delivered: u64,
+    /// Longest time from leaving the discipline to the far end, ns.
+    pub max_delay_ns: u64,
+}
+
+/// Run sources for `dur_ns` through `qdisc` on an unlimited link with `modem` behind it,
+/// then let the path drain.
+pub fn run_path(
+    qdisc: Box<dyn Qdisc<Record>>,
+    modem: Option<debloat_core::link::Modem>,
+    sources: &[Source],
+    dur_ns: u64,
+) -> (PathResult, DataPath<Record, Box<dyn Qdisc<Record>>>) {
+    let mut b = DataPath::new(qdisc, Emulation::default(), 0, 0);
+    b.link_mut().set_modem(modem);
+    let mut r = PathResult::default();
+    let mut left = std::collections::HashMap::new();
+    let mut out = |e: Event<'_, Record>| match e {
+        Event::Sent { packet, end, .. } => {
+            left.insert(packet.id, end);
+        }
+        Event::Dropped { .. } => r.qdisc_dropped += 1,
+        Event::Delivered { packet, at } => {
+            r.delivered += 1;
+            let d = at - left.get(&packet.id).copied().unwrap_or(at);
+            r.max_delay_ns = r.max_delay_ns.max(d);
+        }
+    };
+    let mut next: Vec<u64> = sources.iter().map(|s| s.start_ns).collect();
+    let mut id = 0u64;
+    loop {
+        let (i, &t) = next
+            .iter()
+            .enumerate()
+            .min_by_key(|x| (*x.1, x.0))
+            .expect("sources");
+        if t >= dur_ns {
+            break;
+        }
+        let s = &sources[i];
+        b.arrive(Record::new(id, PacketMeta::new(s.len, s.flow)), t, &mut out);
+        id += 1;
+        next[i] = t + s.interval_ns();
+    }
+    b.finish(&mut out);
+    r.sent = id;
+    (r, b)
+}

@@ -69,7 +69,11 @@ impl Estimator {
         self.avg_window_bytes = self.avg_window_bytes.wrapping_add(queued_bytes as u32);
         let interval = now.saturating_sub(self.last_packet_time).min(NSEC_PER_SEC);
         // Filter out short bursts (Wi-Fi aggregation, a modem's frames).
-        let shift = if interval > self.avg_packet_interval { 2 } else { 8 };
+        let shift = if interval > self.avg_packet_interval {
+            2
+        } else {
+            8
+        };
         self.avg_packet_interval = ewma(self.avg_packet_interval, interval, shift);
         self.last_packet_time = now;
         if interval <= self.avg_packet_interval {
