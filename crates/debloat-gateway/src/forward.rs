@@ -40,6 +40,10 @@ pub struct Config {
     pub emulate_egress: Emulation,
     /// Emulated link WAN → LAN.
     pub emulate_ingress: Emulation,
+    /// A capacity trace with a modem's FIFO behind the LAN → WAN emulation (`rate trace FILE`).
+    pub modem_egress: Option<debloat_core::link::ModemSpec>,
+    /// The same for WAN → LAN.
+    pub modem_ingress: Option<debloat_core::link::ModemSpec>,
     /// Seed of the flow hash and of the emulation's randomness.
     pub seed: u64,
     /// Unix socket for `debloat gateway stats` (created 0600).
@@ -214,8 +218,8 @@ impl Gateway {
         let lan = PacketSocket::open(&cfg.lan)?;
         let wan = PacketSocket::open(&cfg.wan)?;
         let hasher = FlowHasher::new([cfg.seed, cfg.seed.rotate_left(17) ^ 0x6a09_e667]);
-        let side = |spec: &QdiscSpec, emu, salt| Side {
-            path: Path::new(spec, emu, hasher, cfg.seed.wrapping_add(salt)),
+        let side = |spec: &QdiscSpec, emu, modem: &Option<_>, salt| Side {
+            path: Path::new(spec, emu, hasher, cfg.seed.wrapping_add(salt)).with_modem(modem),
             spec: spec.clone(),
             oversized: 0,
             tx_errors: 0,
@@ -235,8 +239,8 @@ impl Gateway {
             .map(|c| Classifier::new(c, qosify::FLOW_SLOTS, hasher));
         Ok(Gateway {
             marker,
-            egress: side(&cfg.egress, cfg.emulate_egress, 1),
-            ingress: side(&cfg.ingress, cfg.emulate_ingress, 2),
+            egress: side(&cfg.egress, cfg.emulate_egress, &cfg.modem_egress, 1),
+            ingress: side(&cfg.ingress, cfg.emulate_ingress, &cfg.modem_ingress, 2),
             lan,
             wan,
             start: Instant::now(),

@@ -75,6 +75,15 @@ impl Path {
         }
     }
 
+    /// Put a capacity trace's modem behind the emulated link's transmitter (its FIFO is then
+    /// the link's `buffer`: its drops count as `buffer_dropped`).
+    pub fn with_modem(mut self, modem: &Option<debloat_core::link::ModemSpec>) -> Path {
+        self.path
+            .link_mut()
+            .set_modem(modem.as_ref().map(|m| m.build()));
+        self
+    }
+
     /// What happened to the frames so far.
     pub fn counters(&self) -> Counters {
         let (p, w) = (self.path.counters(), self.path.wire_counters());
@@ -87,7 +96,7 @@ impl Path {
             corrupted: w.corrupted,
             reordered: w.reordered,
             overlimit: w.overlimit,
-            buffer_dropped: p.buffer_dropped,
+            buffer_dropped: p.buffer_dropped + self.path.link().modem_dropped(),
             duplicated: w.duplicated,
             sent: w.delivered,
         }
@@ -148,7 +157,8 @@ impl Path {
 
     /// Frames in the link's `buffer`.
     pub fn in_buffer(&self) -> usize {
-        self.path.in_buffer()
+        let modem = self.path.link().modem();
+        self.path.in_buffer() + modem.map_or(0, |m| m.occupancy(self.path.now()).0)
     }
 
     /// Frames waiting on the emulated wire.

@@ -2,6 +2,7 @@
 //! emulated link) and `debloat gateway stats` (ask a running gateway for its numbers).
 
 use anyhow::{bail, Context, Result};
+use debloat_core::link::ModemSpec;
 use debloat_core::QdiscSpec;
 use debloat_gateway::{Config, Emulation, Gateway};
 use std::io::{Read, Write};
@@ -13,7 +14,7 @@ use std::sync::Arc;
 #[derive(clap::Args, Debug)]
 #[command(
     args_conflicts_with_subcommands = true,
-    after_help = "Examples:\n  debloat gateway --lan eth1 --wan eth0 --egress \"cake bandwidth 19Mbit\" --ingress \"cake bandwidth 95Mbit ingress\"\n  debloat gateway --lan lan0 --wan wan0 --egress fq_codel --emulate-egress \"rate 10Mbit delay 10ms\" --control /run/debloat/gw.sock\n  debloat gateway --lan lan0 --wan wan0 --egress \"cake bandwidth 10Mbit\" --emulate-egress \"rate 10Mbit delay 20ms 2ms distribution normal loss gemodel 1% 20%\"\n  debloat gateway --lan lan0 --wan wan0 --metrics 9464    (Prometheus: curl 127.0.0.1:9464/metrics)\n  debloat gateway stats --control /run/debloat/gw.sock --json\n\nEmulated links take netem's words: rate RATE [PACKETOVERHEAD [CELLSIZE [CELLOVERHEAD]]],\ndelay TIME [JITTER [CORR]] [distribution uniform|normal|pareto|paretonormal], loss [random] P [CORR],\nloss state P13 [P31 [P32 [P23 [P14]]]], loss gemodel P [R [1-H [1-K]]], duplicate P [CORR],\ncorrupt P [CORR], reorder P [CORR] [gap N], ecn, limit PACKETS, seed N, slot MIN [MAX] |\nslot distribution NAME DELAY JITTER [packets N] [bytes N]; and buffer PACKETS (a modem's FIFO,\ndebloat's word). Unlike netem, jitter never reorders and there is no default limit.\n\n--realtime 50 (with --cpu) runs the forwarding loop under SCHED_FIFO, which cuts the millisecond wake-up tail.\n--busy-poll (with --cpu) never sleeps: lowest latency, one core always busy.\n\nGRO, LRO, GSO and TSO are turned off on both interfaces while the gateway runs (ethtool; turned\nback on at exit; --keep-offloads leaves them): super-frames larger than the MTU are counted as\noversized and dropped."
+    after_help = "Examples:\n  debloat gateway --lan eth1 --wan eth0 --egress \"cake bandwidth 19Mbit\" --ingress \"cake bandwidth 95Mbit ingress\"\n  debloat gateway --lan lan0 --wan wan0 --egress fq_codel --emulate-egress \"rate 10Mbit delay 10ms\" --control /run/debloat/gw.sock\n  debloat gateway --lan lan0 --wan wan0 --egress \"cake bandwidth 10Mbit\" --emulate-egress \"rate 10Mbit delay 20ms 2ms distribution normal loss gemodel 1% 20%\"\n  debloat gateway --lan lan0 --wan wan0 --ingress \"cake bandwidth 4Mbit\" --emulate-ingress \"rate trace data/link-traces/Verizon-LTE-short.down.mahi buffer 200 delay 20ms\"\n  debloat gateway --lan lan0 --wan wan0 --metrics 9464    (Prometheus: curl 127.0.0.1:9464/metrics)\n  debloat gateway stats --control /run/debloat/gw.sock --json\n\nEmulated links take netem's words: rate RATE [PACKETOVERHEAD [CELLSIZE [CELLOVERHEAD]]],\ndelay TIME [JITTER [CORR]] [distribution uniform|normal|pareto|paretonormal], loss [random] P [CORR],\nloss state P13 [P31 [P32 [P23 [P14]]]], loss gemodel P [R [1-H [1-K]]], duplicate P [CORR],\ncorrupt P [CORR], reorder P [CORR] [gap N], ecn, limit PACKETS, seed N, slot MIN [MAX] |\nslot distribution NAME DELAY JITTER [packets N] [bytes N]; and buffer PACKETS (a modem's FIFO,\ndebloat's word); rate trace FILE [buffer PACKETS|SIZE] (capacity from a mahimahi trace or\n`seconds,rate` lines, drained from a modem's FIFO, default 1000 packets; docs/link-traces.md). Unlike netem, jitter never reorders and there is no default limit.\n\n--realtime 50 (with --cpu) runs the forwarding loop under SCHED_FIFO, which cuts the millisecond wake-up tail.\n--busy-poll (with --cpu) never sleeps: lowest latency, one core always busy.\n\nGRO, LRO, GSO and TSO are turned off on both interfaces while the gateway runs (ethtool; turned\nback on at exit; --keep-offloads leaves them): super-frames larger than the MTU are counted as\noversized and dropped."
 )]
 pub struct Args {
     #[command(subcommand)]
@@ -78,7 +79,9 @@ pub struct RunArgs {
     #[arg(long, default_value = "fq_codel")]
     ingress: String,
     /// Emulated link LAN → WAN, in netem's words: "rate 10Mbit delay 10ms 1ms loss 0.1%"
-    /// (all the words are listed below).
+    /// (all the words are listed below). "rate trace FILE buffer 200": capacity from a trace
+    /// (mahimahi's format, or `seconds,rate` lines) with a modem's FIFO of 200 packets (or a
+    /// size such as 150kb; default 1000 packets).
     #[arg(long, default_value = "")]
     emulate_egress: String,
     /// Emulated link WAN → LAN, in netem's words.
@@ -134,16 +137,23 @@ fn forward(a: &RunArgs) -> Result<()> {
     let spec = |s: &str, what: &str| -> Result<QdiscSpec> {
         s.parse().with_context(|| format!("{what} \"{s}\""))
     };
-    let emu = |s: &str, what: &str| -> Result<Emulation> {
-        s.parse().with_context(|| format!("{what} \"{s}\""))
+    let emu = |s: &str, what: &str| -> Result<(Emulation, Option<ModemSpec>)> {
+        let (rest, modem) =
+            crate::link_trace::emulation_words(s).with_context(|| format!("{what} \"{s}\""))?;
+        let e = rest.parse().with_context(|| format!("{what} \"{s}\""))?;
+        Ok((e, modem))
     };
+    let (emulate_egress, modem_egress) = emu(&a.emulate_egress, "--emulate-egress")?;
+    let (emulate_ingress, modem_ingress) = emu(&a.emulate_ingress, "--emulate-ingress")?;
     let cfg = Config {
         lan: lan.clone(),
         wan: wan.clone(),
         egress: spec(&a.egress, "--egress")?,
         ingress: spec(&a.ingress, "--ingress")?,
-        emulate_egress: emu(&a.emulate_egress, "--emulate-egress")?,
-        emulate_ingress: emu(&a.emulate_ingress, "--emulate-ingress")?,
+        emulate_egress,
+        emulate_ingress,
+        modem_egress,
+        modem_ingress,
         seed: a.seed,
         control: a.control.clone(),
         metrics: a.metrics.as_deref().map(metrics_addr).transpose()?,

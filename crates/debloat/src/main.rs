@@ -6,6 +6,7 @@ mod compare;
 mod demo;
 mod gateway;
 mod lab;
+mod link_trace;
 mod probe;
 mod replay;
 mod report;

@@ -97,6 +97,11 @@ pub(crate) fn build_world(
     if let Some(t) = tap {
         w.set_tap(t);
     }
+    for (d, m) in [(Dir::Up, &cfg.modems.up), (Dir::Down, &cfg.modems.down)] {
+        if let Some(m) = m {
+            w.set_modem(d, m.build());
+        }
+    }
     w.set_tcp_window(cfg.tcp_window);
     w.set_classifier(cfg.classify.clone().map(|c| {
         debloat_core::classify::qosify::Classifier::new(

@@ -17,8 +17,8 @@ pub(crate) use build::build_world;
 pub use build::simulate_with_tap;
 pub(crate) use summary::summarise;
 pub use summary::{
-    throughput_between, FlowSummary, Latency, PingSummary, QueueSummary, StationSummary, Summary,
-    WifiSummary,
+    throughput_between, FlowSummary, Latency, ModemSummary, PingSummary, QueueSummary,
+    StationSummary, Summary, WifiSummary,
 };
 
 /// A flent test name.
@@ -173,12 +173,24 @@ pub struct Config {
     /// rtt_fair_up always has 4 hosts, the var tests one per entry, or when empty one host, or
     /// over Wi-Fi one per station).
     pub host_rtts_ns: Vec<u64>,
+    /// Links whose capacity follows a trace: a modem (its FIFO drained by the trace) behind
+    /// that direction's transmitter, which then runs at the interface's rate (docs/link-traces.md).
+    pub modems: Modems,
     /// qosify's rules marking DSCP before the bottleneck's discipline, both directions (up is
     /// egress); replies take the class of their flow (docs/classify.md).
     pub classify: Option<debloat_core::classify::qosify::Config>,
     /// A Wi-Fi AP and stations instead of the two wired links (the rates, qdiscs and device
     /// above are then unused; `rtt_ns` is the wired part between the AP and flent's host).
     pub wifi: Option<crate::wifi::WifiConfig>,
+}
+
+/// Trace-driven modems behind the bottleneck's transmitters, per direction.
+#[derive(Clone, Debug, Default)]
+pub struct Modems {
+    /// Behind the up direction's transmitter.
+    pub up: Option<debloat_core::link::ModemSpec>,
+    /// Behind the down direction's transmitter.
+    pub down: Option<debloat_core::link::ModemSpec>,
 }
 
 impl Config {

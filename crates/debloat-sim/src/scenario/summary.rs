@@ -76,6 +76,23 @@ pub struct QueueSummary {
     pub max_backlog_pkts: u64,
     /// Sojourn percentiles, ms.
     pub sojourn_ms: Latency,
+    /// The trace-driven modem behind the transmitter, if the link has one.
+    pub modem: Option<ModemSummary>,
+}
+
+/// A trace-driven link's modem (its FIFO drained by the capacity trace).
+#[derive(Debug, Clone, Serialize)]
+pub struct ModemSummary {
+    /// The FIFO's limit, e.g. "200p" or "150000b".
+    pub limit: String,
+    /// Packets that entered the FIFO.
+    pub admitted: u64,
+    /// Packets the full FIFO dropped.
+    pub dropped: u64,
+    /// Most packets it held at once.
+    pub max_packets: u64,
+    /// What the trace could carry over the run, Mbit/s on average.
+    pub capacity_mbps: f64,
 }
 
 /// One Wi-Fi station's results.
@@ -420,5 +437,21 @@ fn queue_summary(cfg: &Config, w: &World, d: Dir) -> QueueSummary {
         marked: st.marked,
         max_backlog_pkts: st.max_backlog_pkts,
         sojourn_ms: hist_latency(&st.sojourns),
+        modem: w.modem(d).map(|m| modem_summary(m, w.now())),
+    }
+}
+
+fn modem_summary(m: &debloat_core::link::Modem, end: u64) -> ModemSummary {
+    use debloat_core::qdisc::fifo::Limit;
+    let c = m.counters();
+    ModemSummary {
+        limit: match m.limit() {
+            Limit::Packets(n) => format!("{n}p"),
+            Limit::Bytes(b) => format!("{b}b"),
+        },
+        admitted: c.admitted,
+        dropped: c.dropped,
+        max_packets: c.max_packets,
+        capacity_mbps: m.trace().bits_in(0, end) as f64 / (end.max(1) as f64 / 1e9) / 1e6,
     }
 }

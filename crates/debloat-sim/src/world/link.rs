@@ -48,6 +48,8 @@ pub struct LinkStats {
     pub marked: u64,
     /// Packets lost on the wire (after the discipline sent them).
     pub lost_on_wire: u64,
+    /// Packets a trace-driven link's modem dropped (its FIFO full).
+    pub modem_dropped: u64,
     /// Largest queue length seen, packets.
     pub max_backlog_pkts: u64,
     /// Sojourn of every sent packet, ns.
@@ -62,6 +64,7 @@ impl Default for LinkStats {
             dropped: 0,
             marked: 0,
             lost_on_wire: 0,
+            modem_dropped: 0,
             max_backlog_pkts: 0,
             sojourns: hdrhistogram::Histogram::new_with_bounds(1, 1_000_000_000_000, 3)
                 .expect("valid histogram bounds"),
@@ -215,6 +218,7 @@ impl World {
             self.events.push(t, Event::Arrive(d));
         }
         l.stats.lost_on_wire = l.link.wire().counters.lost;
+        l.stats.modem_dropped = l.link.modem_dropped();
         if ring {
             // A descriptor freed: the driver may take another packet.
             self.try_fill(d);
@@ -228,6 +232,21 @@ impl World {
             };
             self.links[d.idx()].device.fill(p);
         }
+    }
+
+    /// Put a trace-driven modem behind a direction's transmitter.
+    pub fn set_modem(&mut self, d: Dir, modem: debloat_core::link::Modem) {
+        self.links[d.idx()].link.set_modem(Some(modem));
+    }
+
+    /// The simulated time now.
+    pub fn now(&self) -> Nanos {
+        self.now
+    }
+
+    /// The modem behind a direction's transmitter, if any.
+    pub fn modem(&self, d: Dir) -> Option<&debloat_core::link::Modem> {
+        self.links[d.idx()].link.modem()
     }
 
     /// BQL's current limit on a link direction, bytes (None without BQL).

@@ -2,12 +2,16 @@
 //! the results (a flent data file and `summary.json`).
 
 use anyhow::{bail, Context, Result};
-use debloat_core::units::{fmt_rate, parse_rate, parse_size, parse_time};
+use debloat_core::units::{parse_size, parse_time};
 use debloat_core::QdiscSpec;
-use debloat_sim::scenario::{Config, Summary, Test};
+use debloat_sim::scenario::{Config, Test};
 use debloat_sim::tcp::cc::Algorithm;
 use std::io::IsTerminal;
 use std::path::PathBuf;
+
+mod print;
+pub(crate) use print::headline;
+use print::print_table;
 
 /// Arguments of `debloat sim`.
 #[derive(clap::Args, Debug, Clone)]
@@ -22,9 +26,15 @@ pub struct Args {
     /// Run a scenario from a TOML file instead (topology and any mix of flows; see README).
     #[arg(long, conflicts_with = "test")]
     scenario: Option<PathBuf>,
-    /// Bottleneck rates DOWN/UP, e.g. 20Mbit/2Mbit (one value: both directions).
+    /// Bottleneck rates DOWN/UP, e.g. 20Mbit/2Mbit (one value: both directions). Either side
+    /// may be `trace:FILE`: a capacity trace (mahimahi's format, or `seconds,rate` lines) with
+    /// a modem's FIFO (--trace-buffer) behind the discipline, e.g.
+    /// trace:data/link-traces/Verizon-LTE-short.down.mahi/10Mbit.
     #[arg(long, default_value = "20Mbit/20Mbit")]
     pub(crate) link: String,
+    /// The modem's FIFO on a `trace:` link: N packets, or bytes such as 150kb.
+    #[arg(long, default_value = "1000")]
+    pub(crate) trace_buffer: String,
     /// Base round-trip time, split evenly between the directions.
     #[arg(long, default_value = "48ms")]
     pub(crate) rtt: String,
@@ -285,12 +295,12 @@ pub fn config(a: &Args) -> Result<Config> {
         .unwrap_or_default()
         .parse()
         .map_err(anyhow::Error::msg)?;
-    let (down, up) = match a.link.split_once('/') {
-        Some((d, u)) => (d, u),
-        None => (a.link.as_str(), a.link.as_str()),
+    let (down, up) = split_link(&a.link);
+    let buffer = crate::link_trace::limit(&a.trace_buffer).context("--trace-buffer")?;
+    let side = |s: &str| {
+        crate::link_trace::link_side(s, buffer).with_context(|| format!("--link {}", a.link))
     };
-    let rate = |s: &str| parse_rate(s).with_context(|| format!("--link {}", a.link));
-    let (down_bps, up_bps) = (rate(down)?, rate(up)?);
+    let ((down_bps, modem_down), (up_bps, modem_up)) = (side(down)?, side(up)?);
     if down_bps == 0 || up_bps == 0 {
         bail!("--link rates must be above 0, e.g. 20Mbit/2Mbit");
     }
@@ -325,6 +335,10 @@ pub fn config(a: &Args) -> Result<Config> {
             .iter()
             .map(|t| parse_time(t).with_context(|| format!("--rtts {t}")))
             .collect::<Result<Vec<_>>>()?,
+        modems: debloat_sim::scenario::Modems {
+            up: modem_up,
+            down: modem_down,
+        },
         wire: wire(a)?,
         wifi: match &a.wifi {
             Some(k) => Some(wifi_config(a, k)?),
@@ -339,6 +353,21 @@ pub fn config(a: &Args) -> Result<Config> {
             },
         },
     })
+}
+
+/// `--link DOWN/UP` (one value: both). A `trace:` side's file name may hold slashes: the
+/// split is at the first `/` that starts a rate or another `trace:`.
+fn split_link(link: &str) -> (&str, &str) {
+    let starts_side =
+        |rest: &str| rest.starts_with("trace:") || rest.starts_with(|c: char| c.is_ascii_digit());
+    let split = link
+        .match_indices('/')
+        .map(|(i, _)| i)
+        .find(|&i| !link.starts_with("trace:") || starts_side(&link[i + 1..]));
+    match split {
+        Some(i) => (&link[..i], &link[i + 1..]),
+        None => (link, link),
+    }
 }
 
 /// `--tcp-window`: at least one segment.
@@ -463,134 +492,4 @@ pub fn run(a: &Args) -> Result<()> {
         );
     }
     Ok(())
-}
-
-fn print_table(cfg: &Config, s: &Summary) {
-    println!("{}", headline(cfg));
-    print_body(s);
-}
-
-/// The run's first line: test, link, qdiscs.
-pub(crate) fn headline(cfg: &Config) -> String {
-    let cc = if cfg.test == Test::Custom {
-        String::new()
-    } else {
-        format!(", cc {:?}", cfg.cc)
-    };
-    let over = match &cfg.wifi {
-        Some(w) => w.describe(),
-        None => format!(
-            "{}/{} (down/up)",
-            fmt_rate(cfg.down_bps),
-            fmt_rate(cfg.up_bps)
-        ),
-    };
-    format!(
-        "{} over {over}, base RTT {} ms, {} s{cc}{}",
-        cfg.test.name(),
-        cfg.rtt_ns as f64 / 1e6,
-        cfg.length_s,
-        if cfg.ecn { ", ECN" } else { "" }
-    )
-}
-
-fn print_body(s: &Summary) {
-    print_flows(s);
-    for p in &s.pings {
-        let f = |l: &Option<debloat_sim::scenario::Latency>| match l {
-            Some(l) => format!("p50 {:.1} / p90 {:.1} / p99 {:.1} ms", l.p50, l.p90, l.p99),
-            None => "-".into(),
-        };
-        println!(
-            "\n  {}: under load {}; idle {}; loss {:.1} %",
-            p.name,
-            f(&p.latency_ms),
-            f(&p.idle_latency_ms),
-            p.loss_pct
-        );
-    }
-    if let Some(w) = &s.wifi {
-        print_stations(w);
-    }
-    print_queues(s);
-}
-
-fn print_flows(s: &Summary) {
-    if !s.flows.is_empty() {
-        println!(
-            "\n  {:<20} {:>12} {:>9} {:>8} {:>8} {:>9}",
-            "flow", "goodput", "loss", "retrans", "RTOs", "CE recv"
-        );
-        println!(
-            "  {:<20} {:>12} {:>9} {:>8} {:>8} {:>9}",
-            "", "Mbit/s", "%", "pkts", "", "pkts"
-        );
-        for f in &s.flows {
-            println!(
-                "  {:<20} {:>12.2} {:>9.2} {:>8} {:>8} {:>9}",
-                f.name, f.throughput_mbps, f.loss_pct, f.retransmits, f.timeouts, f.ce_marked
-            );
-        }
-        let total: f64 = s.flows.iter().map(|f| f.throughput_mbps).sum();
-        println!("  {:<20} {:>12.2}", "total", total);
-        if let Some(j) = s.jain_fairness {
-            println!("  Jain's fairness index {j:.3}");
-        }
-    }
-}
-
-fn print_stations(w: &debloat_sim::scenario::WifiSummary) {
-    println!(
-        "\n  {:<12} {:>10} {:>10} {:>9} {:>9} {:>10} {:>9}",
-        "station", "PHY", "goodput", "airtime", "ping p50", "AQL max", "failed"
-    );
-    println!(
-        "  {:<12} {:>10} {:>10} {:>9} {:>9} {:>10} {:>9}",
-        "", "Mbit/s", "Mbit/s", "share", "ms", "ms", "MPDUs"
-    );
-    for st in &w.stations {
-        println!(
-            "  {:<12} {:>10.1} {:>10.2} {:>8.1}% {:>9} {:>10.1} {:>9}",
-            st.host,
-            st.phy_mbps,
-            st.throughput_mbps,
-            st.airtime_share * 100.0,
-            st.latency_ms
-                .as_ref()
-                .map_or("-".into(), |l| format!("{:.1}", l.p50)),
-            st.max_aql_pending_ms,
-            st.failed_frames
-        );
-    }
-    println!(
-        "  Jain's index over airtime {}; channel busy {:.1} %; {} collisions",
-        w.airtime_jain.map_or("-".into(), |j| format!("{j:.3}")),
-        w.channel_busy * 100.0,
-        w.collisions
-    );
-}
-
-fn print_queues(s: &Summary) {
-    println!(
-        "\n  {:<16} {:<36} {:>9} {:>8} {:>8} {:>8} {:>16}",
-        "queue", "qdisc", "sent", "dropped", "marked", "max q", "sojourn p50/p99"
-    );
-    for q in &s.queues {
-        let mut name = q.qdisc.clone();
-        if name.len() > 36 {
-            name.truncate(33);
-            name.push_str("...");
-        }
-        println!(
-            "  {:<16} {:<36} {:>9} {:>8} {:>8} {:>8} {:>7.1}/{:<6.1}ms",
-            q.r#where,
-            name,
-            q.sent_pkts,
-            q.dropped,
-            q.marked,
-            q.max_backlog_pkts,
-            q.sojourn_ms.p50,
-            q.sojourn_ms.p99
-        );
-    }
 }
