@@ -30,6 +30,7 @@
 #![warn(missing_docs)]
 
 pub mod airtime;
+pub mod autorate;
 pub mod classify;
 pub mod device;
 pub mod flow;

@@ -329,12 +329,8 @@ mod tests {
 
     #[test]
     fn a_real_trace_carries_its_stated_mean() {
-        let text = std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../data/link-traces/Verizon-LTE-short.down.mahi"
-        ))
-        .expect("data/link-traces in the repository");
-        let t = Trace::parse(&text).expect("trace");
+        let text = include_str!("../../../../data/link-traces/Verizon-LTE-short.down.mahi");
+        let t = Trace::parse(text).expect("trace");
         let mean = t.bits_in(0, t.length()) as f64 / (t.length() as f64 / 1e9) / 1e6;
         assert!((mean - 5.03).abs() < 0.01, "{mean} Mbit/s");
     }

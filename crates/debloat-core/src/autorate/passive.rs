@@ -1,0 +1,239 @@
+//! debloat's controller: no reflectors, only what a gateway sees of the traffic it forwards.
+//!
+//! Signals, once a tick (the driver's, 50 ms by default):
+//! * the round trip *beyond the shaper* — from a segment leaving the shaper to its ACK coming
+//!   back — its lowest sample in the tick; the path's base is the lowest of those over the last
+//!   10 s, so `queue = tick's lowest − base` is the queue that formed past the shaper (in a modem
+//!   the AQM cannot reach). The lowest sample of a tick is used because one flow's ACK delayed
+//!   by its receiver should not count as a queue, while a standing queue delays them all;
+//! * the delivery rate: bytes acknowledged over the last 4 ticks, what the link past the shaper
+//!   actually carried (BBR's estimate, from the same ACKs);
+//! * the load: bytes the shaper sent against its rate.
+//!
+//! Decisions:
+//! * **bufferbloat** (queue above 10 ms): the link carries less than the shaper sends; the rate
+//!   becomes the delivery rate, less what drains the queue in 250 ms (`delivered · (1 − queue /
+//!   250 ms)`, at least half of it), never above the current rate. A capacity estimate, not a
+//!   fixed step: one tick reaches a link that fell by 10×;
+//! * **high load** (queue under 5 ms, the shaper sent ≥ 80 % of its rate): probe up by 3 % a
+//!   tick (×1.8 a second at 50 ms ticks): a link that grew is found in about a second;
+//! * otherwise hold: between the thresholds, or when the traffic does not fill the shaper.
+//!
+//! Compared with cake-autorate: no probes on the network, a decision every tick instead of one
+//! per 300 ms refractory period, and down-steps sized by the measured delivery rate instead of
+//! a factor of the current rate.
+
+use super::{Bounds, Controller, Reason, Tick};
+use crate::packet::Nanos;
+use std::collections::VecDeque;
+
+const MS: Nanos = 1_000_000;
+/// A queue past the shaper above this is bufferbloat.
+pub const HIGH_NS: Nanos = 10 * MS;
+/// Below this the rate may rise.
+pub const LOW_NS: Nanos = 5 * MS;
+/// The queue is drained within this.
+const DRAIN_NS: Nanos = 250 * MS;
+/// The base RTT is the lowest over this long.
+const BASE_WINDOW_NS: Nanos = 10_000 * MS;
+/// Up-step per tick, thousandths.
+const UP_MILLI: u64 = 1030;
+/// High load: the shaper sent at least this share of its rate, thousandths.
+const HIGH_LOAD_MILLI: u64 = 800;
+const DELIVERY_TICKS: usize = 4;
+
+/// The passive controller.
+pub struct Passive {
+    bounds: Bounds,
+    rate_bps: u64,
+    /// (time, lowest RTT) per tick with a sample, over the base window.
+    rtts: VecDeque<(Nanos, Nanos)>,
+    /// (interval, acked bytes) of the last ticks.
+    acked: VecDeque<(Nanos, u64)>,
+    reason: Reason,
+    queue_ns: Option<Nanos>,
+}
+
+impl Passive {
+    /// A controller starting at the base rate.
+    pub fn new(bounds: Bounds) -> Passive {
+        Passive {
+            bounds,
+            rate_bps: bounds.base_bps,
+            rtts: VecDeque::new(),
+            acked: VecDeque::with_capacity(DELIVERY_TICKS + 1),
+            reason: Reason::Start,
+            queue_ns: None,
+        }
+    }
+
+    /// The queue past the shaper at the last tick, ns (None before any sample).
+    pub fn queue_ns(&self) -> Option<Nanos> {
+        self.queue_ns
+    }
+
+    fn base_rtt(&self) -> Option<Nanos> {
+        self.rtts.iter().map(|x| x.1).min()
+    }
+
+    fn delivery_bps(&self) -> u64 {
+        let (ns, bytes) = self
+            .acked
+            .iter()
+            .fold((0, 0), |(n, b), x| (n + x.0, b + x.1));
+        if ns == 0 {
+            0
+        } else {
+            (u128::from(bytes) * 8 * 1_000_000_000 / u128::from(ns)) as u64
+        }
+    }
+}
+
+impl Controller for Passive {
+    fn on_tick(&mut self, now: Nanos, tick: &Tick) {
+        self.acked.push_back((tick.interval_ns, tick.acked_bytes));
+        if self.acked.len() > DELIVERY_TICKS {
+            self.acked.pop_front();
+        }
+        if let Some(r) = tick.min_rtt_ns {
+            // Keep the window's running minimum: later samples at or below a sample make it
+            // useless.
+            while self.rtts.back().is_some_and(|x| x.1 >= r) {
+                self.rtts.pop_back();
+            }
+            self.rtts.push_back((now, r));
+        }
+        while self
+            .rtts
+            .front()
+            .is_some_and(|x| x.0 + BASE_WINDOW_NS < now)
+        {
+            self.rtts.pop_front();
+        }
+        let queue = match (tick.min_rtt_ns, self.base_rtt()) {
+            (Some(r), Some(b)) => Some(r - b),
+            _ => None,
+        };
+        self.queue_ns = queue;
+        let sent_bps = if tick.interval_ns == 0 {
+            0
+        } else {
+            (u128::from(tick.sent_bytes) * 8 * 1_000_000_000 / u128::from(tick.interval_ns)) as u64
+        };
+        self.reason = Reason::Hold;
+        match queue {
+            Some(q) if q > HIGH_NS => {
+                let delivered = self.delivery_bps();
+                let keep = DRAIN_NS.saturating_sub(q.min(DRAIN_NS / 2));
+                let target =
+                    (u128::from(delivered) * u128::from(keep) / u128::from(DRAIN_NS)) as u64;
+                if delivered > 0 && target < self.rate_bps {
+                    self.rate_bps = target;
+                }
+                self.reason = Reason::Bufferbloat {
+                    delay_ms: q as f64 / 1e6,
+                };
+            }
+            Some(q) if q < LOW_NS && sent_bps * 1000 >= self.rate_bps * HIGH_LOAD_MILLI => {
+                self.rate_bps = self.rate_bps * UP_MILLI / 1000;
+                self.reason = Reason::HighLoad;
+            }
+            _ => {}
+        }
+        self.rate_bps = self.bounds.clamp(self.rate_bps);
+    }
+
+    fn rate_bps(&self) -> u64 {
+        self.rate_bps
+    }
+
+    fn reason(&self) -> Reason {
+        self.reason
+    }
+
+    fn name(&self) -> &'static str {
+        "passive"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctl() -> Passive {
+        Passive::new(Bounds {
+            min_bps: 1_000_000,
+            base_bps: 10_000_000,
+            max_bps: 50_000_000,
+        })
+    }
+
+    fn tick(sent_bps: u64, acked_bps: u64, rtt_ms: u64) -> Tick {
+        Tick {
+            interval_ns: 50 * MS,
+            sent_bytes: sent_bps / 8 / 20,
+            acked_bytes: acked_bps / 8 / 20,
+            min_rtt_ns: Some(rtt_ms * MS),
+            backlog_bytes: 0,
+        }
+    }
+
+    #[test]
+    fn a_saturated_shaper_with_no_queue_behind_it_climbs_3_percent_a_tick() {
+        let mut c = ctl();
+        for k in 1..=10u64 {
+            let r = c.rate_bps();
+            c.on_tick(k * 50 * MS, &tick(r, r, 40));
+        }
+        let want = (0..10).fold(10_000_000u64, |r, _| r * 1030 / 1000);
+        assert_eq!(c.rate_bps(), want);
+        assert_eq!(c.reason(), Reason::HighLoad);
+    }
+
+    #[test]
+    fn a_queue_past_the_shaper_brings_the_rate_to_what_the_link_delivers() {
+        let mut c = ctl();
+        for k in 1..=20u64 {
+            c.on_tick(k * 50 * MS, &tick(10_000_000, 10_000_000, 40));
+        }
+        // The link falls to 2 Mbit/s: ACKs report 2 Mbit/s and the RTT rises by 50 ms.
+        for k in 21..=24u64 {
+            c.on_tick(k * 50 * MS, &tick(10_000_000, 2_000_000, 90));
+        }
+        // delivered 2 Mbit/s × (1 − 50/250) = 1.6 Mbit/s.
+        assert_eq!(c.rate_bps(), 1_600_000);
+        assert!(
+            matches!(c.reason(), Reason::Bufferbloat { delay_ms } if (delay_ms - 50.0).abs() < 1e-9)
+        );
+        // It never goes up while the queue is there.
+        c.on_tick(25 * 50 * MS, &tick(1_600_000, 1_600_000, 70));
+        assert_eq!(c.rate_bps(), 1_600_000);
+    }
+
+    #[test]
+    fn without_load_or_samples_it_holds() {
+        let mut c = ctl();
+        c.on_tick(50 * MS, &tick(1_000_000, 1_000_000, 40));
+        assert_eq!((c.rate_bps(), c.reason()), (10_000_000, Reason::Hold));
+        c.on_tick(
+            100 * MS,
+            &Tick {
+                interval_ns: 50 * MS,
+                ..Tick::default()
+            },
+        );
+        assert_eq!(c.rate_bps(), 10_000_000);
+    }
+
+    #[test]
+    fn the_base_is_the_lowest_rtt_of_the_last_ten_seconds() {
+        let mut c = ctl();
+        c.on_tick(MS, &tick(0, 0, 30));
+        for k in 1..=250u64 {
+            c.on_tick(k * 50 * MS, &tick(0, 0, 60));
+        }
+        // The 30 ms sample aged out after 10 s: the base is now 60 ms, the queue 0.
+        assert_eq!(c.base_rtt(), Some(60 * MS));
+        assert_eq!(c.queue_ns(), Some(0));
+    }
+}
