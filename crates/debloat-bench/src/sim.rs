@@ -37,7 +37,7 @@ pub fn run(length: f64) -> Result<()> {
             wire: Default::default(),
             tcp_window: None,
             host_rtts_ns: Vec::new(),
-            modems: Default::default(),
+            adaptive: Default::default(),
             classify: None,
             wifi: wifi.then(|| {
                 let r = |m| debloat_core::airtime::PhyRate::ht(m);

@@ -188,7 +188,7 @@ fn config(f: &ScenarioFile) -> Result<Config, String> {
         wire,
         tcp_window: None,
         host_rtts_ns: Vec::new(),
-        modems: Default::default(),
+        adaptive: Default::default(),
         classify: None,
         wifi: None,
     };

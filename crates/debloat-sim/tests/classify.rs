@@ -33,7 +33,7 @@ fn rrul(classify: Option<debloat_core::classify::qosify::Config>) -> Summary {
         wire: Default::default(),
         tcp_window: None,
         host_rtts_ns: Vec::new(),
-        modems: Default::default(),
+        adaptive: Default::default(),
         classify,
         wifi: None,
     };

@@ -37,7 +37,7 @@ fn cfg(
         wire: Default::default(),
         tcp_window: None,
         host_rtts_ns: Vec::new(),
-        modems: Default::default(),
+        adaptive: Default::default(),
         classify: None,
         wifi: None,
     }

@@ -44,7 +44,7 @@ fn run_on(test: Test, wc: WifiConfig, rtts: &[u64]) -> Summary {
         wire: Default::default(),
         tcp_window: None,
         host_rtts_ns: rtts.iter().map(|r| r * MS).collect(),
-        modems: Default::default(),
+        adaptive: Default::default(),
         classify: None,
         wifi: Some(wc),
     };

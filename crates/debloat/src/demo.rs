@@ -66,7 +66,7 @@ fn config(up: &str, down: &str, length: f64, seed: u64) -> Result<Config> {
         wire: Default::default(),
         tcp_window: None,
         host_rtts_ns: Vec::new(),
-        modems: Default::default(),
+        adaptive: Default::default(),
         classify: None,
         wifi: None,
     })

@@ -41,6 +41,8 @@ const UP_MILLI: u64 = 1030;
 /// High load: the shaper sent at least this share of its rate, thousandths.
 const HIGH_LOAD_MILLI: u64 = 800;
 const DELIVERY_TICKS: usize = 4;
+/// Samples must have come for this long before a queue is believed.
+const BASE_SETTLE_NS: Nanos = 1_000 * MS;
 
 /// The passive controller.
 pub struct Passive {
@@ -52,6 +54,7 @@ pub struct Passive {
     acked: VecDeque<(Nanos, u64)>,
     reason: Reason,
     queue_ns: Option<Nanos>,
+    first_sample: Option<Nanos>,
 }
 
 impl Passive {
@@ -64,6 +67,7 @@ impl Passive {
             acked: VecDeque::with_capacity(DELIVERY_TICKS + 1),
             reason: Reason::Start,
             queue_ns: None,
+            first_sample: None,
         }
     }
 
@@ -96,6 +100,7 @@ impl Controller for Passive {
             self.acked.pop_front();
         }
         if let Some(r) = tick.min_rtt_ns {
+            self.first_sample.get_or_insert(now);
             // Keep the window's running minimum: later samples at or below a sample make it
             // useless.
             while self.rtts.back().is_some_and(|x| x.1 >= r) {
@@ -121,20 +126,23 @@ impl Controller for Passive {
             (u128::from(tick.sent_bytes) * 8 * 1_000_000_000 / u128::from(tick.interval_ns)) as u64
         };
         self.reason = Reason::Hold;
+        let trusted = self.first_sample.is_some_and(|f| now >= f + BASE_SETTLE_NS);
+        let loaded = sent_bps * 1000 >= self.rate_bps * HIGH_LOAD_MILLI || tick.backlog_bytes > 0;
         match queue {
-            Some(q) if q > HIGH_NS => {
+            Some(q) if q > HIGH_NS && trusted => {
                 let delivered = self.delivery_bps();
                 let keep = DRAIN_NS.saturating_sub(q.min(DRAIN_NS / 2));
                 let target =
                     (u128::from(delivered) * u128::from(keep) / u128::from(DRAIN_NS)) as u64;
                 if delivered > 0 && target < self.rate_bps {
-                    self.rate_bps = target;
+                    self.rate_bps = target.max(self.rate_bps / 2);
                 }
                 self.reason = Reason::Bufferbloat {
                     delay_ms: q as f64 / 1e6,
                 };
             }
-            Some(q) if q < LOW_NS && sent_bps * 1000 >= self.rate_bps * HIGH_LOAD_MILLI => {
+            Some(q) if q > LOW_NS => {}
+            _ if loaded && sent_bps > 0 => {
                 self.rate_bps = self.rate_bps * UP_MILLI / 1000;
                 self.reason = Reason::HighLoad;
             }
@@ -200,7 +208,8 @@ mod tests {
         for k in 21..=24u64 {
             c.on_tick(k * 50 * MS, &tick(10_000_000, 2_000_000, 90));
         }
-        // delivered 2 Mbit/s × (1 − 50/250) = 1.6 Mbit/s.
+        // delivered 2 Mbit/s × (1 − 50/250) = 1.6 Mbit/s, reached in halvings: 10 → 5 → 2.5 →
+        // 1.6.
         assert_eq!(c.rate_bps(), 1_600_000);
         assert!(
             matches!(c.reason(), Reason::Bufferbloat { delay_ms } if (delay_ms - 50.0).abs() < 1e-9)

@@ -292,7 +292,7 @@ fn config(seed: u64, test: Test, down_bps: u64, up_bps: u64, rtt_ns: u64, qdisc:
         wire: Default::default(),
         tcp_window: None,
         host_rtts_ns: Vec::new(),
-        modems: Default::default(),
+        adaptive: Default::default(),
         classify: None,
         wifi: None,
     }

@@ -97,9 +97,15 @@ pub(crate) fn build_world(
     if let Some(t) = tap {
         w.set_tap(t);
     }
-    for (d, m) in [(Dir::Up, &cfg.modems.up), (Dir::Down, &cfg.modems.down)] {
+    let a = &cfg.adaptive;
+    for (d, m) in [(Dir::Up, &a.modem_up), (Dir::Down, &a.modem_down)] {
         if let Some(m) = m {
             w.set_modem(d, m.build());
+        }
+    }
+    for (d, c) in [(Dir::Up, a.autorate_up), (Dir::Down, a.autorate_down)] {
+        if let Some(c) = c {
+            w.set_autorate(d, c, 0);
         }
     }
     w.set_tcp_window(cfg.tcp_window);

@@ -175,7 +175,7 @@ pub struct Config {
     pub host_rtts_ns: Vec<u64>,
     /// Links whose capacity follows a trace: a modem (its FIFO drained by the trace) behind
     /// that direction's transmitter, which then runs at the interface's rate (docs/link-traces.md).
-    pub modems: Modems,
+    pub adaptive: Adaptive,
     /// qosify's rules marking DSCP before the bottleneck's discipline, both directions (up is
     /// egress); replies take the class of their flow (docs/classify.md).
     pub classify: Option<debloat_core::classify::qosify::Config>,
@@ -184,13 +184,17 @@ pub struct Config {
     pub wifi: Option<crate::wifi::WifiConfig>,
 }
 
-/// Trace-driven modems behind the bottleneck's transmitters, per direction.
+/// Links whose capacity moves and the controllers that follow them, per direction.
 #[derive(Clone, Debug, Default)]
-pub struct Modems {
-    /// Behind the up direction's transmitter.
-    pub up: Option<debloat_core::link::ModemSpec>,
-    /// Behind the down direction's transmitter.
-    pub down: Option<debloat_core::link::ModemSpec>,
+pub struct Adaptive {
+    /// A trace-driven modem behind the up direction's transmitter.
+    pub modem_up: Option<debloat_core::link::ModemSpec>,
+    /// The same, down.
+    pub modem_down: Option<debloat_core::link::ModemSpec>,
+    /// A controller setting the up discipline's shaper rate (it must shape: cake).
+    pub autorate_up: Option<crate::world::AutorateConfig>,
+    /// The same, down.
+    pub autorate_down: Option<crate::world::AutorateConfig>,
 }
 
 impl Config {

@@ -349,6 +349,7 @@ impl World {
                         pr.owd_up.push(server_at.saturating_sub(sent_at));
                         pr.seqs.push(seq);
                     }
+                    self.autorate_reflector(k, now - sent_at);
                 } else {
                     // The reply goes back the way the request came.
                     let r = SimPacket {

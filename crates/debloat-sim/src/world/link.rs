@@ -103,6 +103,9 @@ impl World {
         if self.marker.is_some() {
             self.mark(d, &mut p);
         }
+        if self.autorate[d.reverse().idx()].is_some() {
+            self.autorate_seen(d, &p);
+        }
         if self.wifi.is_some() {
             self.send_wifi(d, p);
             return;
@@ -163,6 +166,10 @@ impl World {
         let got = l.cfg.qdisc.dequeue(now);
         let out = match got {
             Dequeue::Packet(p) => {
+                if self.autorate[d.idx()].is_some() {
+                    self.autorate_sent(d, &p);
+                }
+                let l = &mut self.links[d.idx()];
                 l.stats.sent_pkts += 1;
                 l.stats.sent_bytes += u64::from(p.meta.len);
                 l.stats

@@ -24,9 +24,11 @@ use debloat_core::{Dequeue, DropReason, Qdisc};
 use std::net::{IpAddr, Ipv4Addr};
 
 mod air;
+mod autorate;
 mod hosts;
 mod link;
 
+pub use autorate::{AutorateConfig, RatePoint};
 use debloat_core::device::Device;
 pub use debloat_core::device::DeviceConfig;
 pub use hosts::{Flow, Probe};
@@ -77,6 +79,8 @@ enum Event {
     WifiWake,
     /// A packet from the wired host reaches the AP (after the wire's one-way delay).
     ToAp(Box<SimPacket>),
+    /// A direction's shaper-rate controller ticks.
+    Autorate(Dir),
 }
 
 /// The simulation: build it, add flows, `run` to the end.
@@ -102,6 +106,8 @@ pub struct World {
     tcp_window: Option<u64>,
     /// The marking stage, shared by both directions.
     marker: Option<Box<debloat_core::classify::qosify::Classifier>>,
+    /// Shaper-rate controllers, per direction (`autorate.rs`).
+    autorate: [Option<Box<autorate::Driver>>; 2],
 }
 
 /// The station behind remote host 198.18.2.`host` when `n` stations share a Wi-Fi AP: hosts
@@ -155,6 +161,7 @@ impl World {
             air_out: Vec::new(),
             tcp_window: None,
             marker: None,
+            autorate: [None, None],
         };
         w.events.push(step, Event::Sample);
         w
@@ -197,6 +204,7 @@ impl World {
             self.handle(e);
         }
         self.now = self.end;
+        self.autorate_forget_reflectors();
         progress(1.0);
     }
 
@@ -259,6 +267,7 @@ impl World {
                 self.start_air();
             }
             Event::ToAp(p) => self.ap_receive(*p),
+            Event::Autorate(d) => self.autorate_tick(d),
             Event::Sample => {
                 self.sample_times.push(self.now);
                 for f in &mut self.flows {

@@ -35,6 +35,17 @@ pub struct Args {
     /// The modem's FIFO on a `trace:` link: N packets, or bytes such as 150kb.
     #[arg(long, default_value = "1000")]
     pub(crate) trace_buffer: String,
+    /// Control the down discipline's shaper rate (it must be cake) between these rates:
+    /// min=RATE,base=RATE,max=RATE (docs/autorate.md).
+    #[arg(long, value_name = "min=…,base=…,max=…")]
+    pub(crate) autorate_down: Option<String>,
+    /// The same for the up discipline.
+    #[arg(long, value_name = "min=…,base=…,max=…")]
+    pub(crate) autorate_up: Option<String>,
+    /// The controller: passive (debloat's: the TCP flows' own round trips, no reflectors) or
+    /// cake-autorate (its published algorithm, with 6 reflector pings every 300 ms).
+    #[arg(long, default_value = "passive")]
+    pub(crate) autorate_mode: String,
     /// Base round-trip time, split evenly between the directions.
     #[arg(long, default_value = "48ms")]
     pub(crate) rtt: String,
@@ -335,9 +346,11 @@ pub fn config(a: &Args) -> Result<Config> {
             .iter()
             .map(|t| parse_time(t).with_context(|| format!("--rtts {t}")))
             .collect::<Result<Vec<_>>>()?,
-        modems: debloat_sim::scenario::Modems {
-            up: modem_up,
-            down: modem_down,
+        adaptive: debloat_sim::scenario::Adaptive {
+            modem_up,
+            modem_down,
+            autorate_up: autorate(a, a.autorate_up.as_deref(), "--autorate-up")?,
+            autorate_down: autorate(a, a.autorate_down.as_deref(), "--autorate-down")?,
         },
         wire: wire(a)?,
         wifi: match &a.wifi {
@@ -368,6 +381,25 @@ fn split_link(link: &str) -> (&str, &str) {
         Some(i) => (&link[..i], &link[i + 1..]),
         None => (link, link),
     }
+}
+
+/// `--autorate-up/down` with `--autorate-mode`.
+fn autorate(
+    a: &Args,
+    words: Option<&str>,
+    what: &str,
+) -> Result<Option<debloat_sim::world::AutorateConfig>> {
+    use debloat_core::autorate::{Bounds, Mode};
+    let Some(words) = words else { return Ok(None) };
+    let bounds = Bounds::parse(words)
+        .map_err(anyhow::Error::msg)
+        .with_context(|| format!("{what} {words}"))?;
+    let mode: Mode = a
+        .autorate_mode
+        .parse()
+        .map_err(anyhow::Error::msg)
+        .context("--autorate-mode")?;
+    Ok(Some(debloat_sim::world::AutorateConfig::new(mode, bounds)))
 }
 
 /// `--tcp-window`: at least one segment.

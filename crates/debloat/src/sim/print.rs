@@ -24,8 +24,8 @@ pub(crate) fn headline(cfg: &Config) -> String {
             };
             format!(
                 "{}/{} (down/up)",
-                side(cfg.down_bps, &cfg.modems.down),
-                side(cfg.up_bps, &cfg.modems.up)
+                side(cfg.down_bps, &cfg.adaptive.modem_down),
+                side(cfg.up_bps, &cfg.adaptive.modem_up)
             )
         }
     };

@@ -1,0 +1,265 @@
+//! A shaper-rate controller ([`debloat_core::autorate`]) on a link direction, fed what a gateway
+//! at the bottleneck would see:
+//! * every tick (50 ms): the bytes the discipline sent, and — for the passive mode — the round
+//!   trips beyond the shaper: a data segment's TCP timestamp is noted as it leaves the
+//!   discipline; the ACK echoing it, seen as the client sends it into the other direction's
+//!   discipline, closes the sample (LibreQoS's passive RTT, taken from the shaper's output so
+//!   the shaper's own queue is not counted); the bytes those ACKs cover are the delivery rate;
+//! * for cake-autorate's mode, reflector pings: 6 ICMP echo streams from the client side to
+//!   the far host, one every 300 ms each, staggered (its defaults); each reply is a sample.
+//!   They cross both disciplines as the router's own pings do; they are the controller's, so
+//!   they are taken out of the run's probes when it ends.
+//!
+//! The rate is applied to the discipline at once (`tc qdisc change … cake bandwidth`).
+
+use super::*;
+use debloat_core::autorate::{Bounds, Controller, Mode, Reason, Tick};
+use std::collections::{HashMap, VecDeque};
+use std::ops::Range;
+
+/// How a direction's shaper rate is controlled.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AutorateConfig {
+    /// Which controller.
+    pub mode: Mode,
+    /// Its rate range.
+    pub bounds: Bounds,
+    /// Its tick, ns (20 decisions a second at 50 ms).
+    pub tick_ns: Nanos,
+}
+
+impl AutorateConfig {
+    /// `mode` within `bounds`, 50 ms ticks.
+    pub fn new(mode: Mode, bounds: Bounds) -> AutorateConfig {
+        AutorateConfig {
+            mode,
+            bounds,
+            tick_ns: 50_000_000,
+        }
+    }
+}
+
+/// One decision: when, the rate set, and why.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct RatePoint {
+    /// Time, ns.
+    pub t: Nanos,
+    /// The shaper's rate from then, bit/s.
+    pub rate_bps: u64,
+    /// The controller's reason.
+    pub reason: Reason,
+}
+
+const REFLECTORS: usize = 6;
+const REFLECTOR_INTERVAL: Nanos = 300_000_000;
+
+/// One flow's passive round-trip state. A sender stamps a burst of segments with one
+/// timestamp, so (as LibreQoS does) only a timestamp's first appearance is noted, and only the
+/// first ACK echoing it is a sample: later ones would time a later segment from the burst's
+/// first. A timestamp whose first segment left the shaper more than [`PAIR_NS`] after its flow's
+/// previous one gives no sample: its receiver may hold the ACK for its delayed-ACK timer
+/// (40 ms), which is no queue.
+#[derive(Default)]
+struct FlowRtt {
+    /// (timestamp, when its first segment left the shaper, whether it may give a sample).
+    stamps: VecDeque<(Nanos, Nanos, bool)>,
+    last_stamp: Option<Nanos>,
+    last_left: Option<Nanos>,
+    acked: u64,
+}
+
+/// Segments of a flow closer than this come as a pair a receiver ACKs at once.
+const PAIR_NS: Nanos = 20_000_000;
+
+pub(super) struct Driver {
+    ctl: Box<dyn Controller>,
+    tick_ns: Nanos,
+    sent_at_tick: u64,
+    /// Per flow: the segments' TCP timestamps not yet echoed, each with when it first left the
+    /// shaper, and the highest cumulative ACK seen.
+    inflight: HashMap<u32, FlowRtt>,
+    passive: bool,
+    tick_min_rtt: Option<Nanos>,
+    tick_acked: u64,
+    pub(super) reflectors: Range<usize>,
+    pub(super) series: Vec<RatePoint>,
+    applied: u64,
+}
+
+impl World {
+    /// Control direction `d`'s shaper with `cfg` from `start` (its discipline must shape).
+    pub fn set_autorate(&mut self, d: Dir, cfg: AutorateConfig, start: Nanos) {
+        let ctl = cfg.mode.build(cfg.bounds);
+        let mut reflectors = 0..0;
+        if cfg.mode.needs_reflectors() {
+            let first = self.probes.len();
+            for k in 0..REFLECTORS as u64 {
+                let at = start + k * REFLECTOR_INTERVAL / REFLECTORS as u64;
+                self.add_probe("autorate reflector", false, 0, at, REFLECTOR_INTERVAL);
+            }
+            reflectors = first..self.probes.len();
+        }
+        let rate = ctl.rate_bps();
+        self.links[d.idx()].cfg.qdisc.set_bandwidth(Some(rate));
+        self.autorate[d.idx()] = Some(Box::new(Driver {
+            ctl,
+            tick_ns: cfg.tick_ns.max(1_000_000),
+            sent_at_tick: self.links[d.idx()].stats.sent_bytes,
+            inflight: HashMap::new(),
+            passive: !cfg.mode.needs_reflectors(),
+            tick_min_rtt: None,
+            tick_acked: 0,
+            reflectors,
+            series: vec![RatePoint {
+                t: 0,
+                rate_bps: rate,
+                reason: Reason::Start,
+            }],
+            applied: rate,
+        }));
+        self.events.push(start + cfg.tick_ns, Event::Autorate(d));
+    }
+
+    /// The decisions of direction `d`'s controller, if it has one.
+    pub fn autorate_series(&self, d: Dir) -> Option<&[RatePoint]> {
+        self.autorate[d.idx()].as_ref().map(|a| a.series.as_slice())
+    }
+
+    /// A data segment left direction `d`'s discipline: note its timestamp.
+    pub(super) fn autorate_sent(&mut self, d: Dir, p: &SimPacket) {
+        let now = self.now;
+        let Some(a) = self.autorate[d.idx()].as_mut().filter(|a| a.passive) else {
+            return;
+        };
+        if let Body::Data { flow, sent_at, .. } = p.body {
+            let f = a.inflight.entry(flow).or_default();
+            let paired = f.last_left.is_some_and(|l| now - l <= PAIR_NS);
+            f.last_left = Some(now);
+            if f.last_stamp.is_none_or(|l| sent_at > l) {
+                f.stamps.push_back((sent_at, now, paired));
+                f.last_stamp = Some(sent_at);
+            }
+        }
+    }
+
+    /// A packet enters direction `d`: an ACK closes samples of the other direction's
+    /// controller.
+    pub(super) fn autorate_seen(&mut self, d: Dir, p: &SimPacket) {
+        let now = self.now;
+        let Some(a) = self.autorate[d.reverse().idx()]
+            .as_mut()
+            .filter(|a| a.passive)
+        else {
+            return;
+        };
+        let Body::Ack {
+            flow, echo, ack, ..
+        } = p.body
+        else {
+            return;
+        };
+        let Some(f) = a.inflight.get_mut(&flow) else {
+            return;
+        };
+        // Delivered: what the cumulative ACK moved by (segments of MSS bytes).
+        if ack > f.acked {
+            a.tick_acked += (ack - f.acked) * u64::from(MSS);
+            f.acked = ack;
+        }
+        while let Some(&(ts, left, usable)) = f.stamps.front() {
+            if ts > echo {
+                break;
+            }
+            f.stamps.pop_front();
+            if ts == echo && usable {
+                let rtt = now.saturating_sub(left);
+                a.tick_min_rtt = Some(a.tick_min_rtt.map_or(rtt, |m| m.min(rtt)));
+            }
+        }
+    }
+
+    /// A probe's reply came back: a reflector sample for a controller that uses them.
+    pub(super) fn autorate_reflector(&mut self, k: usize, rtt: Nanos) {
+        let now = self.now;
+        for d in [Dir::Up, Dir::Down] {
+            if let Some(a) = self.autorate[d.idx()].as_mut() {
+                if a.reflectors.contains(&k) {
+                    a.ctl.on_reflector(now, rtt);
+                    self.autorate_apply(d);
+                }
+            }
+        }
+    }
+
+    pub(super) fn autorate_tick(&mut self, d: Dir) {
+        let now = self.now;
+        let sent = self.links[d.idx()].stats.sent_bytes;
+        let backlog = self.links[d.idx()].cfg.qdisc.backlog();
+        let Some(a) = self.autorate[d.idx()].as_mut() else {
+            return;
+        };
+        let tick = Tick {
+            interval_ns: a.tick_ns,
+            sent_bytes: sent - a.sent_at_tick,
+            acked_bytes: std::mem::take(&mut a.tick_acked),
+            min_rtt_ns: a.tick_min_rtt.take(),
+            backlog_bytes: backlog,
+        };
+        a.sent_at_tick = sent;
+        a.ctl.on_tick(now, &tick);
+        if std::env::var_os("DEBLOAT_AUTORATE_TRACE").is_some() {
+            eprintln!(
+                "{:.2} rate {} reason {:?} tick {:?}",
+                now as f64 / 1e9,
+                a.ctl.rate_bps(),
+                a.ctl.reason(),
+                tick
+            );
+        }
+        let next = now + a.tick_ns;
+        self.autorate_apply(d);
+        if next <= self.end {
+            self.events.push(next, Event::Autorate(d));
+        }
+    }
+
+    fn autorate_apply(&mut self, d: Dir) {
+        let now = self.now;
+        let Some(a) = self.autorate[d.idx()].as_mut() else {
+            return;
+        };
+        let rate = a.ctl.rate_bps();
+        let reason = a.ctl.reason();
+        let changed = rate != a.applied;
+        if changed || !matches!(reason, Reason::Hold) {
+            a.series.push(RatePoint {
+                t: now,
+                rate_bps: rate,
+                reason,
+            });
+        }
+        if changed {
+            a.applied = rate;
+            self.links[d.idx()].cfg.qdisc.set_bandwidth(Some(rate));
+            if self.links[d.idx()].wake_at.is_none() {
+                self.try_transmit(d);
+            }
+        }
+    }
+
+    /// The reflectors are the controller's: take them out of the run's probes.
+    pub(super) fn autorate_forget_reflectors(&mut self) {
+        let mut ranges: Vec<Range<usize>> = self
+            .autorate
+            .iter()
+            .flatten()
+            .map(|a| a.reflectors.clone())
+            .filter(|r| !r.is_empty())
+            .collect();
+        // Later ranges first, so earlier indices stay valid.
+        ranges.sort_by_key(|r| std::cmp::Reverse(r.start));
+        for r in ranges {
+            self.probes.drain(r);
+        }
+    }
+}
