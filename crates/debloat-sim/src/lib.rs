@@ -15,6 +15,7 @@
 
 #![warn(missing_docs)]
 
+pub mod adaptive;
 pub mod engine;
 pub mod flent;
 pub mod frame;

@@ -1,5 +1,6 @@
 //! `debloat`: the command line that ties the crates together.
 
+mod autorate;
 mod bench;
 mod classify;
 mod compare;
@@ -69,6 +70,8 @@ enum Command {
     /// Speed measurements: the simulator's (`bench sim`) and the gateway's forwarding against
     /// the kernel's bridge (`bench gateway`, root).
     Bench(bench::Args),
+    /// Shaper-rate controllers on links whose capacity moves: compare them on capacity traces.
+    Autorate(autorate::Args),
 }
 
 /// Arguments of `debloat spec`.
@@ -93,6 +96,7 @@ fn main() {
         Command::Spec(a) => spec(&a),
         Command::Lab(a) => lab::run(&a),
         Command::Bench(a) => bench::run(&a),
+        Command::Autorate(a) => autorate::run(&a),
         Command::Gateway(a) => gateway::run(&a),
         Command::Testbed(a) => testbed::run(&a),
         Command::Server(a) => probe::server(&a),

@@ -33,14 +33,16 @@ pub const HIGH_NS: Nanos = 10 * MS;
 /// Below this the rate may rise.
 pub const LOW_NS: Nanos = 5 * MS;
 /// The queue is drained within this.
-const DRAIN_NS: Nanos = 250 * MS;
+const DRAIN_NS: Nanos = 150 * MS;
 /// The base RTT is the lowest over this long.
 const BASE_WINDOW_NS: Nanos = 10_000 * MS;
 /// Up-step per tick, thousandths.
-const UP_MILLI: u64 = 1030;
+const UP_MILLI: u64 = 1050;
 /// High load: the shaper sent at least this share of its rate, thousandths.
 const HIGH_LOAD_MILLI: u64 = 800;
 const DELIVERY_TICKS: usize = 4;
+/// The queue is the lowest sample of this many ticks.
+const RECENT_TICKS: usize = 4;
 /// Samples must have come for this long before a queue is believed.
 const BASE_SETTLE_NS: Nanos = 1_000 * MS;
 
@@ -52,6 +54,8 @@ pub struct Passive {
     rtts: VecDeque<(Nanos, Nanos)>,
     /// (interval, acked bytes) of the last ticks.
     acked: VecDeque<(Nanos, u64)>,
+    /// The lowest sample of each of the last ticks (None: no sample).
+    recent: VecDeque<Option<Nanos>>,
     reason: Reason,
     queue_ns: Option<Nanos>,
     first_sample: Option<Nanos>,
@@ -65,6 +69,7 @@ impl Passive {
             rate_bps: bounds.base_bps,
             rtts: VecDeque::new(),
             acked: VecDeque::with_capacity(DELIVERY_TICKS + 1),
+            recent: VecDeque::with_capacity(RECENT_TICKS + 1),
             reason: Reason::Start,
             queue_ns: None,
             first_sample: None,
@@ -115,7 +120,12 @@ impl Controller for Passive {
         {
             self.rtts.pop_front();
         }
-        let queue = match (tick.min_rtt_ns, self.base_rtt()) {
+        self.recent.push_back(tick.min_rtt_ns);
+        if self.recent.len() > RECENT_TICKS {
+            self.recent.pop_front();
+        }
+        let lowest = self.recent.iter().flatten().min().copied();
+        let queue = match (lowest, self.base_rtt()) {
             (Some(r), Some(b)) => Some(r - b),
             _ => None,
         };
@@ -142,7 +152,8 @@ impl Controller for Passive {
                 };
             }
             Some(q) if q > LOW_NS => {}
-            _ if loaded && sent_bps > 0 => {
+            // Up only while the link is seen delivering: a stalled link returns no ACKs.
+            _ if loaded && sent_bps > 0 && tick.acked_bytes > 0 => {
                 self.rate_bps = self.rate_bps * UP_MILLI / 1000;
                 self.reason = Reason::HighLoad;
             }
@@ -187,13 +198,13 @@ mod tests {
     }
 
     #[test]
-    fn a_saturated_shaper_with_no_queue_behind_it_climbs_3_percent_a_tick() {
+    fn a_saturated_shaper_with_no_queue_behind_it_climbs_5_percent_a_tick() {
         let mut c = ctl();
         for k in 1..=10u64 {
             let r = c.rate_bps();
             c.on_tick(k * 50 * MS, &tick(r, r, 40));
         }
-        let want = (0..10).fold(10_000_000u64, |r, _| r * 1030 / 1000);
+        let want = (0..10).fold(10_000_000u64, |r, _| r * UP_MILLI / 1000);
         assert_eq!(c.rate_bps(), want);
         assert_eq!(c.reason(), Reason::HighLoad);
     }
@@ -204,19 +215,36 @@ mod tests {
         for k in 1..=20u64 {
             c.on_tick(k * 50 * MS, &tick(10_000_000, 10_000_000, 40));
         }
-        // The link falls to 2 Mbit/s: ACKs report 2 Mbit/s and the RTT rises by 50 ms.
-        for k in 21..=24u64 {
+        // The link falls to 2 Mbit/s: ACKs report 2 Mbit/s and the RTT rises by 50 ms. The
+        // queue is the lowest of 4 ticks: the 4th such tick sees it.
+        for k in 21..=23u64 {
+            c.on_tick(k * 50 * MS, &tick(10_000_000, 2_000_000, 90));
+            assert_eq!(c.reason(), Reason::Hold);
+        }
+        let before = c.rate_bps();
+        c.on_tick(24 * 50 * MS, &tick(10_000_000, 2_000_000, 90));
+        // Halved at most per tick; then delivered 2 Mbit/s × (1 − 50/150) = 1.33 Mbit/s.
+        assert_eq!(c.rate_bps(), before / 2);
+        for k in 25..=27u64 {
             c.on_tick(k * 50 * MS, &tick(10_000_000, 2_000_000, 90));
         }
-        // delivered 2 Mbit/s × (1 − 50/250) = 1.6 Mbit/s, reached in halvings: 10 → 5 → 2.5 →
-        // 1.6.
-        assert_eq!(c.rate_bps(), 1_600_000);
+        assert_eq!(c.rate_bps(), 1_333_333);
         assert!(
             matches!(c.reason(), Reason::Bufferbloat { delay_ms } if (delay_ms - 50.0).abs() < 1e-9)
         );
         // It never goes up while the queue is there.
-        c.on_tick(25 * 50 * MS, &tick(1_600_000, 1_600_000, 70));
-        assert_eq!(c.rate_bps(), 1_600_000);
+        c.on_tick(28 * 50 * MS, &tick(1_333_333, 1_600_000, 70));
+        assert_eq!(c.rate_bps(), 1_333_333);
+    }
+
+    #[test]
+    fn a_stalled_link_is_never_probed() {
+        let mut c = ctl();
+        // The shaper sends at its rate, nothing is acknowledged: no up-step.
+        let mut t = tick(10_000_000, 0, 40);
+        t.min_rtt_ns = None;
+        c.on_tick(50 * MS, &t);
+        assert_eq!((c.rate_bps(), c.reason()), (10_000_000, Reason::Hold));
     }
 
     #[test]

@@ -58,7 +58,7 @@ const REFLECTOR_INTERVAL: Nanos = 300_000_000;
 /// first ACK echoing it is a sample: later ones would time a later segment from the burst's
 /// first. A timestamp whose first segment left the shaper more than [`PAIR_NS`] after its flow's
 /// previous one gives no sample: its receiver may hold the ACK for its delayed-ACK timer
-/// (40 ms), which is no queue.
+/// (40 ms), which is no queue; the pair's second segment is ACKed at once.
 #[derive(Default)]
 struct FlowRtt {
     /// (timestamp, when its first segment left the shaper, whether it may give a sample).
@@ -68,8 +68,9 @@ struct FlowRtt {
     acked: u64,
 }
 
-/// Segments of a flow closer than this come as a pair a receiver ACKs at once.
-const PAIR_NS: Nanos = 20_000_000;
+/// Segments of a flow closer than this come as a pair the receiver ACKs at once (the second
+/// arrives before the first's delayed-ACK timer, 40 ms, runs out).
+const PAIR_NS: Nanos = 40_000_000;
 
 pub(super) struct Driver {
     ctl: Box<dyn Controller>,
