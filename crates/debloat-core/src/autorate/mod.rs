@@ -15,6 +15,7 @@
 
 pub mod cake_autorate;
 pub mod passive;
+pub mod sampler;
 
 use crate::packet::Nanos;
 use serde::Serialize;

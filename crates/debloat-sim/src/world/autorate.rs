@@ -1,10 +1,10 @@
 //! A shaper-rate controller ([`debloat_core::autorate`]) on a link direction, fed what a gateway
 //! at the bottleneck would see:
 //! * every tick (50 ms): the bytes the discipline sent, and — for the passive mode — the round
-//!   trips beyond the shaper: a data segment's TCP timestamp is noted as it leaves the
-//!   discipline; the ACK echoing it, seen as the client sends it into the other direction's
-//!   discipline, closes the sample (LibreQoS's passive RTT, taken from the shaper's output so
-//!   the shaper's own queue is not counted); the bytes those ACKs cover are the delivery rate;
+//!   trips beyond the shaper from the core's [`Sampler`]: a data segment's TCP timestamp is
+//!   noted as it leaves the discipline; the ACK echoing it, seen as the client sends it into the
+//!   other direction's discipline, closes the sample; the bytes those ACKs cover are the
+//!   delivery rate (the gateway feeds the same sampler from real frames);
 //! * for cake-autorate's mode, reflector pings: 6 ICMP echo streams from the client side to
 //!   the far host, one every 300 ms each, staggered (its defaults); each reply is a sample.
 //!   They cross both disciplines as the router's own pings do; they are the controller's, so
@@ -13,8 +13,8 @@
 //! The rate is applied to the discipline at once (`tc qdisc change … cake bandwidth`).
 
 use super::*;
+use debloat_core::autorate::sampler::Sampler;
 use debloat_core::autorate::{Bounds, Controller, Mode, Reason, Tick};
-use std::collections::{HashMap, VecDeque};
 use std::ops::Range;
 
 /// How a direction's shaper rate is controlled.
@@ -53,35 +53,13 @@ pub struct RatePoint {
 const REFLECTORS: usize = 6;
 const REFLECTOR_INTERVAL: Nanos = 300_000_000;
 
-/// One flow's passive round-trip state. A sender stamps a burst of segments with one
-/// timestamp, so (as LibreQoS does) only a timestamp's first appearance is noted, and only the
-/// first ACK echoing it is a sample: later ones would time a later segment from the burst's
-/// first. A timestamp whose first segment left the shaper more than [`PAIR_NS`] after its flow's
-/// previous one gives no sample: its receiver may hold the ACK for its delayed-ACK timer
-/// (40 ms), which is no queue; the pair's second segment is ACKed at once.
-#[derive(Default)]
-struct FlowRtt {
-    /// (timestamp, when its first segment left the shaper, whether it may give a sample).
-    stamps: VecDeque<(Nanos, Nanos, bool)>,
-    last_stamp: Option<Nanos>,
-    last_left: Option<Nanos>,
-    acked: u64,
-}
-
-/// Segments of a flow closer than this come as a pair the receiver ACKs at once (the second
-/// arrives before the first's delayed-ACK timer, 40 ms, runs out).
-const PAIR_NS: Nanos = 40_000_000;
-
 pub(super) struct Driver {
     ctl: Box<dyn Controller>,
     tick_ns: Nanos,
     sent_at_tick: u64,
-    /// Per flow: the segments' TCP timestamps not yet echoed, each with when it first left the
-    /// shaper, and the highest cumulative ACK seen.
-    inflight: HashMap<u32, FlowRtt>,
+    /// Round trips beyond the shaper from the flows' timestamps (the core's sampler).
+    sampler: Sampler,
     passive: bool,
-    tick_min_rtt: Option<Nanos>,
-    tick_acked: u64,
     pub(super) reflectors: Range<usize>,
     pub(super) series: Vec<RatePoint>,
     applied: u64,
@@ -106,10 +84,8 @@ impl World {
             ctl,
             tick_ns: cfg.tick_ns.max(1_000_000),
             sent_at_tick: self.links[d.idx()].stats.sent_bytes,
-            inflight: HashMap::new(),
+            sampler: Sampler::default(),
             passive: !cfg.mode.needs_reflectors(),
-            tick_min_rtt: None,
-            tick_acked: 0,
             reflectors,
             series: vec![RatePoint {
                 t: 0,
@@ -133,13 +109,7 @@ impl World {
             return;
         };
         if let Body::Data { flow, sent_at, .. } = p.body {
-            let f = a.inflight.entry(flow).or_default();
-            let paired = f.last_left.is_some_and(|l| now - l <= PAIR_NS);
-            f.last_left = Some(now);
-            if f.last_stamp.is_none_or(|l| sent_at > l) {
-                f.stamps.push_back((sent_at, now, paired));
-                f.last_stamp = Some(sent_at);
-            }
+            a.sampler.on_data(u64::from(flow), sent_at, now);
         }
     }
 
@@ -153,29 +123,13 @@ impl World {
         else {
             return;
         };
-        let Body::Ack {
+        if let Body::Ack {
             flow, echo, ack, ..
         } = p.body
-        else {
-            return;
-        };
-        let Some(f) = a.inflight.get_mut(&flow) else {
-            return;
-        };
-        // Delivered: what the cumulative ACK moved by (segments of MSS bytes).
-        if ack > f.acked {
-            a.tick_acked += (ack - f.acked) * u64::from(MSS);
-            f.acked = ack;
-        }
-        while let Some(&(ts, left, usable)) = f.stamps.front() {
-            if ts > echo {
-                break;
-            }
-            f.stamps.pop_front();
-            if ts == echo && usable {
-                let rtt = now.saturating_sub(left);
-                a.tick_min_rtt = Some(a.tick_min_rtt.map_or(rtt, |m| m.min(rtt)));
-            }
+        {
+            // The cumulative ACK counts segments of MSS bytes.
+            a.sampler
+                .on_ack(u64::from(flow), echo, ack * u64::from(MSS), now);
         }
     }
 
@@ -199,24 +153,16 @@ impl World {
         let Some(a) = self.autorate[d.idx()].as_mut() else {
             return;
         };
+        let (min_rtt_ns, acked_bytes) = a.sampler.take(now);
         let tick = Tick {
             interval_ns: a.tick_ns,
             sent_bytes: sent - a.sent_at_tick,
-            acked_bytes: std::mem::take(&mut a.tick_acked),
-            min_rtt_ns: a.tick_min_rtt.take(),
+            acked_bytes,
+            min_rtt_ns,
             backlog_bytes: backlog,
         };
         a.sent_at_tick = sent;
         a.ctl.on_tick(now, &tick);
-        if std::env::var_os("DEBLOAT_AUTORATE_TRACE").is_some() {
-            eprintln!(
-                "{:.2} rate {} reason {:?} tick {:?}",
-                now as f64 / 1e9,
-                a.ctl.rate_bps(),
-                a.ctl.reason(),
-                tick
-            );
-        }
         let next = now + a.tick_ns;
         self.autorate_apply(d);
         if next <= self.end {
