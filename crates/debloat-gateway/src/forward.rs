@@ -44,6 +44,10 @@ pub struct Config {
     pub modem_egress: Option<debloat_core::link::ModemSpec>,
     /// The same for WAN → LAN.
     pub modem_ingress: Option<debloat_core::link::ModemSpec>,
+    /// A shaper-rate controller on the LAN → WAN discipline (it must be cake).
+    pub autorate_egress: Option<crate::autorate::AutorateConfig>,
+    /// The same for WAN → LAN.
+    pub autorate_ingress: Option<crate::autorate::AutorateConfig>,
     /// Seed of the flow hash and of the emulation's randomness.
     pub seed: u64,
     /// Unix socket for `debloat gateway stats` (created 0600).
@@ -158,6 +162,8 @@ pub struct DirectionStats {
     /// Such frames it could not complete (not TCP/UDP over IPv4/IPv6, a fragment): forwarded
     /// as they came.
     pub csum_unfinished: u64,
+    /// The shaper-rate controller, if one runs.
+    pub autorate: Option<crate::autorate::Status>,
 }
 
 /// Time frames spent in the kernel's receive ring, from the ring's own receive stamps.
@@ -186,6 +192,7 @@ impl RingWait {
 
 struct Side {
     path: Path,
+    autorate: Option<crate::autorate::Control>,
     spec: QdiscSpec,
     oversized: u64,
     tx_errors: u64,
@@ -220,6 +227,7 @@ impl Gateway {
         let hasher = FlowHasher::new([cfg.seed, cfg.seed.rotate_left(17) ^ 0x6a09_e667]);
         let side = |spec: &QdiscSpec, emu, modem: &Option<_>, salt| Side {
             path: Path::new(spec, emu, hasher, cfg.seed.wrapping_add(salt)).with_modem(modem),
+            autorate: None,
             spec: spec.clone(),
             oversized: 0,
             tx_errors: 0,
@@ -237,10 +245,30 @@ impl Gateway {
             .classify
             .clone()
             .map(|c| Classifier::new(c, qosify::FLOW_SLOTS, hasher));
+        let mut egress = side(&cfg.egress, cfg.emulate_egress, &cfg.modem_egress, 1);
+        let mut ingress = side(&cfg.ingress, cfg.emulate_ingress, &cfg.modem_ingress, 2);
+        for (s, a, name) in [
+            (&mut egress, cfg.autorate_egress, "egress"),
+            (&mut ingress, cfg.autorate_ingress, "ingress"),
+        ] {
+            if let Some(a) = a {
+                if !matches!(s.spec, QdiscSpec::Cake(_)) {
+                    return Err(io::Error::other(format!(
+                        "--autorate-{name} sets a shaper's rate: give --{name} \"cake …\""
+                    )));
+                }
+                s.path.log_tcp();
+                s.autorate = Some(crate::autorate::Control::new(
+                    a,
+                    s.path.qdisc_mut().as_mut(),
+                    0,
+                ));
+            }
+        }
         Ok(Gateway {
             marker,
-            egress: side(&cfg.egress, cfg.emulate_egress, &cfg.modem_egress, 1),
-            ingress: side(&cfg.ingress, cfg.emulate_ingress, &cfg.modem_ingress, 2),
+            egress,
+            ingress,
             lan,
             wan,
             start: Instant::now(),
@@ -289,6 +317,8 @@ impl Gateway {
                     self.egress.path.next_wakeup(),
                     self.ingress.path.next_wakeup(),
                     self.metrics.as_ref().map(|_| publish_at),
+                    self.egress.autorate.as_ref().map(|c| c.due()),
+                    self.ingress.autorate.as_ref().map(|c| c.due()),
                 ]
                 .into_iter()
                 .flatten()
@@ -313,8 +343,37 @@ impl Gateway {
             if ready[2] {
                 self.serve_control();
             }
+            self.feed_autorate(self.now());
         }
         Ok(self.snapshot())
+    }
+
+    /// Hand the controllers what the paths saw, and let them decide when due. A frame released
+    /// in one direction is that direction's data; a frame arriving in it may ACK the other's.
+    fn feed_autorate(&mut self, now: u64) {
+        if self.egress.autorate.is_none() && self.ingress.autorate.is_none() {
+            return;
+        }
+        let (e, i) = (&mut self.egress, &mut self.ingress);
+        for (s, sent) in e.path.take_tcp_log() {
+            match (sent, e.autorate.as_mut(), i.autorate.as_mut()) {
+                (true, Some(c), _) => c.on_sent(&s),
+                (false, _, Some(c)) => c.on_ack(&s),
+                _ => {}
+            }
+        }
+        for (s, sent) in i.path.take_tcp_log() {
+            match (sent, i.autorate.as_mut(), e.autorate.as_mut()) {
+                (true, Some(c), _) => c.on_sent(&s),
+                (false, _, Some(c)) => c.on_ack(&s),
+                _ => {}
+            }
+        }
+        for side in [e, i] {
+            if let Some(c) = side.autorate.as_mut() {
+                c.tick(now, side.path.qdisc_mut().as_mut());
+            }
+        }
     }
 
     /// Where the Prometheus endpoint listens, if it does.
@@ -337,6 +396,7 @@ impl Gateway {
             ring_wait: s.ring_wait,
             csum_completed: s.csum_completed,
             csum_unfinished: s.csum_unfinished,
+            autorate: s.autorate.as_ref().map(crate::autorate::Control::status),
         };
         Snapshot {
             uptime_s: self.start.elapsed().as_secs_f64(),
@@ -487,6 +547,17 @@ impl Snapshot {
                 " link: lost {} ecn_marked {} duplicated {} corrupted {} reordered {} overlimit {} buffer_dropped {} in_buffer {}\n",
                 f.lost, f.ecn_marked, f.duplicated, f.corrupted, f.reordered, f.overlimit, f.buffer_dropped, d.in_buffer
             ));
+            if let Some(a) = &d.autorate {
+                s.push_str(&format!(
+                    " autorate: {} rate {} ({}) decisions {} samples {} flows {}\n",
+                    a.mode,
+                    debloat_core::units::fmt_rate(a.rate_bps),
+                    a.reason,
+                    a.decisions,
+                    a.samples,
+                    a.flows
+                ));
+            }
             s.push_str(&format!(
                 " receive ring: waited mean {:.0}us max {}us over {} frames; checksums completed {} unfinished {}\n\n",
                 d.ring_wait.mean_us(),

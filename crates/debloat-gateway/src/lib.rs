@@ -11,6 +11,7 @@
 //! gateway between them; [`metrics`] serves the numbers to Prometheus. All `unsafe` is in
 //! [`sys`].
 
+pub mod autorate;
 pub mod control;
 pub mod csum;
 pub mod forward;

@@ -116,6 +116,7 @@ impl Collector for Collect {
         )?;
         self.encode_frames(&mut enc)?;
         self.encode_classify(&mut enc)?;
+        self.encode_autorate(&mut enc)?;
         self.encode_queues(&mut enc)?;
         self.encode_tins(&mut enc)
     }
@@ -190,6 +191,46 @@ impl Collect {
     }
 
     /// The marking stage: packets per class and direction, per rule, and its other counters.
+    /// The shaper-rate controllers: the rate set and the last decision's reason, decisions
+    /// and round-trip samples.
+    fn encode_autorate(&self, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let (mut rate, mut decisions, mut samples) = (Vec::new(), Vec::new(), Vec::new());
+        for (dir, d) in dirs(&self.0) {
+            let Some(a) = &d.autorate else { continue };
+            let reason = serde_json::to_value(a.reason)
+                .ok()
+                .and_then(|v| v.get("reason").and_then(|r| r.as_str().map(str::to_string)))
+                .unwrap_or_default();
+            let l = vec![("direction", dir.to_string()), ("mode", a.mode.to_string())];
+            let mut with_reason = l.clone();
+            with_reason.push(("reason", reason));
+            rate.push((with_reason, a.rate_bps as f64));
+            decisions.push((l.clone(), a.decisions));
+            samples.push((l, a.samples));
+        }
+        if rate.is_empty() {
+            return Ok(());
+        }
+        gauge(
+            enc,
+            "debloat_autorate_rate_bits_per_second",
+            "The rate the controller set on the discipline, with the last decision's reason.",
+            &rate,
+        )?;
+        counter(
+            enc,
+            "debloat_autorate_decisions",
+            "Decisions taken.",
+            &decisions,
+        )?;
+        counter(
+            enc,
+            "debloat_autorate_rtt_samples",
+            "Round trips beyond the shaper measured from TCP timestamps.",
+            &samples,
+        )
+    }
+
     fn encode_classify(&self, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let Some(c) = &self.0.classify else {
             return Ok(());

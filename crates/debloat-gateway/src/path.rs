@@ -20,6 +20,7 @@
 //! this). Time never goes backwards; [`Path::next_wakeup`] says when to call [`Path::poll`]
 //! again.
 
+use crate::autorate::TcpSeen;
 use crate::frame::Frame;
 use debloat_core::classify::qosify::{Classifier, Direction};
 use debloat_core::link::{Emulation, LinkLayer};
@@ -60,6 +61,18 @@ pub struct Path {
     seed: u64,
     received: u64,
     malformed: u64,
+    /// TCP frames for a shaper-rate controller: (what, released by the discipline) — else
+    /// arrived. Off (None) unless a controller asks.
+    tcp_log: Option<Vec<(TcpSeen, bool)>>,
+}
+
+/// Note a TCP data frame the discipline released.
+fn log_sent(log: &mut Option<Vec<(TcpSeen, bool)>>, e: &Event<'_, Frame>) {
+    if let (Some(log), Event::Sent { packet, start, .. }) = (log.as_mut(), e) {
+        if let Some((s, true)) = crate::autorate::seen(packet.meta(), *start) {
+            log.push((s, true));
+        }
+    }
 }
 
 impl Path {
@@ -72,6 +85,7 @@ impl Path {
             seed,
             received: 0,
             malformed: 0,
+            tcp_log: None,
         }
     }
 
@@ -82,6 +96,19 @@ impl Path {
             .link_mut()
             .set_modem(modem.as_ref().map(|m| m.build()));
         self
+    }
+
+    /// Keep a log of TCP frames for a shaper-rate controller ([`Path::take_tcp_log`]).
+    pub fn log_tcp(&mut self) {
+        self.tcp_log.get_or_insert_with(Vec::new);
+    }
+
+    /// The TCP frames since the last call: (what, released by the discipline) — else arrived.
+    pub fn take_tcp_log(&mut self) -> Vec<(TcpSeen, bool)> {
+        self.tcp_log
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     /// What happened to the frames so far.
@@ -185,7 +212,13 @@ impl Path {
                 if let Some((c, dir)) = marker {
                     c.mark(f.meta_mut(), dir, now);
                 }
-                self.path.arrive(f, now, &mut |_| {})
+                let log = &mut self.tcp_log;
+                if let (Some(l), Some((seen, _))) =
+                    (log.as_mut(), crate::autorate::seen(f.meta(), now))
+                {
+                    l.push((seen, false));
+                }
+                self.path.arrive(f, now, &mut |e| log_sent(log, &e))
             }
             Err(_) => self.malformed += 1,
         }
@@ -193,7 +226,9 @@ impl Path {
 
     /// Hand out every frame due by `now`.
     pub fn poll(&mut self, now: u64, out: &mut impl FnMut(Vec<u8>)) {
+        let log = &mut self.tcp_log;
         self.path.poll(now, &mut |e| {
+            log_sent(log, &e);
             if let Event::Delivered { packet, .. } = e {
                 out(packet.data)
             }

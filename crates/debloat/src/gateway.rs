@@ -87,6 +87,13 @@ pub struct RunArgs {
     /// Emulated link WAN → LAN, in netem's words.
     #[arg(long, default_value = "")]
     emulate_ingress: String,
+    /// Set the LAN → WAN cake's rate from what the link delivers (debloat's passive controller:
+    /// TCP round trips beyond the shaper, no reflectors): min=RATE,base=RATE,max=RATE.
+    #[arg(long, value_name = "min=…,base=…,max=…")]
+    autorate_egress: Option<String>,
+    /// The same for the WAN → LAN cake.
+    #[arg(long, value_name = "min=…,base=…,max=…")]
+    autorate_ingress: Option<String>,
     /// Unix socket for `debloat gateway stats` (created with mode 0600).
     #[arg(long)]
     control: Option<PathBuf>,
@@ -130,6 +137,21 @@ pub fn run(a: &Args) -> Result<()> {
     }
 }
 
+/// `--autorate-egress/ingress`: the passive controller within these bounds.
+fn autorate(
+    words: Option<&str>,
+    what: &str,
+) -> Result<Option<debloat_gateway::autorate::AutorateConfig>> {
+    let Some(w) = words else { return Ok(None) };
+    let bounds = debloat_core::autorate::Bounds::parse(w)
+        .map_err(anyhow::Error::msg)
+        .with_context(|| format!("{what} {w}"))?;
+    Ok(Some(debloat_gateway::autorate::AutorateConfig {
+        mode: debloat_core::autorate::Mode::Passive,
+        bounds,
+    }))
+}
+
 fn forward(a: &RunArgs) -> Result<()> {
     let (Some(lan), Some(wan)) = (&a.lan, &a.wan) else {
         bail!("give both --lan IF and --wan IF (see `debloat gateway --help`)");
@@ -154,6 +176,8 @@ fn forward(a: &RunArgs) -> Result<()> {
         emulate_ingress,
         modem_egress,
         modem_ingress,
+        autorate_egress: autorate(a.autorate_egress.as_deref(), "--autorate-egress")?,
+        autorate_ingress: autorate(a.autorate_ingress.as_deref(), "--autorate-ingress")?,
         seed: a.seed,
         control: a.control.clone(),
         metrics: a.metrics.as_deref().map(metrics_addr).transpose()?,

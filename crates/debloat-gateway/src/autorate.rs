@@ -1,0 +1,179 @@
+//! The gateway's shaper-rate controller (`--autorate-egress/-ingress min=…,base=…,max=…`): the
+//! core's passive controller ([`debloat_core::autorate::passive`]) fed by the core's sampler
+//! ([`debloat_core::autorate::sampler`]) from the frames the gateway forwards — a TCP data
+//! frame's timestamp as the discipline releases it, the ACK echoing it as it arrives from the
+//! other side — and a decision every 50 ms, applied to the discipline as `tc qdisc change …
+//! cake bandwidth` would.
+//!
+//! cake-autorate's mode needs reflector pings of its own and is simulator-only for now.
+
+use crate::frame::Frame;
+use debloat_core::autorate::sampler::{unwrap32, Sampler};
+use debloat_core::autorate::{Bounds, Controller, Mode, Reason, Tick};
+use debloat_core::flow::FlowKey;
+use debloat_core::packet::{Nanos, PacketMeta};
+use debloat_core::Qdisc;
+use serde::Serialize;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+
+/// A direction's controller as configured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AutorateConfig {
+    /// Which controller (the gateway runs [`Mode::Passive`]).
+    pub mode: Mode,
+    /// Its range.
+    pub bounds: Bounds,
+}
+
+/// Decisions per second: one every 50 ms.
+pub const TICK_NS: Nanos = 50_000_000;
+
+/// What a TCP frame told the controller (its connection, TSval, TSecr, ACK number, when).
+#[derive(Clone, Copy, Debug)]
+pub struct TcpSeen {
+    key: u64,
+    tsval: u32,
+    tsecr: u32,
+    ack: u32,
+    at: Nanos,
+}
+
+/// A connection's key, the same both ways.
+fn connection(flow: &FlowKey) -> u64 {
+    let h = |k: &FlowKey| {
+        // SipHash with fixed keys: the same key on every run, no seeding.
+        #[allow(deprecated)]
+        let mut s = std::hash::SipHasher::new();
+        k.hash(&mut s);
+        s.finish()
+    };
+    let (a, b) = (h(flow), h(&flow.reversed()));
+    a.min(b) ^ a.max(b).rotate_left(32)
+}
+
+/// A TCP frame with timestamps: what the controller needs of it (None for anything else).
+pub fn seen(meta: &PacketMeta, at: Nanos) -> Option<(TcpSeen, bool)> {
+    let tcp = meta.tcp.as_ref()?;
+    let (tsval, tsecr) = tcp.timestamp?;
+    let s = TcpSeen {
+        key: connection(&meta.flow),
+        tsval,
+        tsecr,
+        ack: tcp.ack_seq,
+        at,
+    };
+    Some((s, tcp.payload_len > 0))
+}
+
+/// What `gateway stats` shows of a controller.
+#[derive(Clone, Debug, Serialize)]
+pub struct Status {
+    /// The controller.
+    pub mode: &'static str,
+    /// The rate it set, bit/s.
+    pub rate_bps: u64,
+    /// Why (the last decision).
+    pub reason: Reason,
+    /// Decisions taken.
+    pub decisions: u64,
+    /// Round-trip samples taken.
+    pub samples: u64,
+    /// Connections followed.
+    pub flows: usize,
+}
+
+/// A direction's controller at work.
+pub struct Control {
+    ctl: Box<dyn Controller>,
+    sampler: Sampler,
+    /// Per connection: the highest data timestamp and ACK number seen, unwrapped to 64 bits.
+    unwrap: HashMap<u64, (u64, Option<u64>)>,
+    next_tick: Nanos,
+    sent_at_tick: u64,
+    decisions: u64,
+}
+
+impl Control {
+    /// A controller starting at its base rate (applied to `qdisc` now).
+    pub fn new(cfg: AutorateConfig, qdisc: &mut dyn Qdisc<Frame>, now: Nanos) -> Control {
+        let ctl = cfg.mode.build(cfg.bounds);
+        qdisc.set_bandwidth(Some(ctl.rate_bps()));
+        Control {
+            ctl,
+            sampler: Sampler::default(),
+            unwrap: HashMap::new(),
+            next_tick: now + TICK_NS,
+            sent_at_tick: qdisc.stats().bytes,
+            decisions: 0,
+        }
+    }
+
+    /// A data frame of this direction left the discipline.
+    pub fn on_sent(&mut self, s: &TcpSeen) {
+        let e = self
+            .unwrap
+            .entry(s.key)
+            .or_insert((u64::from(s.tsval), None));
+        let ts = unwrap32(e.0, s.tsval);
+        e.0 = e.0.max(ts);
+        self.sampler.on_data(s.key, ts, s.at);
+    }
+
+    /// A frame arrived from the far side of this direction (it may ACK this direction's data).
+    pub fn on_ack(&mut self, s: &TcpSeen) {
+        // Only connections whose data this direction carries: the echo is in the data sender's
+        // clock, the ACK number in its sequence space.
+        let Some(e) = self.unwrap.get_mut(&s.key) else {
+            return;
+        };
+        let echo = unwrap32(e.0, s.tsecr);
+        let ack = e.1.map_or(u64::from(s.ack), |a| unwrap32(a, s.ack));
+        e.1 = Some(e.1.map_or(ack, |a| a.max(ack)));
+        self.sampler.on_ack(s.key, echo, ack, s.at);
+    }
+
+    /// When the next decision is due.
+    pub fn due(&self) -> Nanos {
+        self.next_tick
+    }
+
+    /// Decide if due, and apply the rate to `qdisc`.
+    pub fn tick(&mut self, now: Nanos, qdisc: &mut dyn Qdisc<Frame>) {
+        if now < self.next_tick {
+            return;
+        }
+        let stats = qdisc.stats();
+        let (min_rtt_ns, acked_bytes) = self.sampler.take(now);
+        let tick = Tick {
+            interval_ns: TICK_NS + (now - self.next_tick),
+            sent_bytes: stats.bytes.saturating_sub(self.sent_at_tick),
+            acked_bytes,
+            min_rtt_ns,
+            backlog_bytes: stats.backlog,
+        };
+        self.sent_at_tick = stats.bytes;
+        let before = self.ctl.rate_bps();
+        self.ctl.on_tick(now, &tick);
+        self.decisions += 1;
+        if self.ctl.rate_bps() != before {
+            qdisc.set_bandwidth(Some(self.ctl.rate_bps()));
+        }
+        self.next_tick = now + TICK_NS;
+        if self.unwrap.len() > self.sampler.flows() * 2 + 1024 {
+            self.unwrap.clear();
+        }
+    }
+
+    /// What it is doing.
+    pub fn status(&self) -> Status {
+        Status {
+            mode: self.ctl.name(),
+            rate_bps: self.ctl.rate_bps(),
+            reason: self.ctl.reason(),
+            decisions: self.decisions,
+            samples: self.sampler.samples(),
+            flows: self.sampler.flows(),
+        }
+    }
+}
