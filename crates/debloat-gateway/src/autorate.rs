@@ -127,6 +127,7 @@ impl Control {
         let Some(e) = self.unwrap.get_mut(&s.key) else {
             return;
         };
+
         let echo = unwrap32(e.0, s.tsecr);
         let ack = e.1.map_or(u64::from(s.ack), |a| unwrap32(a, s.ack));
         e.1 = Some(e.1.map_or(ack, |a| a.max(ack)));
@@ -175,5 +176,78 @@ impl Control {
             samples: self.sampler.samples(),
             flows: self.sampler.flows(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::path::Path;
+    use debloat_core::autorate::Bounds;
+    use debloat_core::{FlowHasher, QdiscSpec};
+    use etherparse::{PacketBuilder, TcpOptionElement};
+
+    const MS: Nanos = 1_000_000;
+
+    /// A TCP frame: client → server data (`payload` bytes) or server → client ACK.
+    fn tcp(to_server: bool, payload: usize, ts: (u32, u32), ack: u32) -> Vec<u8> {
+        let (src, dst, sp, dp) = if to_server {
+            ([198, 18, 1, 2], [198, 18, 2, 2], 40000, 5201)
+        } else {
+            ([198, 18, 2, 2], [198, 18, 1, 2], 5201, 40000)
+        };
+        let b = PacketBuilder::ethernet2([1; 6], [2; 6])
+            .ipv4(src, dst, 64)
+            .tcp(sp, dp, 1, 65535)
+            .ack(ack)
+            .options(&[TcpOptionElement::Timestamp(ts.0, ts.1)])
+            .expect("options");
+        let mut buf = Vec::new();
+        b.write(&mut buf, &vec![0u8; payload]).expect("write");
+        buf
+    }
+
+    #[test]
+    fn data_one_way_and_acks_the_other_make_round_trip_samples() {
+        let spec: QdiscSpec = "cake bandwidth 10mbit".parse().expect("spec");
+        let fq: QdiscSpec = "fq_codel".parse().expect("spec");
+        let h = FlowHasher::new([1, 2]);
+        let mut egress = Path::new(&spec, Default::default(), h, 1);
+        let mut ingress = Path::new(&fq, Default::default(), h, 2);
+        egress.log_tcp();
+        ingress.log_tcp();
+        let cfg = AutorateConfig {
+            mode: Mode::Passive,
+            bounds: Bounds::parse("min=1mbit,base=10mbit,max=20mbit").expect("bounds"),
+        };
+        let mut c = Control::new(cfg, egress.qdisc_mut().as_mut(), 0);
+        let mut sink = |_: Vec<u8>| {};
+        // Two data segments 1 ms apart (a pair), stamped 100 and 101; the ACK echoing 101
+        // comes back 30 ms after the second left.
+        egress.on_frame(tcp(true, 1000, (100, 7), 1), 0);
+        egress.on_frame(tcp(true, 1000, (101, 7), 1), MS);
+        egress.poll(2 * MS, &mut sink);
+        for (s, sent) in egress.take_tcp_log() {
+            assert!(sent || s.tsval >= 100);
+            if sent {
+                c.on_sent(&s);
+            }
+        }
+        ingress.on_frame(tcp(false, 0, (7, 101), 2001), 31 * MS);
+        ingress.on_frame(tcp(false, 0, (7, 101), 4001), 32 * MS);
+        for (s, sent) in ingress.take_tcp_log() {
+            if !sent {
+                c.on_ack(&s);
+            }
+        }
+        let st = c.status();
+        assert_eq!((st.samples, st.flows), (1, 1));
+        let (rtt, acked) = c.sampler.take(40 * MS);
+        // Timed from the second segment's departure (1 ms + its 0.8 ms at 10 Mbit/s).
+        assert!(
+            rtt.is_some_and(|r| (29 * MS..=31 * MS).contains(&r)),
+            "{rtt:?}"
+        );
+        assert_eq!(acked, 2000);
     }
 }

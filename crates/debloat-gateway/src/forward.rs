@@ -257,13 +257,17 @@ impl Gateway {
                         "--autorate-{name} sets a shaper's rate: give --{name} \"cake …\""
                     )));
                 }
-                s.path.log_tcp();
                 s.autorate = Some(crate::autorate::Control::new(
                     a,
                     s.path.qdisc_mut().as_mut(),
                     0,
                 ));
             }
+        }
+        // A direction's data is timed by the ACKs the other direction carries: both log.
+        if egress.autorate.is_some() || ingress.autorate.is_some() {
+            egress.path.log_tcp();
+            ingress.path.log_tcp();
         }
         Ok(Gateway {
             marker,

@@ -540,6 +540,7 @@ mod tests {
             ring_wait: crate::forward::RingWait::default(),
             csum_completed: 3,
             csum_unfinished: 0,
+            autorate: None,
         };
         Snapshot {
             uptime_s: 3.5,

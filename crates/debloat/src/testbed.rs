@@ -104,9 +104,19 @@ pub struct FramesArgs {
 /// Arguments of `testbed up`.
 #[derive(clap::Args, Debug)]
 pub struct UpArgs {
-    /// Emulated bottleneck rate, both directions or DOWN/UP.
+    /// Emulated bottleneck rate, both directions or DOWN/UP; a side may be `trace:FILE`, a
+    /// capacity trace with a modem FIFO of --trace-buffer behind the discipline.
     #[arg(long, default_value = "10Mbit")]
     rate: String,
+    /// The modem's FIFO on a `trace:` side: N packets, or bytes such as 150kb.
+    #[arg(long, default_value = "200")]
+    trace_buffer: String,
+    /// Run the gateway's shaper-rate controller on the egress cake (`gateway --autorate-egress`).
+    #[arg(long, value_name = "min=…,base=…,max=…")]
+    autorate_egress: Option<String>,
+    /// The same on the ingress cake.
+    #[arg(long, value_name = "min=…,base=…,max=…")]
+    autorate_ingress: Option<String>,
     /// Emulated base round-trip time (half each way).
     #[arg(long, default_value = "20ms")]
     rtt: String,
@@ -221,36 +231,58 @@ fn up(u: &UpArgs) -> Result<()> {
         Some((d, up)) => (d, up),
         None => (u.rate.as_str(), u.rate.as_str()),
     };
-    let rate = |s: &str| parse_rate(s).with_context(|| format!("--rate {}", u.rate));
+    // A rate in netem's words, or a trace (its file made absolute: the gateway runs elsewhere).
+    let rate = |s: &str| -> Result<String> {
+        match s.strip_prefix("trace:") {
+            Some(f) => {
+                let path =
+                    std::fs::canonicalize(f).with_context(|| format!("--rate {}: {f}", u.rate))?;
+                Ok(format!(
+                    "rate trace {} buffer {}",
+                    path.display(),
+                    u.trace_buffer
+                ))
+            }
+            None => Ok(format!(
+                "rate {}",
+                fmt_rate(parse_rate(s).with_context(|| format!("--rate {}", u.rate))?)
+            )),
+        }
+    };
     let (down_bps, up_bps) = (rate(down)?, rate(upr)?);
     let rtt = parse_time(&u.rtt).with_context(|| format!("--rtt {}", u.rtt))?;
     for (s, what) in [(&u.egress, "--egress"), (&u.ingress, "--ingress")] {
         s.parse::<debloat_core::QdiscSpec>()
             .with_context(|| format!("{what} \"{s}\""))?;
     }
-    let link = |bps: u64| {
-        format!(
-            "rate {} delay {} {}",
-            fmt_rate(bps),
-            fmt_time(rtt / 2),
-            u.impair
-        )
-        .trim_end()
-        .to_string()
+    let link = |rate: &str| {
+        format!("{rate} delay {} {}", fmt_time(rtt / 2), u.impair)
+            .trim_end()
+            .to_string()
     };
-    link(up_bps)
-        .parse::<debloat_gateway::Emulation>()
-        .with_context(|| format!("--impair \"{}\"", u.impair))?;
+    for l in [link(&up_bps), link(&down_bps)] {
+        let (rest, _) = crate::link_trace::emulation_words(&l)?;
+        rest.parse::<debloat_gateway::Emulation>()
+            .with_context(|| format!("--impair \"{}\"", u.impair))?;
+    }
     let mut gateway_args: Vec<String> = vec![
         "--egress".into(),
         u.egress.clone(),
         "--ingress".into(),
         u.ingress.clone(),
         "--emulate-egress".into(),
-        link(up_bps),
+        link(&up_bps),
         "--emulate-ingress".into(),
-        link(down_bps),
+        link(&down_bps),
     ];
+    for (flag, v) in [
+        ("--autorate-egress", &u.autorate_egress),
+        ("--autorate-ingress", &u.autorate_ingress),
+    ] {
+        if let Some(v) = v {
+            gateway_args.extend([flag.to_string(), v.clone()]);
+        }
+    }
     if let Some(port) = u.metrics {
         gateway_args.extend(["--metrics".into(), port.to_string()]);
     }
@@ -277,9 +309,9 @@ fn up(u: &UpArgs) -> Result<()> {
         testbed::SERVER_V4,
         testbed::SERVER_V6,
         u.egress,
-        link(up_bps),
+        link(&up_bps),
         u.ingress,
-        link(down_bps),
+        link(&down_bps),
         testbed::control_socket(&u.prefix).display(),
         testbed::log_file(&u.prefix).display(),
         testbed::SERVER_V4,
