@@ -1,6 +1,6 @@
 //! `debloat bench`: the arguments of the speed measurements in `debloat-bench` — the
 //! simulator's speed (`sim`) and the gateway's forwarding rate against the kernel's own
-//! (`gateway`). For the disciplines' per-packet cost, `cargo bench -p debloat-core --bench qdisc`.
+//! (`gateway`) and the shaper-rate controller's cost (`autorate`). For the disciplines' per-packet cost, `cargo bench -p debloat-core --bench qdisc`.
 
 /// Arguments of `debloat bench`.
 #[derive(clap::Args, Debug)]
@@ -16,6 +16,21 @@ enum What {
     /// Forwarding through the gateway against the kernel's bridge, between two veth pairs
     /// (root): kpps at 64 B, Gbit/s at 1500 B, CPU per packet, idle latency added.
     Gateway(GatewayArgs),
+    /// What the shaper-rate controller costs: one decision with its round-trip sampler fed
+    /// FLOWS busy connections, as a share of one core at 20 decisions a second and in packets'
+    /// worth of cake (measured in the same run).
+    Autorate(AutorateArgs),
+}
+
+/// Arguments of `debloat bench autorate`.
+#[derive(clap::Args, Debug)]
+struct AutorateArgs {
+    /// TCP connections crossing the shaper, each timed every tick.
+    #[arg(long, default_value_t = 1000)]
+    flows: u64,
+    /// Decisions measured.
+    #[arg(long, default_value_t = 2000)]
+    ticks: u64,
 }
 
 /// Arguments of `debloat bench sim`.
@@ -59,6 +74,18 @@ struct GatewayArgs {
 pub fn run(a: &Args) -> anyhow::Result<()> {
     match &a.what {
         What::Sim(s) => debloat_bench::sim::run(s.length),
+        What::Autorate(a) => {
+            let r = debloat_bench::autorate::run(a.flows, a.ticks);
+            println!(
+                "autorate (passive, {} connections): {:.1} µs a decision = {:.3} % of one core at 20 decisions/s (goal ≤ 1 %); {:.0} ns a packet through cake: a decision costs {:.0} packets",
+                a.flows,
+                r.decision_ns / 1e3,
+                r.core_pct,
+                r.cake_packet_ns,
+                r.decision_ns / r.cake_packet_ns
+            );
+            Ok(())
+        }
         What::Gateway(g) => debloat_bench::gateway::run(&debloat_bench::gateway::Config {
             qdisc: g.qdisc.clone(),
             trial: g.trial,
