@@ -34,15 +34,26 @@
 //! dscp = 46
 //! ```
 //!
+//! A link direction may follow a capacity trace: `down = "trace:data/link-traces/….mahi"`, with
+//! `trace_buffer` (the modem's FIFO, default 1000 packets) and a controller on its cake:
+//! `autorate_down = "min=1mbit,base=5mbit,max=30mbit"`, `autorate_mode = "passive"` (or
+//! `"cake-autorate"`). The caller reads the trace file ([`run_with`]).
+//!
 //! Unknown keys are errors (a typo should not silently do nothing).
 
 use crate::packet::MSS;
+use crate::scenario::Adaptive;
 use crate::scenario::{summarise, Config, FlowSummary, Run, Test};
 use crate::tcp::cc::Algorithm;
+use crate::world::AutorateConfig;
 use crate::world::{DeviceConfig, Dir, World};
+use debloat_core::autorate::{Bounds, Mode};
+use debloat_core::link::{ModemSpec, Trace};
+use debloat_core::qdisc::fifo::Limit;
 use debloat_core::units::{parse_rate, parse_size, parse_time};
 use debloat_core::QdiscSpec;
 use serde::Deserialize;
+use std::sync::Arc;
 
 /// A scenario file.
 #[derive(Debug, Deserialize)]
@@ -84,6 +95,14 @@ pub struct LinkSection {
     #[serde(default)]
     bql: bool,
     irq_coalesce: Option<String>,
+    /// A `trace:` side's modem FIFO: packets, or a size such as "150kb" (default 1000).
+    trace_buffer: Option<String>,
+    /// Control the down cake's rate: "min=…,base=…,max=…".
+    autorate_down: Option<String>,
+    /// Control the up cake's rate.
+    autorate_up: Option<String>,
+    /// "passive" (default) or "cake-autorate".
+    autorate_mode: Option<String>,
 }
 
 /// `[[flow]]`.
@@ -120,10 +139,26 @@ fn time(v: &str, what: &str) -> Result<u64, String> {
     parse_time(v).map_err(|e| format!("{what}: {e}"))
 }
 
-/// Parse and run a scenario; errors say which key is wrong and how.
+/// Reads a capacity trace a scenario names (`down = "trace:FILE"`): the caller's file access.
+pub type TraceLoader<'a> = &'a dyn Fn(&str) -> Result<Arc<Trace>, String>;
+
+/// Parse and run a scenario; errors say which key is wrong and how. A scenario naming a trace
+/// needs [`run_with`] and a loader.
 pub fn run(text: &str, progress: impl FnMut(f64)) -> Result<(Config, Run), String> {
+    let none = |f: &str| -> Result<Arc<Trace>, String> {
+        Err(format!("trace:{f}: this caller reads no trace files"))
+    };
+    run_with(text, &none, progress)
+}
+
+/// [`run`], with `load` reading the capacity traces the scenario names.
+pub fn run_with(
+    text: &str,
+    load: TraceLoader<'_>,
+    progress: impl FnMut(f64),
+) -> Result<(Config, Run), String> {
     let f: ScenarioFile = toml::from_str(text).map_err(|e| format!("scenario file: {e}"))?;
-    let cfg = config(&f)?;
+    let cfg = config(&f, load)?;
     let (rtt, step) = (cfg.rtt_ns, cfg.step_s);
     let end = ns(f.length);
     let mut w = crate::scenario::build_world(&cfg, end, rtt, None);
@@ -139,14 +174,13 @@ pub fn run(text: &str, progress: impl FnMut(f64)) -> Result<(Config, Run), Strin
 }
 
 /// The run's configuration from the file's top level and `[link]`.
-fn config(f: &ScenarioFile) -> Result<Config, String> {
+fn config(f: &ScenarioFile, load: TraceLoader<'_>) -> Result<Config, String> {
     if f.length.is_nan() || f.length <= 0.0 {
         return Err("`length` must be a positive number of seconds".into());
     }
     let step = f.step.unwrap_or(0.2);
     let seed = f.seed.unwrap_or(1);
     let l = &f.link;
-    let rate = |v: &str, what: &str| parse_rate(v).map_err(|e| format!("link.{what}: {e}"));
     let spec = |v: Option<&String>, what: &str| -> Result<QdiscSpec, String> {
         let v = v
             .or(l.qdisc.as_ref())
@@ -170,10 +204,29 @@ fn config(f: &ScenarioFile) -> Result<Config, String> {
             None => 0,
         },
     };
+    let (down_bps, modem_down) = side(l, &l.down, "down", load)?;
+    let (up_bps, modem_up) = side(l, &l.up, "up", load)?;
+    let autorate = |v: &Option<String>, what: &str| -> Result<_, String> {
+        let Some(v) = v else { return Ok(None) };
+        let b = Bounds::parse(v).map_err(|e| format!("link.{what}: {e}"))?;
+        let mode: Mode = l
+            .autorate_mode
+            .as_deref()
+            .unwrap_or("passive")
+            .parse()
+            .map_err(|e| format!("link.autorate_mode: {e}"))?;
+        Ok(Some(AutorateConfig::new(mode, b)))
+    };
+    let adaptive = Adaptive {
+        modem_down,
+        modem_up,
+        autorate_down: autorate(&l.autorate_down, "autorate_down")?,
+        autorate_up: autorate(&l.autorate_up, "autorate_up")?,
+    };
     let cfg = Config {
         test: Test::Custom,
-        down_bps: rate(&l.down, "down")?,
-        up_bps: rate(&l.up, "up")?,
+        down_bps,
+        up_bps,
         rtt_ns: rtt,
         qdisc_up: spec(l.qdisc_up.as_ref(), "qdisc_up")?,
         qdisc_down: spec(l.qdisc_down.as_ref(), "qdisc_down")?,
@@ -188,11 +241,40 @@ fn config(f: &ScenarioFile) -> Result<Config, String> {
         wire,
         tcp_window: None,
         host_rtts_ns: Vec::new(),
-        adaptive: Default::default(),
+        adaptive,
         classify: None,
         wifi: None,
     };
     Ok(cfg)
+}
+
+/// `link.down`/`link.up`: a rate, or `trace:FILE` (the interface's 1 Gbit/s, then the modem).
+fn side(
+    l: &LinkSection,
+    v: &str,
+    what: &str,
+    load: TraceLoader<'_>,
+) -> Result<(u64, Option<ModemSpec>), String> {
+    let Some(file) = v.strip_prefix("trace:") else {
+        return parse_rate(v)
+            .map(|r| (r, None))
+            .map_err(|e| format!("link.{what}: {e}"));
+    };
+    let trace = load(file).map_err(|e| format!("link.{what}: {e}"))?;
+    let buffer = l.trace_buffer.as_deref().unwrap_or("1000");
+    let limit = match buffer.parse::<u32>() {
+        Ok(n) if n > 0 => Limit::Packets(n),
+        _ => Limit::Bytes(
+            parse_size(buffer)
+                .ok()
+                .and_then(|b| u32::try_from(b).ok())
+                .filter(|&b| b > 0)
+                .ok_or_else(|| {
+                    format!("link.trace_buffer `{buffer}`: packets, or a size such as \"150kb\"")
+                })?,
+        ),
+    };
+    Ok((1_000_000_000, Some(ModemSpec { trace, limit })))
 }
 
 /// Each UDP flood's goodput while it runs (from the per-step samples, as for TCP flows) and

@@ -171,3 +171,75 @@ kind = "tcp"
         .expect("bad size");
     assert!(e.contains("window") && e.contains("lightyears"), "{e}");
 }
+
+#[test]
+fn a_trace_side_gets_a_modem_and_the_controller_runs_on_its_cake() {
+    let toml = r#"
+length = 10
+[link]
+down = "trace:twelve"
+up = "10Mbit"
+rtt = "20ms"
+qdisc_down = "cake bandwidth 4mbit"
+trace_buffer = "50"
+autorate_down = "min=1mbit,base=4mbit,max=12mbit"
+[[flow]]
+name = "dl"
+kind = "tcp"
+direction = "down"
+"#;
+    // One opportunity a millisecond: 12 Mbit/s.
+    let load = |f: &str| -> Result<std::sync::Arc<debloat_core::link::Trace>, String> {
+        assert_eq!(f, "twelve");
+        Ok(std::sync::Arc::new(
+            debloat_core::link::Trace::parse("1").expect("trace"),
+        ))
+    };
+    let (cfg, r) = debloat_sim::scenario_file::run_with(toml, &load, |_| {}).expect("runs");
+    assert!(cfg.adaptive.modem_down.is_some() && cfg.adaptive.autorate_down.is_some());
+    let q = r
+        .summary
+        .queues
+        .iter()
+        .find(|q| q.r#where == "bottleneck down")
+        .expect("down");
+    let m = q.modem.as_ref().expect("a modem row");
+    assert_eq!(m.limit, "50p");
+    assert!((m.capacity_mbps - 12.0).abs() < 0.1, "{}", m.capacity_mbps);
+    // The controller raised cake from 4 Mbit/s towards the link: the download beats 4 Mbit/s.
+    let dl = &r.summary.flows[0];
+    assert!(dl.throughput_mbps > 5.0, "{}", dl.throughput_mbps);
+    let rates = r
+        .world
+        .autorate_series(debloat_sim::world::Dir::Down)
+        .expect("decisions");
+    assert!(rates.iter().any(|p| p.rate_bps > 4_000_000));
+}
+
+#[test]
+fn traces_without_a_loader_and_bad_buffers_are_errors() {
+    let base = "length = 1\n[link]\nup = \"10Mbit\"\nrtt = \"20ms\"\n";
+    let err = |r: Result<(debloat_sim::Config, debloat_sim::Run), String>| match r {
+        Ok(_) => panic!("should be an error"),
+        Err(e) => e,
+    };
+    let e = err(run(&format!("{base}down = \"trace:x\"\n"), |_| {}));
+    assert!(e.contains("trace:x"), "{e}");
+    let load = |_: &str| -> Result<std::sync::Arc<debloat_core::link::Trace>, String> {
+        Ok(std::sync::Arc::new(
+            debloat_core::link::Trace::parse("1").expect("trace"),
+        ))
+    };
+    let e = err(debloat_sim::scenario_file::run_with(
+        &format!("{base}down = \"trace:x\"\ntrace_buffer = \"lots\"\n"),
+        &load,
+        |_| {},
+    ));
+    assert!(e.contains("trace_buffer") && e.contains("lots"), "{e}");
+    let e = err(debloat_sim::scenario_file::run_with(
+        &format!("{base}down = \"10Mbit\"\nautorate_down = \"min=1mbit\"\n"),
+        &load,
+        |_| {},
+    ));
+    assert!(e.contains("autorate_down"), "{e}");
+}

@@ -438,7 +438,10 @@ fn wire(a: &Args) -> Result<debloat_sim::wire::Wire> {
 fn run_scenario(a: &Args, path: &std::path::Path) -> Result<()> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let (cfg, r) = debloat_sim::scenario_file::run(&text, |_| {}).map_err(anyhow::Error::msg)?;
+    let load =
+        |f: &str| crate::link_trace::load(std::path::Path::new(f)).map_err(|e| format!("{e:#}"));
+    let (cfg, r) =
+        debloat_sim::scenario_file::run_with(&text, &load, |_| {}).map_err(anyhow::Error::msg)?;
     println!("scenario {}", path.display());
     print_table(&cfg, &r.summary);
     if let Some(dir) = &a.output {
