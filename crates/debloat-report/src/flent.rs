@@ -46,6 +46,10 @@ pub enum Kind {
     Throughput(Direction),
     /// A latency probe (ms): ping, UDP RTT, VoIP delay.
     Latency,
+    /// What a link could carry (Mbit/s), from a capacity trace: `Capacity down`/`up`.
+    Capacity,
+    /// The rate a controller set on the shaper (Mbit/s): `Shaper rate down`/`up`.
+    ShaperRate,
     /// Anything else (kept, not plotted).
     Other,
 }
@@ -306,6 +310,12 @@ fn classify(name: &str, units: Option<&str>) -> Kind {
             Direction::Unknown
         })
     };
+    if name.starts_with("Capacity ") {
+        return Kind::Capacity;
+    }
+    if name.starts_with("Shaper rate ") {
+        return Kind::ShaperRate;
+    }
     match units {
         Some(u) if u.to_ascii_lowercase().contains("bits/s") => throughput(),
         Some("ms") => Kind::Latency,
@@ -381,5 +391,10 @@ mod tests {
             Kind::Throughput(Direction::Unknown)
         );
         assert_eq!(classify("VoIP::delay", None), Kind::Latency);
+        assert_eq!(classify("Capacity down", Some("Mbits/s")), Kind::Capacity);
+        assert_eq!(
+            classify("Shaper rate up", Some("Mbits/s")),
+            Kind::ShaperRate
+        );
     }
 }

@@ -72,6 +72,50 @@ fn collect(w: &World, cfg: &Config) -> Vec<OutSeries> {
             meta,
         });
     }
+    out.extend(link_series(w, cfg));
+    out
+}
+
+/// A trace-driven link's capacity per step, and a controlled shaper's rate (the report draws
+/// them with the throughput): `Capacity down`, `Shaper rate down` (and `up`), Mbit/s.
+fn link_series(w: &World, cfg: &Config) -> Vec<OutSeries> {
+    use crate::world::Dir;
+    let step_ns = (cfg.step_s * 1e9) as u64;
+    let mut out = Vec::new();
+    let series = |name: String, raw: Vec<RawSample>| {
+        let mut meta = Map::new();
+        meta.insert("UNITS".into(), json!("Mbits/s"));
+        meta.insert("RUNNER".into(), json!("debloat-sim-link"));
+        OutSeries {
+            name,
+            units: "Mbits/s",
+            raw,
+            meta,
+        }
+    };
+    for (d, dir) in [(Dir::Down, "down"), (Dir::Up, "up")] {
+        let times = w.sample_times.iter().copied().filter(|&t| t >= step_ns);
+        if let Some(m) = w.modem(d) {
+            let raw = times
+                .clone()
+                .map(|t| {
+                    let mbps = m.trace().bits_in(t - step_ns, t) as f64 / cfg.step_s / 1e6;
+                    (t as f64 / 1e9, mbps, None)
+                })
+                .collect();
+            out.push(series(format!("Capacity {dir}"), raw));
+        }
+        if let Some(points) = w.autorate_series(d) {
+            let raw = times
+                .map(|t| {
+                    let k = points.partition_point(|p| p.t <= t).saturating_sub(1);
+                    let rate = points.get(k).map_or(0, |p| p.rate_bps);
+                    (t as f64 / 1e9, rate as f64 / 1e6, None)
+                })
+                .collect();
+            out.push(series(format!("Shaper rate {dir}"), raw));
+        }
+    }
     out
 }
 

@@ -263,7 +263,33 @@ fn throughput_panel<DB: DrawingBackend>(
                 });
         }
     }
+    link_lines(&mut c, d, y_max)?;
     legend(&mut c, SeriesLabelPosition::MiddleRight, 12)?;
+    Ok(())
+}
+
+/// A trace-driven link's capacity (grey, thick) and a controller's shaper rate (green) on the
+/// throughput axes, so what the link could carry, what the shaper allowed and what the flows
+/// got share one time axis.
+fn link_lines<DB: DrawingBackend>(
+    c: &mut ChartContext<'_, DB, Cartesian2d<Lin, Lin>>,
+    d: &Dataset,
+    y_max: f64,
+) -> Res {
+    const CAPACITY: RGBColor = RGBColor(120, 120, 120);
+    const SHAPER: RGBColor = RGBColor(0, 158, 115);
+    for s in d.of_kind(|k| matches!(k, Kind::Capacity | Kind::ShaperRate)) {
+        let (col, width) = if s.kind == Kind::Capacity {
+            (CAPACITY, 2)
+        } else {
+            (SHAPER, 2)
+        };
+        let v = clamp_all(&s.values, y_max);
+        c.draw_series(LineSeries::new(points(&d.x, &v), col.stroke_width(width)))
+            .map_err(err)?
+            .label(s.name.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], col.stroke_width(2)));
+    }
     Ok(())
 }
 
@@ -464,6 +490,12 @@ fn throughput_scale(runs: &[Dataset]) -> f64 {
                 .flatten()
         })
         .collect();
+    // A trace's capacity and a controller's rate share the axis (their tail is clamped).
+    for d in runs {
+        for s in d.of_kind(|k| matches!(k, Kind::Capacity | Kind::ShaperRate)) {
+            v.extend(s.values.iter().flatten());
+        }
+    }
     match crate::summary::percentiles(&mut v) {
         Some(p) if p.p99 > 0.0 => p.p99 * 1.2,
         _ => 1.0,
