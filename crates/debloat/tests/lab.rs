@@ -6,7 +6,7 @@
 mod common;
 use common::{debloat, text};
 
-const SPECS: [&str; 20] = [
+const SPECS: [&str; 21] = [
     "pfifo limit 1000",
     "bfifo limit 100000",
     "codel",
@@ -26,6 +26,7 @@ const SPECS: [&str; 20] = [
     "cake bandwidth 1Gbit diffserv3 wash ack-filter-aggressive",
     "cake unlimited dual-dsthost lan",
     "cake bandwidth 2Mbit pppoe-vcmux",
+    "cake bandwidth 30Mbit autorate-ingress ingress",
     "cake bandwidth 40Mbit docsis memlimit 8Mb",
 ];
 
@@ -46,7 +47,7 @@ fn debloat_spec_prints_what_the_kernels_tc_prints() {
     println!("{t}");
     assert!(o.status.success(), "{t}");
     assert!(
-        t.contains("20 specs: debloat prints what the kernel's tc prints"),
+        t.contains("21 specs: debloat prints what the kernel's tc prints"),
         "{t}"
     );
     // The comparison is real: the kernel's text is in the output, e.g. cake's tin table.

@@ -126,6 +126,7 @@ pub const KEYWORDS: &[&str] = &[
     "via-ethernet",
     "ingress",
     "egress",
+    "autorate-ingress",
 ];
 
 const RTT_PRESETS: &[(&str, u64, u64)] = &[
