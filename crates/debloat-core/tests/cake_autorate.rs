@@ -81,7 +81,7 @@ const TEN_MBIT_BYTES: f64 = 1_250_000.0;
 #[test]
 fn from_above_the_estimate_falls_to_the_bottleneck_and_the_shaper_follows_at_15_16() {
     let r = run(
-        "cake autorate-ingress bandwidth 100mbit besteffort",
+        "cake bandwidth 100mbit autorate-ingress besteffort",
         20_000_000_000,
         &[200_000_000, 10_000_000_000],
         10_000_000_000,
@@ -104,7 +104,7 @@ fn from_above_the_estimate_falls_to_the_bottleneck_and_the_shaper_follows_at_15_
 #[test]
 fn from_below_the_estimate_climbs_within_a_second() {
     let r = run(
-        "cake autorate-ingress bandwidth 1mbit besteffort",
+        "cake bandwidth 1mbit autorate-ingress besteffort",
         2_000_000_000,
         &[1_000_000_000],
         0,
@@ -113,6 +113,19 @@ fn from_below_the_estimate_climbs_within_a_second() {
     let err = (est as f64 - TEN_MBIT_BYTES).abs() / TEN_MBIT_BYTES;
     assert!(err < 0.02, "estimate {est} B/s after 1 s, from 125 kB/s");
     assert_eq!(thr, est * 15 >> 4);
+}
+
+#[test]
+fn a_rate_after_the_flag_turns_it_off_as_tc_parses_it() {
+    // tc: `bandwidth` and `unlimited` clear an earlier `autorate-ingress`.
+    let spec = |s: &str| {
+        s.parse::<debloat_core::QdiscSpec>()
+            .expect("spec")
+            .to_string()
+    };
+    assert!(!spec("cake autorate-ingress bandwidth 10mbit").contains("autorate-ingress"));
+    assert!(!spec("cake autorate-ingress unlimited").contains("autorate-ingress"));
+    assert!(spec("cake bandwidth 10mbit autorate-ingress").contains("autorate-ingress"));
 }
 
 #[test]

@@ -64,6 +64,7 @@ fn plan(spec: &str, up_bps: u64, down_bps: u64, delay: &str, n: u32, cc: &str) -
         ecn: false,
         netem: None,
         match_rtt: false,
+        upstream_rate: None,
     }
 }
 

@@ -136,7 +136,7 @@ fn config(trace: &Arc<Trace>, shaper: Shaper, stats: &TraceStats, seed: u64, sec
     let spec = match shaper {
         Shaper::None | Shaper::Alone => "pfifo limit 1000".to_string(),
         Shaper::Fixed(r) => format!("cake bandwidth {r}bit"),
-        Shaper::AutorateIngress(r) => format!("cake autorate-ingress bandwidth {r}bit"),
+        Shaper::AutorateIngress(r) => format!("cake bandwidth {r}bit autorate-ingress"),
         Shaper::Controller(_) => format!("cake bandwidth {}bit", stats.median_bps),
     };
     let autorate_down = match shaper {

@@ -73,6 +73,11 @@ pub struct CompareArgs {
     /// --emulate-egress with the same words behind pfifo limit 1000 (netem's own limit).
     #[arg(long, value_name = "WORDS")]
     netem: Option<String>,
+    /// A rate for the client's egress netem (both runs): a bottleneck in front of the
+    /// discipline, as a router's ingress sits behind a modem — what `cake autorate-ingress`
+    /// estimates (e.g. 8Mbit).
+    #[arg(long, value_name = "RATE")]
+    upstream_rate: Option<String>,
     /// Let the client's TCP negotiate ECN (net.ipv4.tcp_ecn=1).
     #[arg(long)]
     ecn: bool,
@@ -198,6 +203,7 @@ fn plan_of(c: &CompareArgs) -> Result<side::Plan> {
         seconds: c.seconds,
         omit: c.omit.min(c.seconds.saturating_sub(1)),
         match_rtt: !c.no_match_rtt,
+        upstream_rate: c.upstream_rate.clone(),
         tos: match &c.tos {
             None => Vec::new(),
             Some(t) => t

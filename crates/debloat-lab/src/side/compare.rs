@@ -11,7 +11,8 @@
 //! * drop and mark rates within 30 % relative, or both under 0.5 % of packets;
 //! * CAKE: each tin's share of the packets sent within 5 points; the busiest tin's average
 //!   sojourn (cake's EWMA as the load ends) within 1 ms or 30 %; the share of the ACKs the
-//!   filter removed on the way down within 30 % relative.
+//!   filter removed on the way down within 30 % relative; with `autorate-ingress`, the capacity
+//!   estimate as the load ends within 15 % (it follows the last windows' peaks).
 
 use super::SideBySide;
 
@@ -142,6 +143,19 @@ fn cake_checks(s: &SideBySide, c: &mut Vec<Check>) {
             debloat: b,
             tolerance: "1 ms or 30 %",
             ok: within_abs_or_rel(a, b, 1.0, 0.30),
+        });
+    }
+    if s.plan.up.contains("autorate-ingress") {
+        let (a, b) = (
+            ku.capacity_estimate as f64 * 8.0 / 1e6,
+            du.capacity_estimate as f64 * 8.0 / 1e6,
+        );
+        c.push(Check {
+            what: "capacity estimate, Mbit/s".into(),
+            kernel: a,
+            debloat: b,
+            tolerance: "15 %",
+            ok: within_abs_or_rel(a, b, 0.0, 0.15),
         });
     }
     let acks = |d: &super::counts::Counts| {

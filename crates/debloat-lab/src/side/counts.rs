@@ -32,6 +32,10 @@ pub struct Counts {
     pub marks: u64,
     /// CAKE's tins (empty for the others).
     pub tins: Vec<Tin>,
+    /// CAKE's capacity estimate, bytes/s (its `autorate-ingress`; otherwise the configured
+    /// rate), 0 for the others.
+    #[serde(default)]
+    pub capacity_estimate: u64,
     /// debloat only: frames' mean and longest wait in the kernel's receive ring before the
     /// gateway took them, µs (a queue in front of the discipline that it cannot see).
     pub ring_wait_us: Option<(f64, u64)>,
@@ -77,6 +81,7 @@ impl Counts {
             drops: n(q, "drops"),
             marks,
             tins,
+            capacity_estimate: n(x, "capacity_estimate"),
             ring_wait_us: None,
         }
     }

@@ -61,6 +61,11 @@ pub struct Plan {
     pub netem: Option<String>,
     /// Give the kernel's run the extra delay that makes its idle round trip the gateway's.
     pub match_rtt: bool,
+    /// A rate for the netem on the client's egress (both runs): a bottleneck *in front of*
+    /// the discipline, as a router's ingress sits behind a modem (what cake's
+    /// `autorate-ingress` estimates). None: the client's egress only delays.
+    #[serde(default)]
+    pub upstream_rate: Option<String>,
 }
 
 /// What one run measured.
@@ -138,14 +143,18 @@ fn sysctl(ns: &str, setting: &str) -> Result<(), TestbedError> {
     sh(&["ip", "netns", "exec", ns, "sysctl", "-qw", setting]).map(|_| ())
 }
 
-/// netem's base delay on the client's egress (`op`: add or change).
-fn client_delay(prefix: &str, op: &str, delay: &str) -> Result<(), TestbedError> {
+/// netem's base delay on the client's egress (`op`: add or change), at the plan's upstream
+/// rate if it has one.
+fn client_delay(plan: &Plan, prefix: &str, op: &str, delay: &str) -> Result<(), TestbedError> {
     let [c, _, _] = testbed::namespaces(prefix);
     let args = [
         "qdisc", op, "dev", "eth0", "root", "netem", "delay", delay, "limit", "100000",
     ];
     let mut a = vec!["tc", "-n", &c];
     a.extend_from_slice(&args);
+    if let Some(r) = &plan.upstream_rate {
+        a.extend_from_slice(&["rate", r]);
+    }
     sh(&a).map(|_| ())
 }
 
@@ -166,7 +175,7 @@ fn prepare_hosts(plan: &Plan, prefix: &str) -> Result<(), TestbedError> {
     // kernel's qdisc on a veth of the same host holds each sender to a few packets (the socket
     // reference survives the namespace crossing since Linux 5.1) and a 50-packet FIFO never
     // fills, while a router's never pushes back on a remote sender.
-    client_delay(prefix, "add", &plan.delay)?;
+    client_delay(plan, prefix, "add", &plan.delay)?;
     // Every run starts from nothing learnt: no cached ssthresh or RTT from the run before.
     for ns in [&c, &v] {
         sysctl(ns, "net.ipv4.tcp_no_metrics_save=1")?;
@@ -191,7 +200,7 @@ fn match_and_measure(
             added_ms = (gateway_idle_ms - kernel_idle_ms).max(0.0);
         }
         let delay_us = format!("{}us", (base_ns as f64 / 1e3 + added_ms * 1e3).round());
-        client_delay(prefix, "change", &delay_us)?;
+        client_delay(plan, prefix, "change", &delay_us)?;
         traffic::measure(plan, exe, prefix, || kernel_counts(plan, prefix))
     })();
     (res, added_ms)

@@ -195,8 +195,13 @@ impl CakeSpec {
                     _ => parse_rate(v).map_err(|e| SpecError::value(v, &e.to_string()))?,
                 };
                 self.bandwidth_bytes_per_s = (bits > 0).then_some(bits / 8);
+                // As tc parses it: a rate given after `autorate-ingress` turns it off.
+                self.autorate_ingress = false;
             }
-            "unlimited" => self.bandwidth_bytes_per_s = None,
+            "unlimited" => {
+                self.bandwidth_bytes_per_s = None;
+                self.autorate_ingress = false;
+            }
             "autorate-ingress" | "autorate_ingress" => self.autorate_ingress = true,
             "rtt" => {
                 let v = expect_value(t, "rtt", "a time such as 100ms")?;
