@@ -94,7 +94,7 @@ fn from_above_the_estimate_falls_to_the_bottleneck_and_the_shaper_follows_at_15_
     let (_, est, thr) = r.samples[1];
     let err = (est as f64 - TEN_MBIT_BYTES).abs() / TEN_MBIT_BYTES;
     assert!(err < 0.01, "estimate {est} B/s vs 1.25 MB/s");
-    assert_eq!(thr, est * 15 >> 4);
+    assert_eq!(thr, (est * 15) >> 4);
     // The second 10 s: cake sends at 15/16 of 10 Mbit/s and drops the excess.
     let sent = mbps(r.sent_after, 10.0);
     assert!((sent - 9.375).abs() < 0.2, "{sent} Mbit/s sent");
@@ -112,7 +112,7 @@ fn from_below_the_estimate_climbs_within_a_second() {
     let (_, est, thr) = r.samples[0];
     let err = (est as f64 - TEN_MBIT_BYTES).abs() / TEN_MBIT_BYTES;
     assert!(err < 0.02, "estimate {est} B/s after 1 s, from 125 kB/s");
-    assert_eq!(thr, est * 15 >> 4);
+    assert_eq!(thr, (est * 15) >> 4);
 }
 
 #[test]

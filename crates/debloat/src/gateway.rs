@@ -152,10 +152,8 @@ fn autorate(
     }))
 }
 
-fn forward(a: &RunArgs) -> Result<()> {
-    let (Some(lan), Some(wan)) = (&a.lan, &a.wan) else {
-        bail!("give both --lan IF and --wan IF (see `debloat gateway --help`)");
-    };
+/// The gateway's configuration from the command line.
+fn config(a: &RunArgs, lan: &str, wan: &str) -> Result<Config> {
     let spec = |s: &str, what: &str| -> Result<QdiscSpec> {
         s.parse().with_context(|| format!("{what} \"{s}\""))
     };
@@ -167,9 +165,9 @@ fn forward(a: &RunArgs) -> Result<()> {
     };
     let (emulate_egress, modem_egress) = emu(&a.emulate_egress, "--emulate-egress")?;
     let (emulate_ingress, modem_ingress) = emu(&a.emulate_ingress, "--emulate-ingress")?;
-    let cfg = Config {
-        lan: lan.clone(),
-        wan: wan.clone(),
+    Ok(Config {
+        lan: lan.to_string(),
+        wan: wan.to_string(),
         egress: spec(&a.egress, "--egress")?,
         ingress: spec(&a.ingress, "--ingress")?,
         emulate_egress,
@@ -183,7 +181,14 @@ fn forward(a: &RunArgs) -> Result<()> {
         metrics: a.metrics.as_deref().map(metrics_addr).transpose()?,
         busy_poll: a.busy_poll,
         classify: crate::classify::load(a.classify.as_deref())?,
+    })
+}
+
+fn forward(a: &RunArgs) -> Result<()> {
+    let (Some(lan), Some(wan)) = (&a.lan, &a.wan) else {
+        bail!("give both --lan IF and --wan IF (see `debloat gateway --help`)");
     };
+    let cfg = config(a, lan, wan)?;
     if a.busy_poll && a.realtime.is_some() {
         bail!("--busy-poll with --realtime would spin at real-time priority and starve the kernel's own packet processing (ksoftirqd) on that CPU: use one or the other");
     }

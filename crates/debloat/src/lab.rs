@@ -38,7 +38,7 @@ enum What {
     /// The same uploads through the kernel's discipline and through `debloat gateway` with
     /// the same spec, in one guest; compare latency, goodput, drops, marks and tins within
     /// stated tolerances (exit 2 where they differ).
-    Compare(CompareArgs),
+    Compare(Box<CompareArgs>),
     /// Inside the lab: run a side-by-side plan (JSON) and print the result as JSON (what
     /// `compare` runs in the guest).
     Side {

@@ -223,15 +223,13 @@ pub fn run(a: &Args) -> Result<()> {
     }
 }
 
-fn up(u: &UpArgs) -> Result<()> {
-    if let Err(why) = testbed::available() {
-        bail!("cannot build a testbed here: {why}");
-    }
+/// `--rate DOWN/UP` (or one for both) in netem's words: `rate R`, or a trace with its modem
+/// (`rate trace FILE buffer N`, the file made absolute: the gateway runs elsewhere).
+fn link_rates(u: &UpArgs) -> Result<(String, String)> {
     let (down, upr) = match u.rate.split_once('/') {
         Some((d, up)) => (d, up),
         None => (u.rate.as_str(), u.rate.as_str()),
     };
-    // A rate in netem's words, or a trace (its file made absolute: the gateway runs elsewhere).
     let rate = |s: &str| -> Result<String> {
         match s.strip_prefix("trace:") {
             Some(f) => {
@@ -249,7 +247,14 @@ fn up(u: &UpArgs) -> Result<()> {
             )),
         }
     };
-    let (down_bps, up_bps) = (rate(down)?, rate(upr)?);
+    Ok((rate(down)?, rate(upr)?))
+}
+
+fn up(u: &UpArgs) -> Result<()> {
+    if let Err(why) = testbed::available() {
+        bail!("cannot build a testbed here: {why}");
+    }
+    let (down_bps, up_bps) = link_rates(u)?;
     let rtt = parse_time(&u.rtt).with_context(|| format!("--rtt {}", u.rtt))?;
     for (s, what) in [(&u.egress, "--egress"), (&u.ingress, "--ingress")] {
         s.parse::<debloat_core::QdiscSpec>()

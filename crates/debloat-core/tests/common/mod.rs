@@ -160,7 +160,7 @@ pub fn run_path(
     let mut b = DataPath::new(qdisc, Emulation::default(), 0, 0);
     b.link_mut().set_modem(modem);
     let mut r = PathResult::default();
-    let mut left = std::collections::HashMap::new();
+    let mut left = std::collections::BTreeMap::new();
     let mut out = |e: Event<'_, Record>| match e {
         Event::Sent { packet, end, .. } => {
             left.insert(packet.id, end);

@@ -142,7 +142,7 @@ mod tests {
         // 8 ms = 1.5 MB/s; the shaper is 15/16 of the estimate.
         let est = e.capacity_estimate();
         assert!((1_400_000..=1_500_000).contains(&est), "{est}");
-        assert_eq!(rate, Some(est * 15 >> 4));
+        assert_eq!(rate, Some((est * 15) >> 4));
     }
 
     #[test]
