@@ -460,9 +460,6 @@ impl Gateway {
     }
 }
 
-/// A ring stamp older than this is not believed (the wall clock stepped).
-const MAX_RING_WAIT_NS: u64 = 100_000_000;
-
 /// Frames handed to the kernel per `sendmmsg`.
 const SEND_BATCH: usize = 64;
 
@@ -512,19 +509,11 @@ fn receive(
     let wall = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
-    let mono = start.elapsed().as_nanos() as u64;
     for _ in 0..256 {
         let Some(got) = sock.recv_frame()? else { break };
         let now = start.elapsed().as_nanos() as u64;
-        let waited = wall.saturating_sub(sock.last_stamp_ns());
-        side.ring_wait.record(waited);
-        // The frame arrived when the kernel received it, not when this batch read it: the
-        // disciplines see arrival times as the kernel's qdiscs do (CAKE's autorate-ingress
-        // reads the gaps between arrivals). Bounded, should the wall clock step.
-        let now = mono
-            .saturating_sub(waited)
-            .max(now.saturating_sub(MAX_RING_WAIT_NS))
-            .min(now);
+        side.ring_wait
+            .record(wall.saturating_sub(sock.last_stamp_ns()));
         match got {
             Received::Frame(mut f) if f.len() <= MAX_FRAME => {
                 if sock.last_csum_not_ready() {
