@@ -7,7 +7,7 @@
 
 use crate::scenario::{build_world, Adaptive, Config, Test};
 use crate::tcp::cc::Algorithm;
-use crate::world::{AutorateConfig, DeviceConfig, Dir, RatePoint, World};
+use crate::world::{AutorateConfig, Dir, RatePoint, World};
 use debloat_core::autorate::{Bounds, Mode};
 use debloat_core::link::{ModemSpec, Trace};
 use debloat_core::packet::Nanos;
@@ -143,25 +143,14 @@ fn config(trace: &Arc<Trace>, shaper: Shaper, stats: &TraceStats, seed: u64, sec
         Shaper::Controller(m) => Some(AutorateConfig::new(m, bounds(stats))),
         _ => None,
     };
+    let specs = (
+        "fq_codel".parse().expect("a built-in spec"),
+        spec.parse().expect("a built-in spec"),
+    );
     Config {
-        test: Test::Custom,
-        down_bps: INTERFACE_BPS,
-        up_bps: UP_BPS,
-        rtt_ns: BASE_RTT_NS,
-        qdisc_up: "fq_codel".parse().expect("a built-in spec"),
-        qdisc_down: spec.parse().expect("a built-in spec"),
         length_s: secs as f64,
         delay_s: 0.0,
         step_s: 1.0,
-        streams: 4,
-        cc: Algorithm::Cubic,
-        ecn: false,
-        seed,
-        device: DeviceConfig::default(),
-        wire: Default::default(),
-        tcp_window: None,
-        host_rtts_ns: Vec::new(),
-        classify: None,
         adaptive: Adaptive {
             modem_down: Some(ModemSpec {
                 trace: trace.clone(),
@@ -170,7 +159,13 @@ fn config(trace: &Arc<Trace>, shaper: Shaper, stats: &TraceStats, seed: u64, sec
             autorate_down,
             ..Adaptive::default()
         },
-        wifi: None,
+        ..Config::wired(
+            Test::Custom,
+            (INTERFACE_BPS, UP_BPS),
+            BASE_RTT_NS,
+            specs,
+            seed,
+        )
     }
 }
 

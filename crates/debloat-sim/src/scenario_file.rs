@@ -49,7 +49,6 @@ use crate::world::AutorateConfig;
 use crate::world::{DeviceConfig, Dir, World};
 use debloat_core::autorate::{Bounds, Mode};
 use debloat_core::link::{ModemSpec, Trace};
-use debloat_core::qdisc::fifo::Limit;
 use debloat_core::units::{parse_rate, parse_size, parse_time};
 use debloat_core::QdiscSpec;
 use serde::Deserialize;
@@ -262,18 +261,8 @@ fn side(
     };
     let trace = load(file).map_err(|e| format!("link.{what}: {e}"))?;
     let buffer = l.trace_buffer.as_deref().unwrap_or("1000");
-    let limit = match buffer.parse::<u32>() {
-        Ok(n) if n > 0 => Limit::Packets(n),
-        _ => Limit::Bytes(
-            parse_size(buffer)
-                .ok()
-                .and_then(|b| u32::try_from(b).ok())
-                .filter(|&b| b > 0)
-                .ok_or_else(|| {
-                    format!("link.trace_buffer `{buffer}`: packets, or a size such as \"150kb\"")
-                })?,
-        ),
-    };
+    let limit = debloat_core::link::parse_limit(buffer)
+        .map_err(|e| format!("link.trace_buffer `{buffer}`: {e}"))?;
     Ok((1_000_000_000, Some(ModemSpec { trace, limit })))
 }
 

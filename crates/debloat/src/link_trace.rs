@@ -4,7 +4,6 @@
 use anyhow::{Context, Result};
 use debloat_core::link::{split_trace_words, ModemSpec, Trace};
 use debloat_core::qdisc::fifo::Limit;
-use debloat_core::units::parse_size;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -22,19 +21,7 @@ pub fn load(path: &Path) -> Result<Arc<Trace>> {
 
 /// A modem's FIFO limit: N packets, or a size such as 150kb.
 pub fn limit(word: &str) -> Result<Limit> {
-    if let Ok(n) = word.parse::<u32>() {
-        if n > 0 {
-            return Ok(Limit::Packets(n));
-        }
-    }
-    let bytes = parse_size(word)
-        .map_err(anyhow::Error::msg)
-        .with_context(|| format!("`{word}`: give N packets or a size such as 150kb"))?;
-    Ok(Limit::Bytes(
-        u32::try_from(bytes)
-            .context("a buffer of at most 4gb")?
-            .max(1),
-    ))
+    debloat_core::link::parse_limit(word).map_err(|e| anyhow::anyhow!("`{word}`: {e}"))
 }
 
 /// One half of `--link`: a rate, or `trace:FILE` (then the interface's rate and a modem).

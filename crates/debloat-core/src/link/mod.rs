@@ -26,7 +26,7 @@ pub mod trace;
 pub mod wire;
 
 pub use framing::{Framing, LinkLayer};
-pub use modem::{split_trace_words, Modem, ModemCounters, ModemSpec};
+pub use modem::{parse_limit, split_trace_words, Modem, ModemCounters, ModemSpec};
 pub use netem::{Emulation, Netem};
 pub use trace::{Trace, TraceError};
 pub use wire::{Wire, WireCounters};

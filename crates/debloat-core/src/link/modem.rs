@@ -55,6 +55,20 @@ impl ModemSpec {
     }
 }
 
+/// A modem FIFO's size as users write it: N packets (a whole number above 0), or bytes in tc's
+/// size words (`150kb`, `64KB`), at most 4 GB.
+pub fn parse_limit(word: &str) -> Result<Limit, String> {
+    if let Ok(n) = word.parse::<u32>() {
+        if n > 0 {
+            return Ok(Limit::Packets(n));
+        }
+    }
+    let bytes = crate::units::parse_size(word)
+        .map_err(|e| format!("{e} (N packets, or a size such as 150kb)"))?;
+    let bytes = u32::try_from(bytes).map_err(|_| "at most 4gb".to_string())?;
+    Ok(Limit::Bytes(bytes.max(1)))
+}
+
 /// Netem-style words with a trace in them, split: `rate trace FILE` (and its `buffer N` or
 /// `buffer SIZE`: the modem's FIFO, packets or bytes) taken out, the rest left for
 /// [`super::Emulation`]'s parser. Returns the rest, and the trace's file name with the limit
@@ -77,19 +91,7 @@ pub fn split_trace_words(words: &str) -> Result<(String, Option<(String, Limit)>
             .get(b + 1)
             .copied()
             .ok_or("`buffer` needs a size: N packets, or bytes such as 150kb")?;
-        limit = match v.parse::<u32>() {
-            Ok(n) if n > 0 => Limit::Packets(n),
-            _ => {
-                let bytes = crate::units::parse_size(v).map_err(|e| {
-                    format!("`buffer {v}`: {e} (N packets, or a size such as 150kb)")
-                })?;
-                Limit::Bytes(
-                    u32::try_from(bytes)
-                        .map_err(|_| format!("`buffer {v}`: at most 4gb"))?
-                        .max(1),
-                )
-            }
-        };
+        limit = parse_limit(v).map_err(|e| format!("`buffer {v}`: {e}"))?;
         rest.drain(b..b + 2);
     }
     Ok((rest.join(" "), Some(((*file).to_string(), limit))))

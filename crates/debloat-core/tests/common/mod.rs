@@ -87,7 +87,6 @@ pub fn run<Q: Qdisc<Record>>(
 ) -> (Vec<FlowResult>, Q) {
     let mut b = DataPath::new(qdisc, Emulation::rate(link_bps), 0, 0);
     let mut res = vec![FlowResult::default(); sources.len()];
-    let mut next: Vec<u64> = sources.iter().map(|s| s.start_ns).collect();
     let mut id = 0u64;
     let mut out = |e: Event<'_, Record>| match e {
         Event::Sent { packet, start, .. } => {
@@ -106,23 +105,14 @@ pub fn run<Q: Qdisc<Record>>(
         Event::Dropped { packet, .. } => res[(packet.id >> 40) as usize].dropped += 1,
         Event::Delivered { .. } => {}
     };
-    loop {
-        let (i, &t) = next
-            .iter()
-            .enumerate()
-            .min_by_key(|x| (*x.1, x.0))
-            .expect("sources");
-        if t >= dur_ns {
-            break;
-        }
+    each_arrival(sources, dur_ns, |i, t| {
         let s = &sources[i];
         let mut m = PacketMeta::new(s.len, s.flow);
         m.dscp = s.dscp;
         m.ecn = s.ecn;
         b.arrive(Record::new(((i as u64) << 40) | id, m), t, &mut out);
         id += 1;
-        next[i] = t + s.interval_ns();
-    }
+    });
     b.poll(dur_ns, &mut out);
     (res, b.into_qdisc())
 }
@@ -172,8 +162,20 @@ pub fn run_path(
             r.max_delay_ns = r.max_delay_ns.max(d);
         }
     };
-    let mut next: Vec<u64> = sources.iter().map(|s| s.start_ns).collect();
     let mut id = 0u64;
+    each_arrival(sources, dur_ns, |i, t| {
+        let s = &sources[i];
+        b.arrive(Record::new(id, PacketMeta::new(s.len, s.flow)), t, &mut out);
+        id += 1;
+    });
+    b.finish(&mut out);
+    r.sent = id;
+    (r, b)
+}
+
+/// Each source's packets in time order until `dur_ns`: `f(source, time)`.
+pub fn each_arrival(sources: &[Source], dur_ns: u64, mut f: impl FnMut(usize, u64)) {
+    let mut next: Vec<u64> = sources.iter().map(|s| s.start_ns).collect();
     loop {
         let (i, &t) = next
             .iter()
@@ -183,12 +185,7 @@ pub fn run_path(
         if t >= dur_ns {
             break;
         }
-        let s = &sources[i];
-        b.arrive(Record::new(id, PacketMeta::new(s.len, s.flow)), t, &mut out);
-        id += 1;
-        next[i] = t + s.interval_ns();
+        f(i, t);
+        next[i] = t + sources[i].interval_ns();
     }
-    b.finish(&mut out);
-    r.sent = id;
-    (r, b)
 }

@@ -19,8 +19,6 @@ mod wifi;
 pub use seeds::{repeat, Seeded, SeededCheck, Verdict};
 
 use crate::scenario::{Config, Summary, Test};
-use crate::tcp::cc::Algorithm;
-use crate::world::DeviceConfig;
 use serde::Serialize;
 use std::fmt;
 
@@ -274,28 +272,7 @@ const SEC: u64 = 1_000_000_000;
 /// A flent test on a down/up link with one qdisc spec both ways (flent's defaults otherwise).
 fn config(seed: u64, test: Test, down_bps: u64, up_bps: u64, rtt_ns: u64, qdisc: &str) -> Config {
     let q = parse(qdisc);
-    Config {
-        test,
-        down_bps,
-        up_bps,
-        rtt_ns,
-        qdisc_up: q.clone(),
-        qdisc_down: q,
-        length_s: 60.0,
-        delay_s: 5.0,
-        step_s: 0.2,
-        streams: 4,
-        cc: Algorithm::Cubic,
-        ecn: false,
-        seed,
-        device: DeviceConfig::default(),
-        wire: Default::default(),
-        tcp_window: None,
-        host_rtts_ns: Vec::new(),
-        adaptive: Default::default(),
-        classify: None,
-        wifi: None,
-    }
+    Config::wired(test, (down_bps, up_bps), rtt_ns, (q.clone(), q), seed)
 }
 
 /// The experiments' specs are constants; a typo is a bug in this file.

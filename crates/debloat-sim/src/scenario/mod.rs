@@ -198,6 +198,40 @@ pub struct Adaptive {
 }
 
 impl Config {
+    /// A wired run of `test` with flent's defaults for the rest (60 s of load, 5 s idle either
+    /// side, 0.2 s steps, 4 streams, CUBIC without ECN) and nothing else on the links: the
+    /// default device and wire, no window cap, no marking stage, no trace or controller.
+    pub fn wired(
+        test: Test,
+        (down_bps, up_bps): (u64, u64),
+        rtt_ns: u64,
+        (qdisc_up, qdisc_down): (QdiscSpec, QdiscSpec),
+        seed: u64,
+    ) -> Config {
+        Config {
+            test,
+            down_bps,
+            up_bps,
+            rtt_ns,
+            qdisc_up,
+            qdisc_down,
+            length_s: 60.0,
+            delay_s: 5.0,
+            step_s: 0.2,
+            streams: 4,
+            cc: Algorithm::Cubic,
+            ecn: false,
+            seed,
+            device: crate::world::DeviceConfig::default(),
+            wire: Default::default(),
+            tcp_window: None,
+            host_rtts_ns: Vec::new(),
+            adaptive: Adaptive::default(),
+            classify: None,
+            wifi: None,
+        }
+    }
+
     /// The remote hosts' base RTTs for this test.
     pub fn hosts(&self) -> Vec<u64> {
         match self.test {
