@@ -5,6 +5,7 @@
 
 #![allow(unsafe_code)] // a counting global allocator needs `unsafe impl GlobalAlloc`; the library itself forbids unsafe.
 
+use debloat_core::classify::LinkType;
 use debloat_core::packet::{PacketMeta, Record};
 use debloat_core::testutil::udp_flow;
 use debloat_core::{Dequeue, FlowHasher, Qdisc, QdiscSpec};
@@ -133,9 +134,29 @@ fn the_marking_stage_does_not_allocate() {
     COUNTED.with(|c| c.set(true));
     let uci = "config defaults\n\toption dscp_prio video\n\toption dscp_default_udp besteffort\n\toption prio_max_avg_pkt_len 500\n\toption bulk_trigger_pps 50\n\toption dscp_bulk bulk\nconfig class besteffort\n\toption value CS0\nconfig class bulk\n\toption value LE\nconfig class video\n\toption value AF41\nconfig class voice\n\toption value CS6\n\toption bulk_trigger_pps 100\n\toption dscp_bulk CS0\n";
     let mut cfg = parse_uci("q", uci).expect("uci");
-    cfg.add_map("m", "udp:53 voice\ntcp:22 +video\n198.18.0.0/24 bulk\n")
-        .expect("map");
+    cfg.add_map(
+        "m",
+        "udp:53 voice\ntcp:22 +video\n198.18.0.0/24 bulk\ndns:*.example.com video\n",
+    )
+    .expect("map");
     let mut c = Classifier::new(cfg, 4096, FlowHasher::new([1, 2]));
+    // Names learnt from DNS answers for half the destinations (before counting: an answer is
+    // parsed with allocations; the packets that then hit learnt addresses must not allocate).
+    for d in 0..7u8 {
+        let dst = udp_flow(0, d, 1);
+        let debloat_core::flow::FlowKey::Ip {
+            dst: std::net::IpAddr::V4(a),
+            ..
+        } = dst
+        else {
+            unreachable!("udp_flow is IPv4")
+        };
+        let f = dns_frame(&format!("h{d}.example.com"), a.octets());
+        let meta = debloat_core::classify::classify(&f, f.len() as u32, LinkType::Ethernet)
+            .expect("frame");
+        c.snoop(&f, LinkType::Ethernet, &meta.flow, 0);
+    }
+    assert_eq!(c.counters().dns.held, 7);
     let flows: Vec<PacketMeta> = (0..1024u32)
         .map(|i| {
             PacketMeta::new(
@@ -165,4 +186,31 @@ fn the_marking_stage_does_not_allocate() {
     run(&mut c, 200_000);
     let n = allocs() - before;
     assert_eq!(n, 0, "the marking stage: {n} allocations in steady state");
+    assert!(c.counters().rules[3] > 0, "learnt addresses were used");
+}
+
+/// An Ethernet frame from 198.18.2.53:53 answering `host` with `addr`.
+fn dns_frame(host: &str, addr: [u8; 4]) -> Vec<u8> {
+    use simple_dns::rdata::{RData, A};
+    use simple_dns::{Name, Packet, Question, ResourceRecord, CLASS, TYPE};
+    let mut p = Packet::new_reply(1);
+    let n = Name::new_unchecked(host);
+    p.questions.push(Question::new(
+        n.clone(),
+        TYPE::A.into(),
+        CLASS::IN.into(),
+        false,
+    ));
+    let a = RData::A(A {
+        address: u32::from_be_bytes(addr),
+    });
+    p.answers.push(ResourceRecord::new(n, CLASS::IN, 3600, a));
+    let msg = p.build_bytes_vec().expect("dns");
+    let mut f = Vec::new();
+    etherparse::PacketBuilder::ethernet2([4; 6], [2; 6])
+        .ipv4([198, 18, 2, 53], [198, 18, 1, 2], 64)
+        .udp(53, 40053)
+        .write(&mut f, &msg)
+        .expect("frame");
+    f
 }

@@ -89,3 +89,61 @@ proptest! {
         }
     }
 }
+
+/// Lines qosify's files are made of, and some that are not.
+fn qosify_line() -> impl Strategy<Value = String> {
+    prop_oneof![
+        2 => proptest::sample::select(vec![
+            "config defaults", "config class voice", "config class bulk", "config alias x", "config interface wan",
+            "\toption dscp_default_tcp +bulk", "\toption ingress CS6", "\toption egress LE", "\toption value EF",
+            "\toption bulk_trigger_pps 100", "\toption timeout 30", "\toption active_timeout 0", "\tlist defaults /x/*.conf",
+            "tcp:22 voice", "udp:1000-2000 +AF41", "198.18.0.0/15 bulk", "2001:2::/48 CS1", "dns:*.example.com video",
+            "dns:/^(a|b)\\.test$ EF", "dns_c:*.cdn.test bulk", "dns:/( EF", "tcp:0 voice", "udp:9-1 CS0", "dns: EF",
+        ]).prop_map(String::from),
+        1 => "\\PC{0,20}".prop_map(String::from),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    /// qosify's UCI and map files: never a panic; an error names a line of the file and a
+    /// token on it.
+    #[test]
+    fn qosify_files_never_panic_and_errors_name_their_line(lines in proptest::collection::vec(qosify_line(), 0..12)) {
+        use debloat_core::classify::qosify::parse_uci;
+        let text = lines.join("\n");
+        let check = |e: &debloat_core::classify::qosify::ConfigError| -> Result<(), TestCaseError> {
+            let line = text.lines().nth(e.line.saturating_sub(1)).unwrap_or("");
+            prop_assert!(e.line >= 1 && e.line <= lines.len().max(1), "{}", e);
+            prop_assert!(line.contains(e.token.trim()), "`{}` not on line {}: {:?}", e.token, e.line, line);
+            Ok(())
+        };
+        match parse_uci("uci", &text) {
+            Ok(_) => {}
+            Err(e) => check(&e)?,
+        }
+        let mut cfg = debloat_core::classify::qosify::Config::default();
+        if let Err(e) = cfg.add_map("map", &text) {
+            check(&e)?;
+        }
+    }
+
+    /// Random bytes as DNS answers from port 53 (UDP and TCP) never panic, and teach nothing
+    /// that is not an address.
+    #[test]
+    fn dns_snooping_never_panics(msg in proptest::collection::vec(any::<u8>(), 0..300), tcp in any::<bool>()) {
+        use debloat_core::classify::qosify::{parse_uci, Classifier};
+        let mut cfg = parse_uci("q", "config defaults\n").expect("uci");
+        cfg.add_map("m", "dns:* AF41\n").expect("map");
+        let mut c = Classifier::new(cfg, 64, debloat_core::FlowHasher::new([1, 2]));
+        let b = etherparse::PacketBuilder::ethernet2([4; 6], [2; 6]).ipv4([198, 18, 2, 53], [198, 18, 1, 2], 64);
+        let mut f = Vec::new();
+        if tcp { b.tcp(53, 40000, 1, 1000).write(&mut f, &msg) } else { b.udp(53, 40000).write(&mut f, &msg) }.expect("frame");
+        let m = classify(&f, f.len() as u32, LinkType::Ethernet).expect("a well-formed frame");
+        c.snoop(&f, LinkType::Ethernet, &m.flow, 0);
+        let d = c.counters().dns;
+        prop_assert!(d.answers + d.skipped + d.malformed <= 1 + msg.len() as u64 / 2);
+        prop_assert!(d.held <= d.addresses);
+    }
+}

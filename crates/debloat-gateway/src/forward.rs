@@ -122,6 +122,13 @@ impl ClassifyStats {
             "classify: remarked {} defaults {} replies {} bulk_flows {} bulk_packets {} prio_packets {} flow_evictions {}\n",
             c.remarked, c.defaults, c.replies, c.bulk_flows, c.bulk_packets, c.prio_packets, c.flow_evictions
         );
+        let d = &c.dns;
+        if d.answers + d.skipped + d.malformed > 0 {
+            s.push_str(&format!(
+                " dns: answers {} skipped {} malformed {} addresses learnt {} held {} cnames {} expired {} kept_active {} evictions {}\n",
+                d.answers, d.skipped, d.malformed, d.addresses, d.held, d.cnames, d.expired, d.kept_active, d.evictions
+            ));
+        }
         for (name, e, i) in &self.classes {
             s.push_str(&format!(" class {name}: egress {e} ingress {i}\n"));
         }

@@ -279,6 +279,32 @@ impl Collect {
             "debloat_classify_events",
             "The marking stage's other counts: packets re-marked, decided by a default, marked as a reply, bulk flows and their packets, priority packets, flows evicted from the table.",
             &events,
+        )?;
+        let d = &n.dns;
+        let dns: Vec<(Labels, u64)> = [
+            ("answer", d.answers),
+            ("skipped", d.skipped),
+            ("malformed", d.malformed),
+            ("address_learnt", d.addresses),
+            ("cname", d.cnames),
+            ("expired", d.expired),
+            ("kept_active", d.kept_active),
+            ("eviction", d.evictions),
+        ]
+        .into_iter()
+        .map(|(k, v)| (vec![("event", k.to_string())], v))
+        .collect();
+        counter(
+            enc,
+            "debloat_classify_dns_events",
+            "DNS snooping for name rules: responses read, messages skipped (queries, errors) or malformed, addresses learnt, CNAME targets remembered, addresses expired or kept because in use, entries evicted from a full table.",
+            &dns,
+        )?;
+        gauge(
+            enc,
+            "debloat_classify_dns_addresses",
+            "Addresses learnt from DNS answers held now.",
+            &[(Vec::new(), d.held as f64)],
         )
     }
 

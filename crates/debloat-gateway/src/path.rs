@@ -210,6 +210,13 @@ impl Path {
         match Frame::parse(data) {
             Ok(mut f) => {
                 if let Some((c, dir)) = marker {
+                    let flow = f.meta().flow;
+                    c.snoop(
+                        &f.data,
+                        debloat_core::classify::LinkType::Ethernet,
+                        &flow,
+                        now,
+                    );
                     c.mark(f.meta_mut(), dir, now);
                 }
                 let log = &mut self.tcp_log;

@@ -121,6 +121,9 @@ pub fn replay_marked(
         for p in trace.packets.iter().flatten() {
             let mut r = p.record;
             if let Some(m) = marker.as_deref_mut() {
+                if let Some(f) = &p.frame {
+                    m.snoop(f, trace.link, &r.meta.flow, p.t_ns);
+                }
                 m.mark(&mut r.meta, Direction::Egress, p.t_ns);
             }
             path.arrive(r, p.t_ns, &mut out);

@@ -88,6 +88,12 @@ pub fn run(a: &Args) -> Result<()> {
             c.bulk_flows,
             c.prio_packets
         );
+        if c.dns.answers + c.dns.skipped + c.dns.malformed > 0 {
+            println!(
+                "dns: {} answers read, {} addresses learnt, {} CNAME targets, {} malformed",
+                c.dns.answers, c.dns.addresses, c.dns.cnames, c.dns.malformed
+            );
+        }
     }
     if let Some(path) = &a.pcap_out {
         capture::write_delivered(path, &trace, &out.delivered)?;

@@ -112,3 +112,98 @@ fn a_bad_map_line_is_named_with_its_token_and_choices() {
     assert!(e.contains("m.conf:2: `bluk`"), "{e}");
     assert!(e.contains("besteffort, bulk, video, voice"), "{e}");
 }
+
+/// A DNS response from 198.18.2.53 naming `host` (through `alias`'s CNAME when given) at `addr`.
+fn dns_answer(host: &str, alias: Option<&str>, addr: [u8; 4]) -> Vec<u8> {
+    use simple_dns::rdata::{RData, A, CNAME};
+    use simple_dns::{Name, Packet, Question, ResourceRecord, CLASS, TYPE};
+    let mut p = Packet::new_reply(9);
+    let q = Name::new_unchecked(host);
+    p.questions.push(Question::new(
+        q.clone(),
+        TYPE::A.into(),
+        CLASS::IN.into(),
+        false,
+    ));
+    let mut owner = q;
+    if let Some(a) = alias {
+        let target = Name::new_unchecked(a);
+        p.answers.push(ResourceRecord::new(
+            owner,
+            CLASS::IN,
+            60,
+            RData::CNAME(CNAME(target.clone())),
+        ));
+        owner = target;
+    }
+    let a = RData::A(A {
+        address: u32::from_be_bytes(addr),
+    });
+    p.answers.push(ResourceRecord::new(owner, CLASS::IN, 60, a));
+    let msg = p.build_bytes_vec_compressed().expect("dns");
+    let b = etherparse::PacketBuilder::ethernet2([4; 6], [2; 6])
+        .ipv4([198, 18, 2, 53], [198, 18, 1, 2], 64)
+        .udp(53, 40053);
+    let mut f = Vec::new();
+    b.write(&mut f, &msg).expect("frame");
+    f
+}
+
+fn tcp_to(addr: [u8; 4]) -> Vec<u8> {
+    let b = etherparse::PacketBuilder::ethernet2([2; 6], [4; 6])
+        .ipv4([198, 18, 1, 2], addr, 64)
+        .tcp(40000, 443, 1, 65535);
+    let mut f = Vec::new();
+    b.write(&mut f, &[0u8; 1000]).expect("frame");
+    f
+}
+
+#[test]
+fn replay_learns_names_from_the_dns_answers_in_a_capture() {
+    use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
+    let dir = tempfile::tempdir().expect("tmp");
+    let input = dir.path().join("in.pcap");
+    let mut w = PcapWriter::with_header(
+        std::fs::File::create(&input).expect("create"),
+        PcapHeader::default(),
+    )
+    .expect("pcap");
+    let frames = [
+        tcp_to([198, 18, 7, 7]), // before any answer: CS0
+        dns_answer("Video.Example.com", None, [198, 18, 7, 7]), // dns:*.example.com video
+        tcp_to([198, 18, 7, 7]), // AF41
+        dns_answer("www.site.test", Some("edge.cdn.test"), [198, 18, 7, 8]), // dns_c: → bulk
+        tcp_to([198, 18, 7, 8]), // LE
+        tcp_to([198, 18, 7, 9]), // never named: CS0
+    ];
+    for (i, f) in frames.iter().enumerate() {
+        let t = std::time::Duration::from_millis(1 + i as u64);
+        w.write_packet(&PcapPacket::new(t, f.len() as u32, f))
+            .expect("write");
+    }
+    drop(w);
+    let map = dir.path().join("names.conf");
+    std::fs::write(&map, "dns:*.example.com video\ndns_c:*.cdn.test bulk\n").expect("map");
+    let out = dir.path().join("fates.csv");
+    let s = |p: &Path| p.to_string_lossy().into_owned();
+    let o = debloat(&[
+        "replay",
+        "--qdisc",
+        "cake bandwidth 20Mbit diffserv4",
+        "--classify",
+        &s(&map),
+        "--input",
+        &s(&input),
+        "--output",
+        &s(&out),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let r = rows(&out);
+    let dscp: Vec<&str> = [0, 2, 4, 5].iter().map(|&i| r[i][7].as_str()).collect();
+    assert_eq!(dscp, vec!["0", "34", "1", "0"], "{}", text(&o));
+    assert!(
+        text(&o).contains("dns: 2 answers read, 2 addresses learnt, 1 CNAME targets"),
+        "{}",
+        text(&o)
+    );
+}

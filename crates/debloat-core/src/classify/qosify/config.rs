@@ -6,8 +6,9 @@
 //! Values are what qosify accepts: a DSCP number (decimal, `0x` hex or `0` octal), a codepoint
 //! (`CS0`…`CS7`, `AF11`…`AF43`, `EF`, `VA`, `LE`) or a class name; a leading `+` applies it only
 //! to packets whose DSCP is still 0. Matches: `tcp:PORT[-END]`, `udp:PORT[-END]`, an IPv4 or IPv6
-//! address, with `/PREFIX` as debloat's addition, and `dns:PATTERN` (kept, not applied: DNS
-//! snooping is not built yet). Unlike qosify, which skips a line it cannot read, a bad line is
+//! address, with `/PREFIX` as debloat's addition, `dns:PATTERN` (the queried name or a CNAME
+//! in the answer) and `dns_c:PATTERN` (CNAMEs only); a pattern is a glob (`*.youtube.com`) or,
+//! after a `/`, a regular expression. Names are matched in lower case. Unlike qosify, which skips a line it cannot read, a bad line is
 //! an error naming the line, the token and the choices.
 
 use core::net::IpAddr;
@@ -78,8 +79,10 @@ pub enum Match {
     Udp(u16, u16),
     /// Destination (egress) or source (ingress) address within this prefix.
     Addr(IpAddr, u8),
-    /// A DNS name pattern (not applied yet).
+    /// A DNS name pattern: the queried name or a CNAME target of an answer (`dns:`).
     Dns(String),
+    /// A DNS name pattern for CNAME targets only (`dns_c:`).
+    DnsCname(String),
 }
 
 /// Everything the classifier needs.
@@ -100,6 +103,11 @@ pub struct Config {
     pub rules: Vec<Rule>,
     /// Map files the UCI file lists (`list defaults`), for the caller to read.
     pub map_files: Vec<String>,
+    /// `timeout`: seconds an address learnt from a DNS answer with TTL 0 is kept (qosify: 3600).
+    pub timeout: Option<u32>,
+    /// `active_timeout`: seconds an expired learnt address is kept again when packets used it
+    /// since (qosify: 300).
+    pub active_timeout: Option<u32>,
 }
 
 /// A line that could not be read.
@@ -275,9 +283,16 @@ impl Uci<'_> {
             "dscp_default_tcp" | "dscp_default_udp" | "dscp_icmp" if class.is_none() => {
                 self.deferred.push((line, None, key.into(), v.into()))
             }
-            "timeout" | "dscp_default_tcp" | "dscp_default_udp" | "dscp_icmp" => {}
+            "timeout" | "active_timeout" if class.is_none() => {
+                let n = Some(self.number(line, v)?);
+                match key {
+                    "timeout" => self.cfg.timeout = n,
+                    _ => self.cfg.active_timeout = n,
+                }
+            }
+            "timeout" | "active_timeout" | "dscp_default_tcp" | "dscp_default_udp" | "dscp_icmp" => {}
             _ => {
-                return Err(self.err(line, key, "unknown option; expected one of ingress, egress, value, dscp_prio, dscp_bulk, dscp_default_tcp, dscp_default_udp, dscp_icmp, prio_max_avg_pkt_len, bulk_trigger_pps, bulk_trigger_timeout, timeout"))
+                return Err(self.err(line, key, "unknown option; expected one of ingress, egress, value, dscp_prio, dscp_bulk, dscp_default_tcp, dscp_default_udp, dscp_icmp, prio_max_avg_pkt_len, bulk_trigger_pps, bulk_trigger_timeout, timeout, active_timeout"))
             }
         }
         Ok(())
@@ -394,6 +409,18 @@ fn addr(s: &str) -> Result<(IpAddr, u8), String> {
     Ok((ip, len))
 }
 
+/// A `dns:` pattern, checked: a glob, or after `/` a regular expression that must compile.
+fn dns_pattern(p: &str) -> Result<String, String> {
+    if p.is_empty() {
+        return Err("an empty name pattern".into());
+    }
+    if let Some(re) = p.strip_prefix('/') {
+        super::dns::compile_regex(re).map_err(|e| format!("not a regular expression: {e}"))?;
+        return Ok(p.to_string());
+    }
+    Ok(p.to_ascii_lowercase())
+}
+
 impl Config {
     /// Add a map file's rules (`name` is for errors).
     pub fn add_map(&mut self, name: &str, text: &str) -> Result<(), ConfigError> {
@@ -416,11 +443,13 @@ impl Config {
             } else if let Some(p) = m.strip_prefix("udp:") {
                 ports(p).map(|(a, b)| Match::Udp(a, b))
             } else if let Some(d) = m.strip_prefix("dns:") {
-                Ok(Match::Dns(d.to_string()))
+                dns_pattern(d).map(Match::Dns)
+            } else if let Some(d) = m.strip_prefix("dns_c:") {
+                dns_pattern(d).map(Match::DnsCname)
             } else {
                 addr(m).map(|(a, n)| Match::Addr(a, n))
             }
-            .map_err(|e| err(m, format!("{e} (matches are tcp:PORT[-END], udp:PORT[-END], ADDRESS[/PREFIX], dns:PATTERN)")))?;
+            .map_err(|e| err(m, format!("{e} (matches are tcp:PORT[-END], udp:PORT[-END], ADDRESS[/PREFIX], dns:PATTERN, dns_c:PATTERN)")))?;
             self.rules.push(Rule {
                 text: l.to_string(),
                 matches,

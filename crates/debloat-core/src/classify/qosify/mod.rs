@@ -27,9 +27,13 @@
 //! * qosify's eBPF (2022) tests the `+` flag after masking it away and tests the ECN bits, not
 //!   the DSCP, for "already marked"; debloat does what its README says: `+` applies only to
 //!   packets whose DSCP is 0.
-//! * `dns:` rules are read but not applied: DNS snooping is not built yet.
+//! * Names (`dns:`, `dns_c:`) are learnt by snooping the DNS answers that cross the stage
+//!   ([`dns`]), as qosify does since it reads answers itself; a learnt address is checked before
+//!   the files' address rules (qosify lets a learnt entry override a file's for the same
+//!   address).
 
 pub mod config;
+pub mod dns;
 pub mod flows;
 
 pub use config::{parse_uci, Class, Config, ConfigError, FlowConfig, Match, Rule, Target, Value};
@@ -72,6 +76,8 @@ pub struct Counters {
     pub remarked: u64,
     /// Flows the table forgot to make room.
     pub flow_evictions: u64,
+    /// DNS snooping.
+    pub dns: dns::DnsCounters,
 }
 
 /// The marking stage.
@@ -84,6 +90,7 @@ pub struct Classifier {
     /// Address rules, longest prefix first: (rule index).
     addrs: Vec<usize>,
     flows: Flows,
+    dns: dns::Dns,
     counters: Counters,
 }
 
@@ -113,7 +120,7 @@ impl Classifier {
                 Match::Tcp(a, b) => tcp[usize::from(a)..=usize::from(b)].fill(id),
                 Match::Udp(a, b) => udp[usize::from(a)..=usize::from(b)].fill(id),
                 Match::Addr(..) => addrs.push(i),
-                Match::Dns(_) => {}
+                Match::Dns(_) | Match::DnsCname(_) => {}
             }
         }
         // Longest prefix first; among equals, the later rule first (it wins, as in qosify).
@@ -126,12 +133,14 @@ impl Classifier {
             classes: vec![[0; 2]; cfg.classes.len()],
             ..Counters::default()
         };
+        let dns = dns::Dns::new(&cfg.rules, cfg.timeout, cfg.active_timeout);
         Classifier {
             cfg,
             tcp,
             udp,
             addrs,
             flows: Flows::new(slots, hasher),
+            dns,
             counters,
         }
     }
@@ -145,12 +154,18 @@ impl Classifier {
     pub fn counters(&self) -> Counters {
         Counters {
             flow_evictions: self.flows.evictions,
+            dns: self.dns.counters(),
             ..self.counters.clone()
         }
     }
 
     /// Steps 1 and 2: the rule (or default) that decides, as (value, rule index).
-    fn lookup(&mut self, flow: &FlowKey, dir: Direction) -> Option<(Value, Option<usize>)> {
+    fn lookup(
+        &mut self,
+        flow: &FlowKey,
+        dir: Direction,
+        now: Nanos,
+    ) -> Option<(Value, Option<usize>)> {
         let FlowKey::Ip {
             src,
             dst,
@@ -184,8 +199,10 @@ impl Classifier {
             };
             found = d.map(|v| (v, None));
         }
-        let by_addr = self.addrs.iter().copied().find(|&i| {
-            matches!(self.cfg.rules[i].matches, Match::Addr(net, len) if in_prefix(addr, net, len))
+        let by_addr = self.dns.lookup(addr, now).or_else(|| {
+            self.addrs.iter().copied().find(|&i| {
+                matches!(self.cfg.rules[i].matches, Match::Addr(net, len) if in_prefix(addr, net, len))
+            })
         });
         if let Some(i) = by_addr {
             found = Some((self.cfg.rules[i].value, Some(i)));
@@ -245,6 +262,39 @@ impl Classifier {
         v
     }
 
+    /// Whether name rules are in use (frames from port 53 should be shown to [`Self::snoop`]).
+    pub fn snoops(&self) -> bool {
+        self.dns.active()
+    }
+
+    /// Read the DNS answers a frame carries, learning the addresses of names the rules
+    /// mention. Only frames of `flow`s from port 53 are parsed (in either direction), and only
+    /// when a rule names a DNS pattern.
+    pub fn snoop(
+        &mut self,
+        frame: &[u8],
+        link: crate::classify::LinkType,
+        flow: &FlowKey,
+        now: Nanos,
+    ) {
+        if !self.dns.active()
+            || !matches!(
+                flow,
+                FlowKey::Ip {
+                    sport: 53,
+                    proto: 6 | 17,
+                    ..
+                }
+            )
+        {
+            return;
+        }
+        if let Some((payload, tcp)) = dns::port_53_payload(frame, link) {
+            let d = &mut self.dns;
+            dns::messages(payload, tcp, |m| d.snoop(m, now));
+        }
+    }
+
     /// Mark one packet going `dir` at `now`: set `meta.dscp` by the rules. Returns whether the
     /// DSCP changed. Non-IP packets, and IP packets no rule or default decides, pass as they are.
     pub fn mark(&mut self, meta: &mut PacketMeta, dir: Direction, now: Nanos) -> bool {
@@ -267,7 +317,7 @@ impl Classifier {
                     None,
                 )
             }
-            None => match self.lookup(&meta.flow, dir) {
+            None => match self.lookup(&meta.flow, dir, now) {
                 Some(found) => found,
                 None => return false,
             },
