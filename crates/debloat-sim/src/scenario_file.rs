@@ -39,6 +39,9 @@
 //! `autorate_down = "min=1mbit,base=5mbit,max=30mbit"`, `autorate_mode = "passive"` (or
 //! `"cake-autorate"`). The caller reads the trace file ([`run_with`]).
 //!
+//! `classify = "rules.conf"` (top level) marks DSCP by qosify's files before the bottleneck, both
+//! directions, as `gateway --classify` does; the caller reads the files ([`Files`]).
+//!
 //! Unknown keys are errors (a typo should not silently do nothing).
 
 use crate::packet::MSS;
@@ -67,6 +70,8 @@ pub struct ScenarioFile {
     pub step: Option<f64>,
     /// Seed (default 1).
     pub seed: Option<u64>,
+    /// qosify's files marking DSCP before the bottleneck (`--classify` of the gateway).
+    pub classify: Option<String>,
     /// The bottleneck.
     pub link: LinkSection,
     /// The flows.
@@ -141,23 +146,45 @@ fn time(v: &str, what: &str) -> Result<u64, String> {
 /// Reads a capacity trace a scenario names (`down = "trace:FILE"`): the caller's file access.
 pub type TraceLoader<'a> = &'a dyn Fn(&str) -> Result<Arc<Trace>, String>;
 
+/// Reads the qosify files a scenario names (`classify = "FILE"`).
+pub type ClassifyLoader<'a> =
+    &'a dyn Fn(&str) -> Result<debloat_core::classify::qosify::Config, String>;
+
+/// The caller's file access for what a scenario names (the simulator opens no files).
+pub struct Files<'a> {
+    /// Capacity traces.
+    pub trace: TraceLoader<'a>,
+    /// qosify's files.
+    pub classify: ClassifyLoader<'a>,
+}
+
 /// Parse and run a scenario; errors say which key is wrong and how. A scenario naming a trace
-/// needs [`run_with`] and a loader.
+/// or qosify's files needs [`run_with`] and loaders.
 pub fn run(text: &str, progress: impl FnMut(f64)) -> Result<(Config, Run), String> {
     let none = |f: &str| -> Result<Arc<Trace>, String> {
         Err(format!("trace:{f}: this caller reads no trace files"))
     };
-    run_with(text, &none, progress)
+    let no_rules = |f: &str| -> Result<debloat_core::classify::qosify::Config, String> {
+        Err(format!("classify = \"{f}\": this caller reads no files"))
+    };
+    let files = Files {
+        trace: &none,
+        classify: &no_rules,
+    };
+    run_with(text, &files, progress)
 }
 
-/// [`run`], with `load` reading the capacity traces the scenario names.
+/// [`run`], with `files` reading the traces and qosify files the scenario names.
 pub fn run_with(
     text: &str,
-    load: TraceLoader<'_>,
+    files: &Files<'_>,
     progress: impl FnMut(f64),
 ) -> Result<(Config, Run), String> {
     let f: ScenarioFile = toml::from_str(text).map_err(|e| format!("scenario file: {e}"))?;
-    let cfg = config(&f, load)?;
+    let mut cfg = config(&f, files.trace)?;
+    if let Some(c) = &f.classify {
+        cfg.classify = Some((files.classify)(c).map_err(|e| format!("classify: {e}"))?);
+    }
     let (rtt, step) = (cfg.rtt_ns, cfg.step_s);
     let end = ns(f.length);
     let mut w = crate::scenario::build_world(&cfg, end, rtt, None);

@@ -195,7 +195,14 @@ direction = "down"
             debloat_core::link::Trace::parse("1").expect("trace"),
         ))
     };
-    let (cfg, r) = debloat_sim::scenario_file::run_with(toml, &load, |_| {}).expect("runs");
+    let rules = |_: &str| -> Result<debloat_core::classify::qosify::Config, String> {
+        Err("no rules here".into())
+    };
+    let files = debloat_sim::scenario_file::Files {
+        trace: &load,
+        classify: &rules,
+    };
+    let (cfg, r) = debloat_sim::scenario_file::run_with(toml, &files, |_| {}).expect("runs");
     assert!(cfg.adaptive.modem_down.is_some() && cfg.adaptive.autorate_down.is_some());
     let q = r
         .summary

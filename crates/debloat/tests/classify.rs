@@ -207,3 +207,59 @@ fn replay_learns_names_from_the_dns_answers_in_a_capture() {
         text(&o)
     );
 }
+
+/// Two uploads through cake diffserv4, one marked CS1 by its sender: held to the Bulk tin's
+/// share, until `classify = FILE` (a file beside the scenario) re-marks everything CS0.
+#[test]
+fn a_scenario_names_its_rules_file() {
+    let dir = tempfile::tempdir().expect("tmp");
+    std::fs::write(dir.path().join("wash.conf"), "198.18.0.0/15 besteffort\n").expect("map");
+    let scenario = |rules: &str| {
+        format!(
+            "{rules}length = 12\n[link]\ndown = \"10Mbit\"\nup = \"10Mbit\"\nrtt = \"20ms\"\nqdisc_up = \"cake bandwidth 10Mbit diffserv4\"\n\n[[flow]]\nname = \"be\"\nkind = \"tcp\"\ndirection = \"up\"\nstart = 1\n\n[[flow]]\nname = \"cs1\"\nkind = \"tcp\"\ndirection = \"up\"\ndscp = 8\nstart = 1\n"
+        )
+    };
+    let share = |name: &str, rules: &str| -> f64 {
+        let f = dir.path().join(format!("{name}.toml"));
+        std::fs::write(&f, scenario(rules)).expect("scenario");
+        let out = dir.path().join(name);
+        let o = debloat(&[
+            "sim",
+            "--scenario",
+            &f.to_string_lossy(),
+            "--output",
+            &out.to_string_lossy(),
+        ]);
+        assert!(o.status.success(), "{}", text(&o));
+        let v: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(out.join("summary.json")).expect("summary"),
+        )
+        .expect("json");
+        let mbps = |n: &str| {
+            v["flows"]
+                .as_array()
+                .expect("flows")
+                .iter()
+                .find(|x| x["name"] == n)
+                .expect(n)["throughput_mbps"]
+                .as_f64()
+                .expect("number")
+        };
+        mbps("cs1") / (mbps("cs1") + mbps("be"))
+    };
+    let (marked, washed) = (
+        share("marked", ""),
+        share("washed", "classify = \"wash.conf\"\n"),
+    );
+    println!("CS1 upload's share: {marked:.3} as marked, {washed:.3} with classify");
+    assert!(marked < 0.15, "{marked}");
+    assert!((0.40..0.60).contains(&washed), "{washed}");
+    let f = dir.path().join("bad.toml");
+    std::fs::write(&f, scenario("classify = \"missing.conf\"\n")).expect("scenario");
+    let o = debloat(&["sim", "--scenario", &f.to_string_lossy()]);
+    assert!(
+        !o.status.success() && text(&o).contains("classify: ") && text(&o).contains("missing.conf"),
+        "{}",
+        text(&o)
+    );
+}

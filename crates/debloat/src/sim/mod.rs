@@ -436,12 +436,25 @@ fn wire(a: &Args) -> Result<debloat_sim::wire::Wire> {
 }
 
 fn run_scenario(a: &Args, path: &std::path::Path) -> Result<()> {
+    if a.classify.is_some() {
+        anyhow::bail!("--classify does not apply to --scenario: put `classify = \"FILE\"` at the top of the scenario file");
+    }
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let load =
-        |f: &str| crate::link_trace::load(std::path::Path::new(f)).map_err(|e| format!("{e:#}"));
+    // A file a scenario names: as given when it exists, else beside the scenario file.
+    let base = path.parent().unwrap_or(std::path::Path::new("."));
+    let at = |f: &str| match std::path::Path::new(f) {
+        p if p.exists() => p.to_path_buf(),
+        _ => base.join(f),
+    };
+    let load = |f: &str| crate::link_trace::load(&at(f)).map_err(|e| format!("{e:#}"));
+    let rules = |f: &str| debloat_gateway::qosify_files::load(&at(f));
+    let files = debloat_sim::scenario_file::Files {
+        trace: &load,
+        classify: &rules,
+    };
     let (cfg, r) =
-        debloat_sim::scenario_file::run_with(&text, &load, |_| {}).map_err(anyhow::Error::msg)?;
+        debloat_sim::scenario_file::run_with(&text, &files, |_| {}).map_err(anyhow::Error::msg)?;
     println!("scenario {}", path.display());
     print_table(&cfg, &r.summary);
     if let Some(dir) = &a.output {
