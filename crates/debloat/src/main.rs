@@ -18,6 +18,7 @@ mod sim;
 mod summary;
 mod sweep;
 mod testbed;
+mod testbed_dns;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};

@@ -30,6 +30,11 @@ enum Cmd {
     TcpSink(SinkArgs),
     /// Bulk TCP uploads to a sink for a while; prints goodput as the sink counted it.
     TcpSend(SendArgs),
+    /// Answer DNS queries for a few names (run it in the server namespace), so an answer
+    /// crosses the gateway.
+    DnsServe(crate::testbed_dns::ServeArgs),
+    /// Look a name up (type A) and print its addresses.
+    DnsAsk(crate::testbed_dns::AskArgs),
     /// Send malformed frames out of an interface (for testing the gateway's input checks).
     #[command(hide = true)]
     SendFrames(FramesArgs),
@@ -144,6 +149,9 @@ pub struct UpArgs {
     /// Let the gateway spin instead of sleeping (`gateway --busy-poll`; one core always busy).
     #[arg(long, conflicts_with = "realtime")]
     busy_poll: bool,
+    /// Mark DSCP by qosify's files before the disciplines (`gateway --classify`).
+    #[arg(long, value_name = "FILE")]
+    classify: Option<std::path::PathBuf>,
     /// Namespace name prefix: PREFIX-client, PREFIX-gw, PREFIX-server.
     #[arg(long, default_value = "dbl")]
     prefix: String,
@@ -217,6 +225,8 @@ pub fn run(a: &Args) -> Result<()> {
         }
         Cmd::TcpSink(s) => sink(s),
         Cmd::TcpSend(s) => send(s),
+        Cmd::DnsServe(a) => crate::testbed_dns::serve(a),
+        Cmd::DnsAsk(a) => crate::testbed_dns::ask(a),
         Cmd::SendFrames(f) => send_frames(f),
         Cmd::Blast(b) => blast(b),
         Cmd::Capture(c) => capture(c),
@@ -299,6 +309,10 @@ fn up(u: &UpArgs) -> Result<()> {
     }
     if u.busy_poll {
         gateway_args.push("--busy-poll".into());
+    }
+    if let Some(f) = &u.classify {
+        let f = std::fs::canonicalize(f).with_context(|| format!("--classify {}", f.display()))?;
+        gateway_args.extend(["--classify".into(), f.to_string_lossy().into_owned()]);
     }
     let setup = Setup {
         prefix: u.prefix.clone(),

@@ -1,6 +1,8 @@
 //! Helpers shared by the command-line tests: run `debloat` as a user would and read its output.
 #![allow(dead_code)]
 
+pub mod bed;
+
 use std::process::{Command, Output};
 
 /// Run the `debloat` binary with these arguments.
