@@ -16,6 +16,7 @@ pub mod control;
 pub mod csum;
 pub mod forward;
 pub mod frame;
+pub mod import;
 pub mod loadgen;
 pub mod metrics;
 pub mod offload;

@@ -64,68 +64,84 @@ pub struct StatsArgs {
 }
 
 /// Arguments of the forwarder.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Debug, Clone)]
 pub struct RunArgs {
+    /// Read the setup from a TOML file with the same names as these flags (`lan`, `wan`,
+    /// `egress`, `emulate_egress`, `classify`, `sqm` …); a flag given as well wins.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
+    /// Import sqm-scripts' /etc/config/sqm: its first enabled queue's interface (--wan),
+    /// rates, script (piece_of_cake, layer_cake; simple and simplest as cake), link layer and
+    /// options become --egress/--ingress; what has no equivalent is a warning.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) sqm: Option<PathBuf>,
+    /// Import qosify's /etc/config/qosify: its interface section becomes cake both ways, the
+    /// file itself the marking stage (as --classify).
+    #[arg(long, value_name = "FILE", conflicts_with = "classify")]
+    pub(crate) qosify: Option<PathBuf>,
+    /// Print the whole setup (as flags and as TOML) and every warning, then exit.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
     /// LAN-side interface (the clients).
     #[arg(long)]
-    lan: Option<String>,
+    pub(crate) lan: Option<String>,
     /// WAN-side interface (the uplink).
     #[arg(long)]
-    wan: Option<String>,
-    /// Discipline for LAN → WAN traffic (tc syntax).
-    #[arg(long, default_value = "fq_codel")]
-    egress: String,
-    /// Discipline for WAN → LAN traffic (tc syntax).
-    #[arg(long, default_value = "fq_codel")]
-    ingress: String,
+    pub(crate) wan: Option<String>,
+    /// Discipline for LAN → WAN traffic (tc syntax; default fq_codel).
+    #[arg(long)]
+    pub(crate) egress: Option<String>,
+    /// Discipline for WAN → LAN traffic (tc syntax; default fq_codel).
+    #[arg(long)]
+    pub(crate) ingress: Option<String>,
     /// Emulated link LAN → WAN, in netem's words: "rate 10Mbit delay 10ms 1ms loss 0.1%"
     /// (all the words are listed below). "rate trace FILE buffer 200": capacity from a trace
     /// (mahimahi's format, or `seconds,rate` lines) with a modem's FIFO of 200 packets (or a
     /// size such as 150kb; default 1000 packets).
-    #[arg(long, default_value = "")]
-    emulate_egress: String,
+    #[arg(long)]
+    pub(crate) emulate_egress: Option<String>,
     /// Emulated link WAN → LAN, in netem's words.
-    #[arg(long, default_value = "")]
-    emulate_ingress: String,
+    #[arg(long)]
+    pub(crate) emulate_ingress: Option<String>,
     /// Set the LAN → WAN cake's rate from what the link delivers (debloat's passive controller:
     /// TCP round trips beyond the shaper, no reflectors): min=RATE,base=RATE,max=RATE.
     #[arg(long, value_name = "min=…,base=…,max=…")]
-    autorate_egress: Option<String>,
+    pub(crate) autorate_egress: Option<String>,
     /// The same for the WAN → LAN cake.
     #[arg(long, value_name = "min=…,base=…,max=…")]
-    autorate_ingress: Option<String>,
+    pub(crate) autorate_ingress: Option<String>,
     /// Unix socket for `debloat gateway stats` (created with mode 0600).
     #[arg(long)]
-    control: Option<PathBuf>,
+    pub(crate) control: Option<PathBuf>,
     /// Serve Prometheus metrics at http://ADDR/metrics; a bare port binds 127.0.0.1:PORT.
     #[arg(long, value_name = "PORT|ADDR:PORT")]
-    metrics: Option<String>,
-    /// Seed of the flow hash and the emulation's randomness.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
+    pub(crate) metrics: Option<String>,
+    /// Seed of the flow hash and the emulation's randomness (default 1).
+    #[arg(long)]
+    pub(crate) seed: Option<u64>,
     /// Run on this CPU only (keep the forwarding loop on one core, away from other work).
     #[arg(long)]
-    cpu: Option<usize>,
+    pub(crate) cpu: Option<usize>,
     /// Run the forwarding loop under SCHED_FIFO at this priority (1–99), as `chrt -f` would:
     /// a frame's wake-up then never waits behind ordinary tasks (cuts the idle latency's
     /// millisecond tail; see the README). Threads serving stats and metrics stay ordinary.
     #[arg(long, value_name = "PRIO", value_parser = clap::value_parser!(u8).range(1..=99))]
-    realtime: Option<u8>,
+    pub(crate) realtime: Option<u8>,
     /// Never sleep: watch the receive rings in a tight loop instead of waiting in `ppoll`.
     /// Takes the process's wake-up out of every frame's path (lower, steadier latency; see the
     /// README) and keeps one core 100 % busy even when idle. Use with --cpu.
     #[arg(long)]
-    busy_poll: bool,
+    pub(crate) busy_poll: bool,
     /// Mark DSCP with qosify's rules before the disciplines: qosify's UCI file
     /// (/etc/config/qosify, with the map files its `list defaults` names) or one map file
     /// (`tcp:22 +video`, `udp:53 voice`, `198.18.0.0/15 bulk` …, read with qosify's shipped
     /// classes). Replies take the class of their flow.
     #[arg(long, value_name = "FILE")]
-    classify: Option<PathBuf>,
+    pub(crate) classify: Option<PathBuf>,
     /// Leave GRO/LRO/GSO/TSO as they are (by default they are turned off on both interfaces
     /// while the gateway runs, and turned back on at exit; super-frames are dropped as oversized).
     #[arg(long)]
-    keep_offloads: bool,
+    pub(crate) keep_offloads: bool,
 }
 
 /// Run the command.
@@ -163,20 +179,22 @@ fn config(a: &RunArgs, lan: &str, wan: &str) -> Result<Config> {
         let e = rest.parse().with_context(|| format!("{what} \"{s}\""))?;
         Ok((e, modem))
     };
-    let (emulate_egress, modem_egress) = emu(&a.emulate_egress, "--emulate-egress")?;
-    let (emulate_ingress, modem_ingress) = emu(&a.emulate_ingress, "--emulate-ingress")?;
+    let or_none = |s: &Option<String>| s.clone().unwrap_or_default();
+    let (emulate_egress, modem_egress) = emu(&or_none(&a.emulate_egress), "--emulate-egress")?;
+    let (emulate_ingress, modem_ingress) = emu(&or_none(&a.emulate_ingress), "--emulate-ingress")?;
+    let fq = |s: &Option<String>| s.clone().unwrap_or_else(|| "fq_codel".into());
     Ok(Config {
         lan: lan.to_string(),
         wan: wan.to_string(),
-        egress: spec(&a.egress, "--egress")?,
-        ingress: spec(&a.ingress, "--ingress")?,
+        egress: spec(&fq(&a.egress), "--egress")?,
+        ingress: spec(&fq(&a.ingress), "--ingress")?,
         emulate_egress,
         emulate_ingress,
         modem_egress,
         modem_ingress,
         autorate_egress: autorate(a.autorate_egress.as_deref(), "--autorate-egress")?,
         autorate_ingress: autorate(a.autorate_ingress.as_deref(), "--autorate-ingress")?,
-        seed: a.seed,
+        seed: a.seed.unwrap_or(1),
         control: a.control.clone(),
         metrics: a.metrics.as_deref().map(metrics_addr).transpose()?,
         busy_poll: a.busy_poll,
@@ -184,7 +202,17 @@ fn config(a: &RunArgs, lan: &str, wan: &str) -> Result<Config> {
     })
 }
 
-fn forward(a: &RunArgs) -> Result<()> {
+fn forward(cli: &RunArgs) -> Result<()> {
+    let (a, warnings) = crate::gateway_setup::resolve(cli)?;
+    let a = &a;
+    if a.dry_run {
+        let cfg = config(a, "LAN", "WAN")?;
+        let (e, i) = (cfg.egress.to_string(), cfg.ingress.to_string());
+        return crate::gateway_setup::print(a, &e, &i, &warnings);
+    }
+    for w in &warnings {
+        eprintln!("warning: {w}");
+    }
     let (Some(lan), Some(wan)) = (&a.lan, &a.wan) else {
         bail!("give both --lan IF and --wan IF (see `debloat gateway --help`)");
     };

@@ -1,0 +1,198 @@
+//! Where `debloat gateway` gets its setup: flags, a TOML file (`--config`, the same names as
+//! the flags) and the files an OpenWrt user already has (`--sqm`, `--qosify`). A flag wins over
+//! the TOML file, which wins over an imported file, which wins over the defaults. `--dry-run`
+//! prints the result (as flags and as TOML) with every warning, and forwards nothing.
+
+use crate::gateway::RunArgs;
+use anyhow::{Context, Result};
+use debloat_gateway::import::{self, Setup};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// `gateway.toml`: every forwarding flag, by its name with `_` for `-`.
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    lan: Option<String>,
+    wan: Option<String>,
+    egress: Option<String>,
+    ingress: Option<String>,
+    emulate_egress: Option<String>,
+    emulate_ingress: Option<String>,
+    autorate_egress: Option<String>,
+    autorate_ingress: Option<String>,
+    control: Option<PathBuf>,
+    metrics: Option<String>,
+    seed: Option<u64>,
+    cpu: Option<usize>,
+    realtime: Option<u8>,
+    busy_poll: Option<bool>,
+    classify: Option<PathBuf>,
+    keep_offloads: Option<bool>,
+    sqm: Option<PathBuf>,
+    qosify: Option<PathBuf>,
+}
+
+/// Read `--config FILE`; its relative paths are relative to the file.
+pub fn read_file(path: &Path) -> Result<FileConfig> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("--config {}", path.display()))?;
+    let mut f: FileConfig =
+        toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    for p in [&mut f.control, &mut f.classify, &mut f.sqm, &mut f.qosify]
+        .into_iter()
+        .flatten()
+    {
+        if p.is_relative() {
+            *p = base.join(&*p);
+        }
+    }
+    Ok(f)
+}
+
+/// Fill what the flags left unset from the TOML file.
+fn merge_file(a: &mut RunArgs, f: FileConfig) {
+    macro_rules! fill {
+        ($($k:ident),*) => { $( if a.$k.is_none() { a.$k = f.$k; } )* };
+    }
+    fill!(
+        lan,
+        wan,
+        egress,
+        ingress,
+        emulate_egress,
+        emulate_ingress,
+        autorate_egress
+    );
+    fill!(
+        autorate_ingress,
+        control,
+        metrics,
+        seed,
+        cpu,
+        realtime,
+        classify,
+        sqm,
+        qosify
+    );
+    a.busy_poll |= f.busy_poll.unwrap_or(false);
+    a.keep_offloads |= f.keep_offloads.unwrap_or(false);
+}
+
+/// Fill what is still unset from an imported file.
+fn merge_import(a: &mut RunArgs, s: &Setup) {
+    if a.wan.is_none() {
+        a.wan.clone_from(&s.wan);
+    }
+    if a.egress.is_none() {
+        a.egress = s.egress.as_ref().map(ToString::to_string);
+    }
+    if a.ingress.is_none() {
+        a.ingress = s.ingress.as_ref().map(ToString::to_string);
+    }
+    if a.classify.is_none() {
+        a.classify.clone_from(&s.classify);
+    }
+}
+
+/// The whole setup, and the warnings the imports gave.
+pub fn resolve(cli: &RunArgs) -> Result<(RunArgs, Vec<String>)> {
+    let mut a = cli.clone();
+    if let Some(p) = &cli.config {
+        merge_file(&mut a, read_file(p)?);
+    }
+    let mut warnings = Vec::new();
+    if let Some(p) = a.sqm.clone() {
+        let text = std::fs::read_to_string(&p).with_context(|| format!("--sqm {}", p.display()))?;
+        let s = import::sqm::import(&p.display().to_string(), &text).context("--sqm")?;
+        merge_import(&mut a, &s);
+        warnings.extend(s.warnings);
+    }
+    if let Some(p) = a.qosify.clone() {
+        let text =
+            std::fs::read_to_string(&p).with_context(|| format!("--qosify {}", p.display()))?;
+        let s = import::qosify::import(&p, &text).context("--qosify")?;
+        merge_import(&mut a, &s);
+        warnings.extend(s.warnings);
+    }
+    Ok((a, warnings))
+}
+
+fn quote(s: &str) -> String {
+    if s.chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-:".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("\"{s}\"")
+    }
+}
+
+/// `--dry-run`: the setup as flags and as `gateway.toml`, and the warnings.
+pub fn print(a: &RunArgs, egress: &str, ingress: &str, warnings: &[String]) -> Result<()> {
+    let file = FileConfig {
+        lan: a.lan.clone(),
+        wan: a.wan.clone(),
+        egress: Some(egress.to_string()),
+        ingress: Some(ingress.to_string()),
+        emulate_egress: a.emulate_egress.clone().filter(|s| !s.is_empty()),
+        emulate_ingress: a.emulate_ingress.clone().filter(|s| !s.is_empty()),
+        autorate_egress: a.autorate_egress.clone(),
+        autorate_ingress: a.autorate_ingress.clone(),
+        control: a.control.clone(),
+        metrics: a.metrics.clone(),
+        seed: a.seed,
+        cpu: a.cpu,
+        realtime: a.realtime,
+        busy_poll: a.busy_poll.then_some(true),
+        classify: a.classify.clone(),
+        keep_offloads: a.keep_offloads.then_some(true),
+        sqm: None,
+        qosify: None,
+    };
+    let mut flags = vec!["debloat gateway".to_string()];
+    let v = serde_json::to_value(&file)?;
+    let order = [
+        "lan",
+        "wan",
+        "egress",
+        "ingress",
+        "emulate_egress",
+        "emulate_ingress",
+        "autorate_egress",
+        "autorate_ingress",
+        "classify",
+        "control",
+        "metrics",
+        "seed",
+        "cpu",
+        "realtime",
+        "busy_poll",
+        "keep_offloads",
+    ];
+    for k in order {
+        let Some(val) = v.get(k) else { continue };
+        let flag = format!("--{}", k.replace('_', "-"));
+        match val {
+            serde_json::Value::Null => {}
+            serde_json::Value::Bool(true) => flags.push(flag),
+            serde_json::Value::String(s) => flags.push(format!("{flag} {}", quote(s))),
+            other => flags.push(format!("{flag} {other}")),
+        }
+    }
+    println!("the setup, as flags:\n  {}\n", flags.join(" \\\n    "));
+    println!("as gateway.toml (--config):\n{}", toml::to_string(&file)?);
+    if a.lan.is_none() {
+        println!("missing: --lan IF (the clients' side; sqm and qosify name only the WAN side)");
+    }
+    if warnings.is_empty() {
+        println!("no warnings: everything in the imported files has an equivalent");
+    } else {
+        println!("warnings ({}):", warnings.len());
+        for w in warnings {
+            println!("  {w}");
+        }
+    }
+    Ok(())
+}
