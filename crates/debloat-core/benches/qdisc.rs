@@ -10,6 +10,7 @@
 //! AQMs run their full checks without dropping.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use debloat_core::classify::qosify::{parse_uci, Classifier, Direction};
 use debloat_core::flow::FlowKey;
 use debloat_core::packet::{PacketMeta, Record};
 use debloat_core::{Dequeue, FlowHasher, Qdisc, QdiscSpec};
@@ -41,6 +42,18 @@ struct Rig {
     pkts: Vec<PacketMeta>,
     i: usize,
     now: u64,
+    /// The marking stage in front, when measured with it.
+    marker: Option<Classifier>,
+}
+
+/// qosify's shipped configuration and map file, plus a name rule (snooping on, nothing learnt
+/// for these addresses, so every packet also misses the learnt-address table's lookup).
+fn shipped_marker() -> Classifier {
+    let uci = "config defaults\n\toption dscp_prio video\n\toption dscp_icmp +besteffort\n\toption dscp_default_udp besteffort\n\toption prio_max_avg_pkt_len 500\nconfig class besteffort\n\toption value CS0\nconfig class bulk\n\toption value LE\nconfig class video\n\toption value AF41\nconfig class voice\n\toption value CS6\n\toption bulk_trigger_pps 100\n\toption bulk_trigger_timeout 5\n\toption dscp_bulk CS0\n";
+    let map = "tcp:53 voice\nudp:53 voice\nudp:123 voice\ntcp:22 +video\ntcp:80 +besteffort\ntcp:443 +besteffort\nudp:443 +besteffort\ndns:*.example.com video\n";
+    let mut cfg = parse_uci("qosify", uci).expect("uci");
+    cfg.add_map("00-defaults.conf", map).expect("map");
+    Classifier::new(cfg, 65_536, FlowHasher::new([5, 6]))
 }
 
 impl Rig {
@@ -51,6 +64,7 @@ impl Rig {
             pkts: flows(n, cached_hash, hosts),
             i: 0,
             now: 0,
+            marker: None,
         };
         let standing = (2 * n as usize).min(4096);
         for _ in 0..standing {
@@ -64,8 +78,11 @@ impl Rig {
 
     #[inline]
     fn enqueue(&mut self) {
-        let m = self.pkts[self.i];
+        let mut m = self.pkts[self.i];
         self.i = (self.i + 1) % self.pkts.len();
+        if let Some(c) = self.marker.as_mut() {
+            c.mark(&mut m, Direction::Egress, self.now);
+        }
         self.q.enqueue(Record::new(self.i as u64, m), self.now);
     }
 
@@ -140,6 +157,34 @@ fn bench(c: &mut Criterion) {
         BenchmarkId::from_parameter("cake_besteffort_triple/sw_hash/1024_flows_8_hosts"),
         |b| b.iter(|| rig.step()),
     );
+    g.finish();
+    // The marking stage's cost: cake diffserv4 alone and behind qosify's shipped rules, back to
+    // back (issue 27's goal: at most +15 %).
+    let mut g = c.benchmark_group("classify");
+    g.throughput(Throughput::Elements(1));
+    for with in [false, true] {
+        let mut rig = Rig::new(
+            "cake bandwidth 100Gbit diffserv4 triple-isolate",
+            1024,
+            true,
+            0,
+        );
+        if with {
+            rig.marker = Some(shipped_marker());
+            for _ in 0..20_000 {
+                rig.step();
+            }
+        }
+        let label = if with {
+            "qosify+cake_diffserv4"
+        } else {
+            "cake_diffserv4"
+        };
+        g.bench_function(
+            BenchmarkId::from_parameter(format!("{label}/skb_hash/1024")),
+            |b| b.iter(|| rig.step()),
+        );
+    }
     g.finish();
 }
 

@@ -197,10 +197,10 @@ impl RingWait {
     }
 }
 
-struct Side {
-    path: Path,
-    autorate: Option<crate::autorate::Control>,
-    spec: QdiscSpec,
+pub(crate) struct Side {
+    pub(crate) path: Path,
+    pub(crate) autorate: Option<crate::autorate::Control>,
+    pub(crate) spec: QdiscSpec,
     oversized: u64,
     tx_errors: u64,
     ring_wait: RingWait,
@@ -210,15 +210,19 @@ struct Side {
 
 /// The gateway.
 pub struct Gateway {
-    cfg: Config,
+    pub(crate) cfg: Config,
     lan: PacketSocket,
     wan: PacketSocket,
-    egress: Side,
-    ingress: Side,
+    pub(crate) egress: Side,
+    pub(crate) ingress: Side,
     start: Instant,
     control: Option<ControlServer>,
     metrics: Option<Exporter>,
-    marker: Option<Classifier>,
+    pub(crate) marker: Option<Classifier>,
+    /// Re-reads the configuration for `reload` (SIGHUP, `debloat gateway reload`).
+    pub(crate) reloader: Option<crate::reload::Reloader>,
+    /// Set (by a SIGHUP handler) to ask the loop to reload.
+    pub(crate) reload_asked: std::sync::Arc<AtomicBool>,
 }
 
 /// How often the forwarding loop hands the Prometheus endpoint fresh numbers.
@@ -278,6 +282,8 @@ impl Gateway {
         }
         Ok(Gateway {
             marker,
+            reloader: None,
+            reload_asked: std::sync::Arc::new(AtomicBool::new(false)),
             egress,
             ingress,
             lan,
@@ -289,7 +295,7 @@ impl Gateway {
         })
     }
 
-    fn now(&self) -> u64 {
+    pub(crate) fn now(&self) -> u64 {
         self.start.elapsed().as_nanos() as u64
     }
 
@@ -353,6 +359,9 @@ impl Gateway {
             }
             if ready[2] {
                 self.serve_control();
+            }
+            if self.reload_asked.swap(false, Ordering::Relaxed) {
+                eprintln!("{}", self.reload());
             }
             self.feed_autorate(self.now());
         }
@@ -420,7 +429,11 @@ impl Gateway {
     fn serve_control(&mut self) {
         let Some(c) = &self.control else { return };
         for req in c.take() {
-            let reply = if let Some(cmd) = req.line.strip_prefix("set ") {
+            let reply = if req.line == "reload" {
+                let r = self.reload();
+                eprintln!("{r}");
+                format!("{r}\n")
+            } else if let Some(cmd) = req.line.strip_prefix("set ") {
                 match self.set(cmd) {
                     Ok(()) => format!("ok: {cmd}\n"),
                     Err(e) => format!("error: {e}\n"),

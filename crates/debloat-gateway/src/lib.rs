@@ -22,6 +22,7 @@ pub mod metrics;
 pub mod offload;
 pub mod path;
 pub mod qosify_files;
+pub mod reload;
 pub mod sys;
 pub mod testbed;
 

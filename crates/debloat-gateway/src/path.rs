@@ -59,6 +59,9 @@ pub struct Counters {
 pub struct Path {
     path: DataPath<Frame, Box<dyn Qdisc<Frame>>>,
     seed: u64,
+    /// The discipline's flow hasher and seed, for a replacement (`reload`).
+    hasher: FlowHasher,
+    qdisc_seed: u64,
     received: u64,
     malformed: u64,
     /// TCP frames for a shaper-rate controller: (what, released by the discipline) — else
@@ -79,10 +82,13 @@ impl Path {
     /// A direction with this discipline in front of this emulated link.
     pub fn new(spec: &QdiscSpec, emu: Emulation, hasher: FlowHasher, seed: u64) -> Path {
         let qdisc = spec.build(hasher, seed);
+        let qdisc_seed = seed;
         let seed = seed ^ 0x5eed;
         Path {
             path: DataPath::new(qdisc, emu, 0, seed),
             seed,
+            hasher,
+            qdisc_seed,
             received: 0,
             malformed: 0,
             tcp_log: None,
@@ -142,6 +148,24 @@ impl Path {
     /// The emulated link.
     pub fn emulation(&self) -> Emulation {
         *self.path.link().wire().emulation()
+    }
+
+    /// The discipline's flow hasher.
+    pub fn hasher(&self) -> FlowHasher {
+        self.hasher
+    }
+
+    /// Replace the discipline at `now` with a new one built from `spec`, moving every queued
+    /// frame into it (each flow's in order). Returns (frames moved, frames the new discipline
+    /// refused at once — its drops, counted as such).
+    pub fn replace_qdisc(&mut self, spec: &QdiscSpec, now: u64) -> (u64, u64) {
+        let new = spec.build(self.hasher, self.qdisc_seed);
+        let before = self.path.counters().qdisc_dropped;
+        let log = &mut self.tcp_log;
+        let (_old, moved) = self
+            .path
+            .replace_qdisc(new, now, &mut |e| log_sent(log, &e));
+        (moved, self.path.counters().qdisc_dropped - before)
     }
 
     /// Change the discipline at run time, keeping every queued frame: only a shaper's rate can

@@ -30,6 +30,18 @@ enum Sub {
     /// Change a running gateway without dropping what is queued: a shaper's rate
     /// (`--egress "bandwidth 8Mbit"`) or an emulated link (`--emulate-egress "rate 8Mbit"`).
     Set(SetArgs),
+    /// Re-read the configuration (the files named at start: --config, --sqm, --qosify,
+    /// --classify) and apply it without dropping a queued packet, as SIGHUP does: a changed
+    /// discipline is replaced and what it held moves into the new one.
+    Reload(ReloadArgs),
+}
+
+/// Arguments of `debloat gateway reload`.
+#[derive(clap::Args, Debug)]
+pub struct ReloadArgs {
+    /// The gateway's control socket.
+    #[arg(long, default_value = "/run/debloat/dbl.sock")]
+    control: PathBuf,
 }
 
 /// Arguments of `debloat gateway set`.
@@ -149,6 +161,14 @@ pub fn run(a: &Args) -> Result<()> {
     match &a.sub {
         Some(Sub::Stats(s)) => stats(s),
         Some(Sub::Set(s)) => set(s),
+        Some(Sub::Reload(r)) => {
+            let reply = ask(&r.control, "reload")?;
+            print!("{reply}");
+            if reply.starts_with("error: ") {
+                bail!("the gateway kept its configuration");
+            }
+            Ok(())
+        }
         None => forward(&a.run),
     }
 }
@@ -251,6 +271,18 @@ fn forward(cli: &RunArgs) -> Result<()> {
         cfg.egress, cfg.emulate_egress, cfg.ingress, cfg.emulate_ingress
     );
     print_classify(cfg.classify.as_ref());
+    let again = cli.clone();
+    gw.set_reloader(Box::new(move || {
+        let (a, warnings) = crate::gateway_setup::resolve(&again).map_err(|e| format!("{e:#}"))?;
+        for w in warnings {
+            eprintln!("warning: {w}");
+        }
+        let (Some(l), Some(w)) = (&a.lan, &a.wan) else {
+            return Err("the configuration no longer names --lan and --wan".into());
+        };
+        config(&a, l, w).map_err(|e| format!("{e:#}"))
+    }));
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, gw.reload_flag())?;
     if let Some(addr) = gw.metrics_addr() {
         println!("Prometheus metrics at http://{addr}/metrics");
     }

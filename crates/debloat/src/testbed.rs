@@ -55,6 +55,10 @@ pub struct CaptureArgs {
     /// Seconds.
     #[arg(long, default_value_t = 2.0)]
     seconds: f64,
+    /// Print only the frame count and the longest gap between two frames, from the kernel's
+    /// receive stamps (a stall in forwarding shows as a gap).
+    #[arg(long)]
+    gaps: bool,
 }
 
 /// Arguments of `testbed blast`.
@@ -149,6 +153,11 @@ pub struct UpArgs {
     /// Let the gateway spin instead of sleeping (`gateway --busy-poll`; one core always busy).
     #[arg(long, conflicts_with = "realtime")]
     busy_poll: bool,
+    /// The gateway reads its disciplines (and whatever else it names) from this TOML file
+    /// (`gateway --config`; --egress/--ingress are then not passed), so `debloat gateway
+    /// reload` can change them.
+    #[arg(long, value_name = "FILE")]
+    config: Option<std::path::PathBuf>,
     /// Mark DSCP by qosify's files before the disciplines (`gateway --classify`).
     #[arg(long, value_name = "FILE")]
     classify: Option<std::path::PathBuf>,
@@ -280,16 +289,25 @@ fn up(u: &UpArgs) -> Result<()> {
         rest.parse::<debloat_gateway::Emulation>()
             .with_context(|| format!("--impair \"{}\"", u.impair))?;
     }
-    let mut gateway_args: Vec<String> = vec![
-        "--egress".into(),
-        u.egress.clone(),
-        "--ingress".into(),
-        u.ingress.clone(),
+    let mut gateway_args: Vec<String> = match &u.config {
+        Some(f) => {
+            let f =
+                std::fs::canonicalize(f).with_context(|| format!("--config {}", f.display()))?;
+            vec!["--config".into(), f.to_string_lossy().into_owned()]
+        }
+        None => vec![
+            "--egress".into(),
+            u.egress.clone(),
+            "--ingress".into(),
+            u.ingress.clone(),
+        ],
+    };
+    gateway_args.extend([
         "--emulate-egress".into(),
         link(&up_bps),
         "--emulate-ingress".into(),
         link(&down_bps),
-    ];
+    ]);
     for (flag, v) in [
         ("--autorate-egress", &u.autorate_egress),
         ("--autorate-ingress", &u.autorate_ingress),
@@ -419,8 +437,16 @@ fn send_frames(a: &FramesArgs) -> Result<()> {
 fn capture(a: &CaptureArgs) -> Result<()> {
     let mut s = debloat_gateway::sys::PacketSocket::open(&a.iface)?;
     let end = Instant::now() + Duration::from_secs_f64(a.seconds);
+    let (mut frames, mut last, mut gap) = (0u64, 0u64, 0u64);
     while Instant::now() < end {
         match s.recv_frame()? {
+            Some(debloat_gateway::sys::Received::Frame(_)) if a.gaps => {
+                let t = s.last_stamp_ns();
+                if last > 0 {
+                    gap = gap.max(t.saturating_sub(last));
+                }
+                (frames, last) = (frames + 1, t);
+            }
             Some(debloat_gateway::sys::Received::Frame(f)) => println!("{}", loadgen::hex(&f)),
             Some(debloat_gateway::sys::Received::Oversized(n)) => println!("oversized {n}"),
             None => {
@@ -431,6 +457,9 @@ fn capture(a: &CaptureArgs) -> Result<()> {
                 )?;
             }
         }
+    }
+    if a.gaps {
+        println!("frames {frames} longest gap {} us", gap / 1000);
     }
     Ok(())
 }

@@ -43,6 +43,10 @@ impl<P: Packet> Deadline<P> {
 }
 
 impl<P: Packet> Qdisc<P> for Deadline<P> {
+    fn drain(&mut self, out: &mut dyn FnMut(P)) {
+        self.backlog = 0;
+        self.q.drain(..).for_each(out);
+    }
     fn enqueue(&mut self, mut packet: P, now: Nanos) -> Verdict {
         if self.q.len() >= self.spec.limit as usize {
             self.drops += 1;

@@ -56,6 +56,10 @@ impl<P: Packet> Fifo<P> {
 }
 
 impl<P: Packet> Qdisc<P> for Fifo<P> {
+    fn drain(&mut self, out: &mut dyn FnMut(P)) {
+        self.backlog = 0;
+        self.q.drain(..).for_each(out);
+    }
     fn enqueue(&mut self, mut packet: P, now: Nanos) -> Verdict {
         let len = packet.meta().len;
         if !self.fits(len) {

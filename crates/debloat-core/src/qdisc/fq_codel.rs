@@ -180,6 +180,15 @@ impl<P: Packet> FqCodel<P> {
 }
 
 impl<P: Packet> Qdisc<P> for FqCodel<P> {
+    fn drain(&mut self, out: &mut dyn FnMut(P)) {
+        let active: Vec<usize> = (0..self.flows.len())
+            .filter(|&i| !self.flows[i].q.is_empty())
+            .collect();
+        let (flows, core) = (&mut self.flows, &mut self.core);
+        crate::qdisc::drain_in_turn(active, |i| core.pool.pop_front(&mut flows[i].q), out);
+        self.backlogs.iter_mut().for_each(|b| *b = 0);
+        (self.core.qlen, self.core.backlog, self.core.memory_usage) = (0, 0, 0);
+    }
     fn enqueue(&mut self, mut packet: P, now: Nanos) -> Verdict {
         let idx = self.classify(&packet);
         let m = packet.meta_mut();

@@ -120,6 +120,28 @@ pub trait Qdisc<P: Packet> {
     fn set_bandwidth(&mut self, _rate_bps: Option<u64>) -> bool {
         false
     }
+    /// Take every queued packet out, neither sent nor dropped, for a discipline that replaces
+    /// this one (`gateway reload`): each flow's packets in their order, flows taken in turn one
+    /// packet at a time, as a round of the scheduler would. The discipline is empty after.
+    fn drain(&mut self, out: &mut dyn FnMut(P));
+}
+
+/// One packet from each queue in turn until all are empty: the order a round-robin scheduler
+/// would interleave them in. `pop(i)` takes queue `i`'s head.
+pub(crate) fn drain_in_turn<P>(
+    mut queues: Vec<usize>,
+    mut pop: impl FnMut(usize) -> Option<P>,
+    out: &mut dyn FnMut(P),
+) {
+    while !queues.is_empty() {
+        queues.retain(|&i| match pop(i) {
+            Some(p) => {
+                out(p);
+                true
+            }
+            None => false,
+        });
+    }
 }
 
 impl<P: Packet, Q: Qdisc<P> + ?Sized> Qdisc<P> for Box<Q> {
@@ -143,6 +165,9 @@ impl<P: Packet, Q: Qdisc<P> + ?Sized> Qdisc<P> for Box<Q> {
     }
     fn set_bandwidth(&mut self, rate_bps: Option<u64>) -> bool {
         (**self).set_bandwidth(rate_bps)
+    }
+    fn drain(&mut self, out: &mut dyn FnMut(P)) {
+        (**self).drain(out)
     }
 }
 

@@ -329,6 +329,22 @@ impl<P: Packet> Cake<P> {
 }
 
 impl<P: Packet> Qdisc<P> for Cake<P> {
+    fn drain(&mut self, out: &mut dyn FnMut(P)) {
+        let active: Vec<usize> = (0..self.tins.len() * QUEUES)
+            .filter(|&k| !self.tins[k / QUEUES].flows[k % QUEUES].q.is_empty())
+            .collect();
+        let (tins, pool) = (&mut self.tins, &mut self.pool);
+        crate::qdisc::drain_in_turn(
+            active,
+            |k| pool.pop_front(&mut tins[k / QUEUES].flows[k % QUEUES].q),
+            out,
+        );
+        for t in &mut self.tins {
+            (0..QUEUES).for_each(|i| t.backlogs[i] = 0);
+            t.tin_backlog = 0;
+        }
+        (self.qlen, self.backlog, self.buffer_used) = (0, 0, 0);
+    }
     fn set_bandwidth(&mut self, rate_bps: Option<u64>) -> bool {
         // The spec keeps bytes/s, as the kernel's TCA_CAKE_BASE_RATE64 does.
         self.set_bandwidth_bytes_per_s(rate_bps.map(|b| b / 8).filter(|&b| b > 0));

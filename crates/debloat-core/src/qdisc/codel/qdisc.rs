@@ -78,6 +78,10 @@ impl<P: Packet> Codel<P> {
 }
 
 impl<P: Packet> Qdisc<P> for Codel<P> {
+    fn drain(&mut self, out: &mut dyn FnMut(P)) {
+        self.fifo.backlog = 0;
+        self.fifo.q.drain(..).for_each(out);
+    }
     fn enqueue(&mut self, mut packet: P, now: Nanos) -> Verdict {
         self.last_now = now;
         if self.fifo.q.len() < self.spec.limit as usize {

@@ -1,0 +1,213 @@
+//! Hitless reconfiguration (`debloat gateway reload`, SIGHUP): the configuration is read again
+//! and every change takes effect without dropping a queued frame. A discipline that changes
+//! (a rate, a tin layout, fq_codel → cake) is replaced by a new one and every frame the old
+//! one held moves into it, each flow's in order ([`crate::path::Path::replace_qdisc`]); the
+//! moved frames are counted and the path's accounting stays exact. An emulated link changes
+//! in place (queued frames kept), a new classifier replaces the old (its flow and DNS state
+//! start afresh), a shaper-rate controller is rebuilt on its discipline.
+//!
+//! A configuration that cannot be applied is refused whole, with the reason, and the running
+//! one kept: other interfaces, a `buffer` or trace that changes, a controller on a discipline
+//! that is not cake. Settings read only at start (control socket, metrics address, seed,
+//! busy polling) are reported as needing a restart.
+//!
+//! Linux's `tc qdisc replace` frees what the old qdisc held; keeping it is debloat's choice. A
+//! moved frame's sojourn restarts at the move in disciplines that stamp arrival on enqueue.
+
+use crate::forward::{Config, Gateway, Side};
+use debloat_core::QdiscSpec;
+
+/// Reads the configuration again (the command line's files), or says why it cannot.
+pub type Reloader = Box<dyn FnMut() -> Result<Config, String> + Send>;
+
+/// Why `new` cannot replace `old` while running, if it cannot.
+fn refuse(old: &Config, new: &Config, sides: [&Side; 2]) -> Result<(), String> {
+    if (old.lan.as_str(), old.wan.as_str()) != (new.lan.as_str(), new.wan.as_str()) {
+        return Err(format!(
+            "the interfaces cannot change while running ({} ⇄ {} → {} ⇄ {}): restart the gateway",
+            old.lan, old.wan, new.lan, new.wan
+        ));
+    }
+    let dirs = [
+        (
+            "egress",
+            &new.egress,
+            &new.emulate_egress,
+            &old.modem_egress,
+            &new.modem_egress,
+            new.autorate_egress,
+        ),
+        (
+            "ingress",
+            &new.ingress,
+            &new.emulate_ingress,
+            &old.modem_ingress,
+            &new.modem_ingress,
+            new.autorate_ingress,
+        ),
+    ];
+    for ((name, spec, emu, old_modem, new_modem, autorate), side) in dirs.into_iter().zip(sides) {
+        if emu.buffer != side.path.emulation().buffer {
+            return Err(format!("{name}: the emulated link's `buffer` cannot change while running: restart the gateway"));
+        }
+        if old_modem.is_some() || new_modem.is_some() {
+            let same = match (old_modem, new_modem) {
+                (Some(a), Some(b)) => a.limit == b.limit && *a.trace == *b.trace,
+                _ => false,
+            };
+            if !same {
+                return Err(format!("{name}: a capacity trace cannot be added, removed or changed while running: restart the gateway"));
+            }
+        }
+        if autorate.is_some() && !matches!(spec, QdiscSpec::Cake(_)) {
+            return Err(format!(
+                "{name}: a shaper-rate controller needs cake, and the new discipline is `{spec}`"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Settings only read at start that differ.
+fn restart_only(old: &Config, new: &Config) -> Vec<&'static str> {
+    let mut v = Vec::new();
+    if old.control != new.control {
+        v.push("control");
+    }
+    if old.metrics != new.metrics {
+        v.push("metrics");
+    }
+    if old.seed != new.seed {
+        v.push("seed");
+    }
+    if old.busy_poll != new.busy_poll {
+        v.push("busy-poll");
+    }
+    v
+}
+
+impl Gateway {
+    /// Ask the loop to reload at its next turn (for a SIGHUP handler).
+    pub fn reload_flag(&self) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+        std::sync::Arc::clone(&self.reload_asked)
+    }
+
+    /// How to read the configuration again; without one, `reload` says so.
+    pub fn set_reloader(&mut self, r: Reloader) {
+        self.reloader = Some(r);
+    }
+
+    /// Read the configuration again and apply it; one line saying what changed, or why nothing
+    /// did (`error: …`).
+    pub fn reload(&mut self) -> String {
+        let Some(r) = self.reloader.as_mut() else {
+            return "error: this gateway was started without a way to re-read its configuration"
+                .into();
+        };
+        let t0 = std::time::Instant::now();
+        let read = r();
+        let t1 = std::time::Instant::now();
+        let applied = read.and_then(|c| self.apply(c));
+        let (read_ms, apply_ms) = (
+            (t1 - t0).as_secs_f64() * 1e3,
+            t1.elapsed().as_secs_f64() * 1e3,
+        );
+        match applied {
+            Ok(s) => {
+                format!("reloaded: {s} (read in {read_ms:.2} ms, applied in {apply_ms:.2} ms)")
+            }
+            Err(e) => format!("error: {e} (the running configuration is kept)"),
+        }
+    }
+
+    /// Apply `new` without dropping a queued frame; what changed.
+    pub fn apply(&mut self, new: Config) -> Result<String, String> {
+        refuse(&self.cfg, &new, [&self.egress, &self.ingress])?;
+        let now = self.now();
+        let mut said = Vec::new();
+        let plan = [
+            (
+                "egress",
+                new.egress.clone(),
+                new.emulate_egress,
+                new.autorate_egress,
+            ),
+            (
+                "ingress",
+                new.ingress.clone(),
+                new.emulate_ingress,
+                new.autorate_ingress,
+            ),
+        ];
+        for (name, spec, emu, autorate) in plan {
+            let side = if name == "egress" {
+                &mut self.egress
+            } else {
+                &mut self.ingress
+            };
+            let replaced = spec != side.spec;
+            if replaced {
+                let (moved, refused) = side.path.replace_qdisc(&spec, now);
+                said.push(format!("{name} `{}` → `{spec}`: {moved} queued frames moved, {refused} refused by the new discipline", side.spec));
+                side.spec = spec;
+            }
+            if emu != side.path.emulation() {
+                side.path.change_emulation(emu)?;
+                said.push(format!("{name} link → `{emu}`"));
+            }
+            let was = if name == "egress" {
+                self.cfg.autorate_egress
+            } else {
+                self.cfg.autorate_ingress
+            };
+            if replaced || was != autorate {
+                side.autorate = autorate
+                    .map(|a| crate::autorate::Control::new(a, side.path.qdisc_mut().as_mut(), now));
+                if was != autorate {
+                    said.push(format!(
+                        "{name} rate controller {}",
+                        if autorate.is_some() { "set" } else { "removed" }
+                    ));
+                }
+            }
+        }
+        if new.classify != self.cfg.classify {
+            let hasher = self.egress.path.hasher();
+            self.marker = new.classify.clone().map(|c| {
+                debloat_core::classify::qosify::Classifier::new(
+                    c,
+                    debloat_core::classify::qosify::FLOW_SLOTS,
+                    hasher,
+                )
+            });
+            said.push(match &self.marker {
+                Some(m) => format!("marking stage replaced ({} rules)", m.config().rules.len()),
+                None => "marking stage removed".into(),
+            });
+        }
+        let restart = restart_only(&self.cfg, &new);
+        if !restart.is_empty() {
+            said.push(format!(
+                "not applied until a restart: {}",
+                restart.join(", ")
+            ));
+        }
+        let keep = (
+            self.cfg.control.clone(),
+            self.cfg.metrics,
+            self.cfg.seed,
+            self.cfg.busy_poll,
+        );
+        self.cfg = Config {
+            control: keep.0,
+            metrics: keep.1,
+            seed: keep.2,
+            busy_poll: keep.3,
+            ..new
+        };
+        if said.is_empty() {
+            said.push("nothing changed".into());
+        }
+        Ok(said.join("; "))
+    }
+}
