@@ -255,7 +255,7 @@ impl Gateway {
         let marker = cfg
             .classify
             .clone()
-            .map(|c| Classifier::new(c, qosify::FLOW_SLOTS, hasher));
+            .map(|c| Classifier::new(c, qosify::FLOW_SLOTS, hasher).sharing_hash());
         let mut egress = side(&cfg.egress, cfg.emulate_egress, &cfg.modem_egress, 1);
         let mut ingress = side(&cfg.ingress, cfg.emulate_ingress, &cfg.modem_ingress, 2);
         for (s, a, name) in [

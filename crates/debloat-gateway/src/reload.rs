@@ -179,6 +179,7 @@ impl Gateway {
                     debloat_core::classify::qosify::FLOW_SLOTS,
                     hasher,
                 )
+                .sharing_hash()
             });
             said.push(match &self.marker {
                 Some(m) => format!("marking stage replaced ({} rules)", m.config().rules.len()),

@@ -237,15 +237,22 @@ fn traces_without_a_loader_and_bad_buffers_are_errors() {
             debloat_core::link::Trace::parse("1").expect("trace"),
         ))
     };
+    let rules = |f: &str| -> Result<debloat_core::classify::qosify::Config, String> {
+        Err(format!("{f}: no rules here"))
+    };
+    let files = debloat_sim::scenario_file::Files {
+        trace: &load,
+        classify: &rules,
+    };
     let e = err(debloat_sim::scenario_file::run_with(
         &format!("{base}down = \"trace:x\"\ntrace_buffer = \"lots\"\n"),
-        &load,
+        &files,
         |_| {},
     ));
     assert!(e.contains("trace_buffer") && e.contains("lots"), "{e}");
     let e = err(debloat_sim::scenario_file::run_with(
         &format!("{base}down = \"10Mbit\"\nautorate_down = \"min=1mbit\"\n"),
-        &load,
+        &files,
         |_| {},
     ));
     assert!(e.contains("autorate_down"), "{e}");

@@ -115,6 +115,7 @@ pub(crate) fn build_world(
             debloat_core::classify::qosify::FLOW_SLOTS,
             hasher,
         )
+        .sharing_hash()
     }));
     if let Some(wc) = &cfg.wifi {
         w.set_wifi(

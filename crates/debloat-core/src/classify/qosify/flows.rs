@@ -6,7 +6,7 @@
 //! Time as qosify's eBPF keeps it: nanoseconds shifted right by 24 (units of ≈16.8 ms), a check
 //! interval of one second and a 30-second idle timeout in those units.
 
-use crate::flow::{FlowHasher, FlowKey, HashPart};
+use crate::flow::{reciprocal_scale, FlowHasher, FlowKey, HashPart};
 use crate::packet::Nanos;
 
 /// One second in qosify's time units.
@@ -98,7 +98,7 @@ impl Flows {
     /// A table of `n` slots (at least 1).
     pub fn new(n: usize, hasher: FlowHasher) -> Flows {
         Flows {
-            slots: vec![Flow::default(); n.max(1)],
+            slots: vec![Flow::default(); n.clamp(1, u32::MAX as usize)],
             hasher,
             evictions: 0,
             in_use: 0,
@@ -107,7 +107,20 @@ impl Flows {
 
     /// The flow of this egress-oriented key, created (or taking over its slot) if absent.
     pub fn entry(&mut self, key: &FlowKey) -> &mut Flow {
-        let i = self.index(key);
+        let h = self.hash(key);
+        self.entry_hashed(key, h)
+    }
+
+    /// The flow hash the table indexes by (direction-symmetric: a flow's two directions agree).
+    #[inline]
+    pub fn hash(&self, key: &FlowKey) -> u32 {
+        self.hasher.hash(key, HashPart::Flow)
+    }
+
+    /// [`Flows::entry`] with the key's hash already known.
+    #[inline]
+    pub fn entry_hashed(&mut self, key: &FlowKey, h: u32) -> &mut Flow {
+        let i = self.slot(h);
         let s = &mut self.slots[i];
         match s.key {
             Some(k) if k == *key => {}
@@ -131,13 +144,23 @@ impl Flows {
 
     /// The flow of this key, if the table holds it.
     pub fn get(&mut self, key: &FlowKey) -> Option<&mut Flow> {
-        let i = self.index(key);
+        let h = self.hash(key);
+        self.get_hashed(key, h)
+    }
+
+    /// [`Flows::get`] with the key's hash already known.
+    #[inline]
+    pub fn get_hashed(&mut self, key: &FlowKey, h: u32) -> Option<&mut Flow> {
+        let i = self.slot(h);
         let s = &mut self.slots[i];
         (s.key == Some(*key)).then_some(s)
     }
 
-    fn index(&self, key: &FlowKey) -> usize {
-        (self.hasher.hash(key, HashPart::Flow) as usize) % self.slots.len()
+    /// The slot of hash `h`: a multiply and a shift (the kernel's `reciprocal_scale`), not a
+    /// division.
+    #[inline]
+    fn slot(&self, h: u32) -> usize {
+        reciprocal_scale(h, self.slots.len() as u32) as usize
     }
 }
 

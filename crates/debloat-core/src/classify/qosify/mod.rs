@@ -92,6 +92,9 @@ pub struct Classifier {
     flows: Flows,
     dns: dns::Dns,
     counters: Counters,
+    /// Leave the flow hash in `meta.hash` for the disciplines after the stage (they use the
+    /// same hasher), as `skb->hash` carries one stage's hash to the next.
+    share_hash: bool,
 }
 
 fn in_prefix(a: IpAddr, net: IpAddr, len: u8) -> bool {
@@ -142,7 +145,17 @@ impl Classifier {
             flows: Flows::new(slots, hasher),
             dns,
             counters,
+            share_hash: false,
         }
+    }
+
+    /// Hand the flow hash the stage computes to the disciplines after it, in `meta.hash`: only
+    /// when they were built with the same [`FlowHasher`] (the gateway and the simulator build
+    /// both from one), so the value is the one they would compute and their choices are
+    /// unchanged; a packet arriving with a hash then keeps it and the stage uses it.
+    pub fn sharing_hash(mut self) -> Self {
+        self.share_hash = true;
+        self
     }
 
     /// The configuration.
@@ -229,7 +242,7 @@ impl Classifier {
         &mut self,
         mut v: Value,
         fc: FlowConfig,
-        key: &FlowKey,
+        (key, h): (&FlowKey, u32),
         meta: &PacketMeta,
         now: Nanos,
     ) -> Value {
@@ -237,7 +250,7 @@ impl Classifier {
             return v;
         }
         let segs = u32::from(meta.gso_segs.max(1));
-        let f = self.flows.entry(key);
+        let f = self.flows.entry_hashed(key, h);
         let was_bulk = f.bulk_timeout > 0;
         if f.bulk(now, segs, fc.bulk_trigger_pps, fc.bulk_trigger_timeout) {
             if !was_bulk {
@@ -302,8 +315,18 @@ impl Classifier {
             Direction::Egress => meta.flow,
             Direction::Ingress => meta.flow.reversed(),
         };
+        // One hash per packet, symmetric (a reply's reversed key hashes the same), computed when
+        // first needed — or the packet's own when the disciplines share the hasher.
+        let mut hash = (self.share_hash && meta.hash != 0).then_some(meta.hash);
+        let mut h = |flows: &Flows| *hash.get_or_insert_with(|| flows.hash(&key));
+        if self.share_hash && meta.hash == 0 && meta.flow.is_ip() {
+            meta.hash = h(&self.flows);
+        }
         let reply = match dir {
-            Direction::Ingress => self.flows.get(&key).and_then(|f| f.class),
+            Direction::Ingress => {
+                let hk = h(&self.flows);
+                self.flows.get_hashed(&key, hk).and_then(|f| f.class)
+            }
             Direction::Egress => None,
         };
         let (v, rule) = match reply {
@@ -328,7 +351,8 @@ impl Classifier {
             None => {}
         }
         if let (Target::Class(c), Direction::Egress) = (v.target, dir) {
-            self.flows.entry(&key).class = Some(c);
+            let hk = h(&self.flows);
+            self.flows.entry_hashed(&key, hk).class = Some(c);
         }
         // A rule's class detects with its own options; a default with the defaults'.
         let fc = match (rule, reply, v.target) {
@@ -336,7 +360,12 @@ impl Classifier {
             (_, _, Target::Class(c)) => self.cfg.classes[usize::from(c)].flow,
             _ => FlowConfig::default(),
         };
-        let v = self.detect(v, fc, &key, meta, now);
+        let v = if fc.bulk_trigger_pps == 0 && fc.prio_max_avg_pkt_len == 0 {
+            v
+        } else {
+            let hk = h(&self.flows);
+            self.detect(v, fc, (&key, hk), meta, now)
+        };
         if let Target::Class(c) = v.target {
             self.counters.classes[usize::from(c)][usize::from(dir == Direction::Ingress)] += 1;
         }
