@@ -120,6 +120,42 @@ impl Gateway {
         }
     }
 
+    /// One direction's discipline, emulated link and rate controller; what changed.
+    fn apply_side(
+        &mut self,
+        egress: bool,
+        spec: QdiscSpec,
+        emu: crate::Emulation,
+        autorate: Option<crate::autorate::AutorateConfig>,
+        now: u64,
+    ) -> Result<Vec<String>, String> {
+        let (name, side, was) = if egress {
+            ("egress", &mut self.egress, self.cfg.autorate_egress)
+        } else {
+            ("ingress", &mut self.ingress, self.cfg.autorate_ingress)
+        };
+        let mut said = Vec::new();
+        let replaced = spec != side.spec;
+        if replaced {
+            let (moved, refused) = side.path.replace_qdisc(&spec, now);
+            said.push(format!("{name} `{}` → `{spec}`: {moved} queued frames moved, {refused} refused by the new discipline", side.spec));
+            side.spec = spec;
+        }
+        if emu != side.path.emulation() {
+            side.path.change_emulation(emu)?;
+            said.push(format!("{name} link → `{emu}`"));
+        }
+        if replaced || was != autorate {
+            side.autorate = autorate
+                .map(|a| crate::autorate::Control::new(a, side.path.qdisc_mut().as_mut(), now));
+            if was != autorate {
+                let what = if autorate.is_some() { "set" } else { "removed" };
+                said.push(format!("{name} rate controller {what}"));
+            }
+        }
+        Ok(said)
+    }
+
     /// Apply `new` without dropping a queued frame; what changed.
     pub fn apply(&mut self, new: Config) -> Result<String, String> {
         refuse(&self.cfg, &new, [&self.egress, &self.ingress])?;
@@ -127,49 +163,20 @@ impl Gateway {
         let mut said = Vec::new();
         let plan = [
             (
-                "egress",
+                true,
                 new.egress.clone(),
                 new.emulate_egress,
                 new.autorate_egress,
             ),
             (
-                "ingress",
+                false,
                 new.ingress.clone(),
                 new.emulate_ingress,
                 new.autorate_ingress,
             ),
         ];
-        for (name, spec, emu, autorate) in plan {
-            let side = if name == "egress" {
-                &mut self.egress
-            } else {
-                &mut self.ingress
-            };
-            let replaced = spec != side.spec;
-            if replaced {
-                let (moved, refused) = side.path.replace_qdisc(&spec, now);
-                said.push(format!("{name} `{}` → `{spec}`: {moved} queued frames moved, {refused} refused by the new discipline", side.spec));
-                side.spec = spec;
-            }
-            if emu != side.path.emulation() {
-                side.path.change_emulation(emu)?;
-                said.push(format!("{name} link → `{emu}`"));
-            }
-            let was = if name == "egress" {
-                self.cfg.autorate_egress
-            } else {
-                self.cfg.autorate_ingress
-            };
-            if replaced || was != autorate {
-                side.autorate = autorate
-                    .map(|a| crate::autorate::Control::new(a, side.path.qdisc_mut().as_mut(), now));
-                if was != autorate {
-                    said.push(format!(
-                        "{name} rate controller {}",
-                        if autorate.is_some() { "set" } else { "removed" }
-                    ));
-                }
-            }
+        for (egress, spec, emu, autorate) in plan {
+            said.extend(self.apply_side(egress, spec, emu, autorate, now)?);
         }
         if new.classify != self.cfg.classify {
             let hasher = self.egress.path.hasher();

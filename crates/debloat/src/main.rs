@@ -60,7 +60,7 @@ enum Command {
     Spec(SpecArgs),
     /// Forward between two interfaces through queue disciplines, in userspace, with an
     /// optional emulated link (rate, delay, loss); `debloat gateway stats` reads a running one.
-    Gateway(gateway::Args),
+    Gateway(Box<gateway::Args>),
     /// Network namespaces (client, gateway, server) with the gateway between them.
     Testbed(testbed::Args),
     /// Serve `debloat test` (TCP flows, responsiveness probes) and irtt clients (UDP), on port

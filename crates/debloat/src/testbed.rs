@@ -269,6 +269,36 @@ fn link_rates(u: &UpArgs) -> Result<(String, String)> {
     Ok((rate(down)?, rate(upr)?))
 }
 
+/// The gateway flags `testbed up` passes on as they are.
+fn extra_gateway_args(u: &UpArgs) -> Result<Vec<String>> {
+    let mut gateway_args = Vec::new();
+    for (flag, v) in [
+        ("--autorate-egress", &u.autorate_egress),
+        ("--autorate-ingress", &u.autorate_ingress),
+    ] {
+        if let Some(v) = v {
+            gateway_args.extend([flag.to_string(), v.clone()]);
+        }
+    }
+    if let Some(port) = u.metrics {
+        gateway_args.extend(["--metrics".into(), port.to_string()]);
+    }
+    if let Some(cpu) = u.cpu {
+        gateway_args.extend(["--cpu".into(), cpu.to_string()]);
+    }
+    if let Some(prio) = u.realtime {
+        gateway_args.extend(["--realtime".into(), prio.to_string()]);
+    }
+    if u.busy_poll {
+        gateway_args.push("--busy-poll".into());
+    }
+    if let Some(f) = &u.classify {
+        let f = std::fs::canonicalize(f).with_context(|| format!("--classify {}", f.display()))?;
+        gateway_args.extend(["--classify".into(), f.to_string_lossy().into_owned()]);
+    }
+    Ok(gateway_args)
+}
+
 fn up(u: &UpArgs) -> Result<()> {
     if let Err(why) = testbed::available() {
         bail!("cannot build a testbed here: {why}");
@@ -308,30 +338,7 @@ fn up(u: &UpArgs) -> Result<()> {
         "--emulate-ingress".into(),
         link(&down_bps),
     ]);
-    for (flag, v) in [
-        ("--autorate-egress", &u.autorate_egress),
-        ("--autorate-ingress", &u.autorate_ingress),
-    ] {
-        if let Some(v) = v {
-            gateway_args.extend([flag.to_string(), v.clone()]);
-        }
-    }
-    if let Some(port) = u.metrics {
-        gateway_args.extend(["--metrics".into(), port.to_string()]);
-    }
-    if let Some(cpu) = u.cpu {
-        gateway_args.extend(["--cpu".into(), cpu.to_string()]);
-    }
-    if let Some(prio) = u.realtime {
-        gateway_args.extend(["--realtime".into(), prio.to_string()]);
-    }
-    if u.busy_poll {
-        gateway_args.push("--busy-poll".into());
-    }
-    if let Some(f) = &u.classify {
-        let f = std::fs::canonicalize(f).with_context(|| format!("--classify {}", f.display()))?;
-        gateway_args.extend(["--classify".into(), f.to_string_lossy().into_owned()]);
-    }
+    gateway_args.extend(extra_gateway_args(u)?);
     let setup = Setup {
         prefix: u.prefix.clone(),
         exe: std::env::current_exe()?,

@@ -101,7 +101,7 @@ fn an_unprivileged_gateway_with_two_capabilities_forwards_reloads_and_exits_0() 
     let sock = dir.path().join("gw.sock");
     let [client, gw, _] = testbed::namespaces(&prefix);
     let caps = "-all,+net_raw,+net_admin";
-    let mut child = testbed::in_ns(
+    let child = testbed::in_ns(
         &gw,
         &[
             "setpriv",
