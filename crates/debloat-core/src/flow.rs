@@ -122,6 +122,18 @@ impl FlowHasher {
     /// The key is laid out compactly on the stack, as the kernel's `flow_keys` are (13 bytes for
     /// an IPv4 5-tuple, 37 for IPv6), and hashed in one pass.
     pub fn hash(&self, key: &FlowKey, part: HashPart) -> u32 {
+        self.hash64(key, part).map_or(0, fold)
+    }
+
+    /// The symmetric flow hash's 64 bits before they are folded to 32 ([`FlowHasher::hash`]
+    /// of `HashPart::Flow` is their fold): a fingerprint that tells flows apart.
+    #[inline]
+    pub fn flow_hash64(&self, key: &FlowKey) -> u64 {
+        self.hash64(key, HashPart::Flow).unwrap_or(1)
+    }
+
+    /// The unfolded hash; None where Linux's CAKE gives a host hash of 0 (non-IP packets).
+    fn hash64(&self, key: &FlowKey, part: HashPart) -> Option<u64> {
         // IPv4 keys (a 5-tuple is one word and a tail, a host a tail) are hashed without laying
         // out the buffer; the value is the buffer path's (tests compare them).
         if let FlowKey::Ip {
@@ -146,7 +158,7 @@ impl FlowHasher {
                     | u64::from(proto) << 32;
                 let mut v = sip13_init(self.key);
                 sip13_word(&mut v, word);
-                return fold(sip13_last(v, tail, 13));
+                return Some(sip13_last(v, tail, 13));
             }
             let host = match (part, src, dst) {
                 (HashPart::SrcHost, IpAddr::V4(a), _) => {
@@ -158,7 +170,7 @@ impl FlowHasher {
                 _ => None,
             };
             if let Some((tail, n)) = host {
-                return fold(sip13_last(sip13_init(self.key), tail, n));
+                return Some(sip13_last(sip13_init(self.key), tail, n));
             }
         }
         let mut buf = [0u8; 40];
@@ -185,10 +197,10 @@ impl FlowHasher {
                     2
                 }
                 // Linux's CAKE gives non-IP packets host hash 0.
-                HashPart::SrcHost | HashPart::DstHost => return 0,
+                HashPart::SrcHost | HashPart::DstHost => return None,
             },
         };
-        fold(siphash13(self.key, &buf, n))
+        Some(siphash13(self.key, &buf, n))
     }
 
     /// The flow hash of a packet: its cached `hash` if set, else the keyed hash of its flow.
@@ -329,7 +341,7 @@ fn sip13_last(mut v: [u64; 4], tail: u64, n: usize) -> u64 {
 
 /// A 64-bit hash folded to 32 bits, never 0 (Linux maps 0 to 1 so 0 can mean "none").
 #[inline(always)]
-fn fold(v: u64) -> u32 {
+pub fn fold(v: u64) -> u32 {
     match (v ^ (v >> 32)) as u32 {
         0 => 1,
         x => x,

@@ -152,7 +152,8 @@ impl Classifier {
     /// Hand the flow hash the stage computes to the disciplines after it, in `meta.hash`: only
     /// when they were built with the same [`FlowHasher`] (the gateway and the simulator build
     /// both from one), so the value is the one they would compute and their choices are
-    /// unchanged; a packet arriving with a hash then keeps it and the stage uses it.
+    /// unchanged. A packet arriving with a hash keeps it (the stage's own table needs its
+    /// 64-bit fingerprint, which a foreign hash does not give).
     pub fn sharing_hash(mut self) -> Self {
         self.share_hash = true;
         self
@@ -242,7 +243,7 @@ impl Classifier {
         &mut self,
         mut v: Value,
         fc: FlowConfig,
-        (key, h): (&FlowKey, u32),
+        h: u64,
         meta: &PacketMeta,
         now: Nanos,
     ) -> Value {
@@ -250,7 +251,7 @@ impl Classifier {
             return v;
         }
         let segs = u32::from(meta.gso_segs.max(1));
-        let f = self.flows.entry_hashed(key, h);
+        let f = self.flows.entry_fp(h);
         let was_bulk = f.bulk_timeout > 0;
         if f.bulk(now, segs, fc.bulk_trigger_pps, fc.bulk_trigger_timeout) {
             if !was_bulk {
@@ -316,16 +317,17 @@ impl Classifier {
             Direction::Ingress => meta.flow.reversed(),
         };
         // One hash per packet, symmetric (a reply's reversed key hashes the same), computed when
-        // first needed — or the packet's own when the disciplines share the hasher.
-        let mut hash = (self.share_hash && meta.hash != 0).then_some(meta.hash);
-        let mut h = |flows: &Flows| *hash.get_or_insert_with(|| flows.hash(&key));
+        // first needed; its fold is the flow hash the disciplines would compute, handed to them
+        // when they share the hasher.
+        let mut hash = None;
+        let mut h = |flows: &Flows| *hash.get_or_insert_with(|| flows.fingerprint(&key));
         if self.share_hash && meta.hash == 0 && meta.flow.is_ip() {
-            meta.hash = h(&self.flows);
+            meta.hash = crate::flow::fold(h(&self.flows));
         }
         let reply = match dir {
             Direction::Ingress => {
-                let hk = h(&self.flows);
-                self.flows.get_hashed(&key, hk).and_then(|f| f.class)
+                let fp = h(&self.flows);
+                self.flows.get_fp(fp).and_then(|f| f.class)
             }
             Direction::Egress => None,
         };
@@ -351,8 +353,8 @@ impl Classifier {
             None => {}
         }
         if let (Target::Class(c), Direction::Egress) = (v.target, dir) {
-            let hk = h(&self.flows);
-            self.flows.entry_hashed(&key, hk).class = Some(c);
+            let fp = h(&self.flows);
+            self.flows.entry_fp(fp).class = Some(c);
         }
         // A rule's class detects with its own options; a default with the defaults'.
         let fc = match (rule, reply, v.target) {
@@ -363,8 +365,8 @@ impl Classifier {
         let v = if fc.bulk_trigger_pps == 0 && fc.prio_max_avg_pkt_len == 0 {
             v
         } else {
-            let hk = h(&self.flows);
-            self.detect(v, fc, (&key, hk), meta, now)
+            let fp = h(&self.flows);
+            self.detect(v, fc, fp, meta, now)
         };
         if let Target::Class(c) = v.target {
             self.counters.classes[usize::from(c)][usize::from(dir == Direction::Ingress)] += 1;
