@@ -198,7 +198,7 @@ pub fn fmt_rate_exact(bits: u64) -> String {
 /// `5ms`, `14.5ms`, `1010us`, `2500ns`. Specs print with this so they re-parse to the same value.
 pub fn fmt_time_exact(ns: u64) -> String {
     for (unit, per) in [("s", 1_000_000_000u64), ("ms", 1_000_000), ("us", 1_000)] {
-        if ns >= per && (ns * 10) % per == 0 {
+        if ns >= per && ns.checked_mul(10).is_some_and(|x| x % per == 0) {
             return if ns % per == 0 {
                 format!("{}{unit}", ns / per)
             } else {

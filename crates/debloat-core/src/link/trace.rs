@@ -28,6 +28,9 @@ pub const OPPORTUNITY_BYTES: u64 = 1504;
 pub const OPPORTUNITY_IP_BYTES: u64 = 1500;
 
 const MS: u64 = 1_000_000;
+/// The longest time a trace may name: 10^12 ms (about 31 years), so that times in nanoseconds
+/// stay far from overflowing.
+const MAX_MS: u64 = 1_000_000_000_000;
 
 /// A capacity trace.
 #[derive(Clone, Debug, PartialEq)]
@@ -99,6 +102,9 @@ impl Trace {
             let t: u64 = l.parse().map_err(|_| {
                 err(n, l, "expected a whole number of milliseconds (mahimahi's format: one delivery opportunity per line)")
             })?;
+            if t > MAX_MS {
+                return Err(err(n, l, "more than 10^12 ms (31 years) into the trace"));
+            }
             if let Some(&prev) = times_ms.last() {
                 if t < prev {
                     return Err(err(
@@ -143,8 +149,8 @@ impl Trace {
                 Err(_) if k == 0 => continue, // a header
                 Err(_) => return Err(err(n, t, "expected seconds from the start, e.g. `2.5`")),
             };
-            if !secs.is_finite() || secs < 0.0 {
-                return Err(err(n, t, "the time must be 0 or more seconds"));
+            if !secs.is_finite() || secs < 0.0 || secs > (MAX_MS / 1000) as f64 {
+                return Err(err(n, t, "the time must be 0 to 10^9 seconds"));
             }
             let at = (secs * 1e9).round() as Nanos;
             let bps = match r.parse::<u64>() {
@@ -249,7 +255,9 @@ impl Trace {
                 period_ms,
             } => {
                 let n = times_ms.len() as u64;
-                (k / n) * period_ms * MS + times_ms[(k % n) as usize] * MS
+                (k / n)
+                    .saturating_mul(period_ms * MS)
+                    .saturating_add(times_ms[(k % n) as usize] * MS)
             }
             Trace::Steps(_) => 0,
         }

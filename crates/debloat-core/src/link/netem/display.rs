@@ -6,8 +6,29 @@ use super::loss::Loss;
 use super::random::Prob;
 use super::spec::{Emulation, SlotGap};
 use crate::link::framing::Framing;
-use crate::units::{fmt_rate, fmt_size, fmt_time};
+use crate::units::{fmt_size, fmt_time_exact, parse_rate, parse_time};
 use std::fmt;
+
+/// A time as tc prints it (three significant digits) when that reads back exactly, else in
+/// full: the printed words must parse to the same emulation.
+fn fmt_time(ns: u64) -> String {
+    let tc = crate::units::fmt_time(ns);
+    if parse_time(&tc) == Ok(ns) {
+        tc
+    } else {
+        fmt_time_exact(ns)
+    }
+}
+
+/// A rate as tc prints it when that reads back exactly, else in bit/s.
+fn fmt_rate(bps: u64) -> String {
+    let tc = crate::units::fmt_rate(bps);
+    if parse_rate(&tc) == Ok(bps) {
+        tc
+    } else {
+        format!("{bps}bit")
+    }
+}
 
 fn with_corr(word: &str, p: Prob, corr: Prob) -> String {
     if corr.is_set() {

@@ -35,8 +35,18 @@ impl Prob {
 
     /// As a percentage, for display (`0.5%`).
     pub fn percent(self) -> String {
-        let s = format!("{:.4}", self.fraction() * 100.0);
-        let s = s.trim_end_matches('0').trim_end_matches('.');
+        // Four decimals as a rule; more when needed for the words to read back to this value.
+        let pct = self.fraction() * 100.0;
+        let mut s = format!("{pct:.4}");
+        for d in 5..=12 {
+            if s.parse::<f64>().map(|v| Prob::from_fraction(v / 100.0)) == Ok(self) {
+                break;
+            }
+            s = format!("{pct:.d$}");
+        }
+        if s.contains('.') {
+            s = s.trim_end_matches('0').trim_end_matches('.').to_string();
+        }
         format!("{s}%")
     }
 

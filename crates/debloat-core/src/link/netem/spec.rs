@@ -224,6 +224,10 @@ impl std::str::FromStr for Emulation {
         if w.toks.first() == Some(&"netem") {
             w.i = 1;
         }
+        // How an emulation without words prints (`none`) reads back.
+        if w.toks[w.i..] == ["none"] {
+            return Ok(e);
+        }
         let mut given = Given::default();
         while let Some(word) = w.next() {
             word_into(word, &mut w, &mut e, &mut given)?;
@@ -366,6 +370,20 @@ fn check(mut e: Emulation, given: Given) -> Result<Emulation, EmulateError> {
     }
     if e.ecn && e.loss == Loss::None {
         return err("`ecn` given without a loss model: add e.g. `loss 1%`".into());
+    }
+    // A correlation without its probability (or a delay correlation without jitter) changes
+    // nothing, and is not printed: drop it, so the words print back to what they mean.
+    for (p, c) in [
+        (e.duplicate, &mut e.duplicate_corr),
+        (e.corrupt, &mut e.corrupt_corr),
+        (e.reorder, &mut e.reorder_corr),
+    ] {
+        if !p.is_set() {
+            *c = Prob::default();
+        }
+    }
+    if e.jitter_ns == 0 {
+        e.delay_corr = Prob::default();
     }
     Ok(e)
 }

@@ -127,9 +127,12 @@ impl Default for Cobalt {
     }
 }
 
+/// `cobalt_control`: `t + interval / sqrt(count)`, as the kernel computes it with
+/// `reciprocal_scale(interval, rec_inv_sqrt)` — whose first argument is a u32, so an interval
+/// above 4.29 s (a shaper under about 3 kbit/s) is truncated there too.
 #[inline]
 fn control(t: Nanos, interval: u64, rec_inv_sqrt: u32) -> Nanos {
-    t.wrapping_add((interval * u64::from(rec_inv_sqrt)) >> 32)
+    t.wrapping_add((u64::from(interval as u32) * u64::from(rec_inv_sqrt)) >> 32)
 }
 
 impl Cobalt {

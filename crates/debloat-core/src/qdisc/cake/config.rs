@@ -194,7 +194,8 @@ impl CakeSpec {
                     "unlimited" => 0,
                     _ => parse_rate(v).map_err(|e| SpecError::value(v, &e.to_string()))?,
                 };
-                self.bandwidth_bytes_per_s = (bits > 0).then_some(bits / 8);
+                // tc sends bytes/s; a rate under 8 bit/s is 0, which the kernel reads as unlimited.
+                self.bandwidth_bytes_per_s = (bits / 8 > 0).then_some(bits / 8);
                 // As tc parses it: a rate given after `autorate-ingress` turns it off.
                 self.autorate_ingress = false;
             }

@@ -221,7 +221,8 @@ impl<P: Packet> Cake<P> {
         let mut limit = match (s.memlimit, rate) {
             (Some(m), _) => u64::from(m),
             (None, 0) => u64::from(u32::MAX),
-            (None, r) => (r * s.rtt_us / 250_000).max(4 << 20),
+            // As the kernel: a u64 product that may wrap, then `max_t(u32, …)` (a truncation).
+            (None, r) => u64::from(((r.wrapping_mul(s.rtt_us) / 250_000) as u32).max(4 << 20)),
         };
         let cap = (10240 * u64::from(crate::PSCHED_MTU)).max(u64::from(s.memlimit.unwrap_or(0)));
         limit = limit.min(cap);

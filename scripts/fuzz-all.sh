@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Run every cargo-fuzz target for SECONDS each (default 60), one after another, starting from the
+# seeds in fuzz/seeds/TARGET (inputs from the tests) and the corpus cargo-fuzz keeps in
+# fuzz/corpus/TARGET; print a table: target, inputs tried, result. A failing input is kept by
+# cargo-fuzz in fuzz/artifacts/TARGET; add it to fuzz/seeds/TARGET once fixed, as a regression.
+#
+# Needs the nightly toolchain and cargo-fuzz: `rustup toolchain install nightly` and
+# `cargo install cargo-fuzz`. Usage: scripts/fuzz-all.sh [SECONDS] [TARGET...]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+secs="${1:-60}"
+shift || true
+targets=("$@")
+if [ ${#targets[@]} -eq 0 ]; then
+  mapfile -t targets < <(sed -n 's/^name = "\(.*\)"$/\1/p' fuzz/Cargo.toml | grep -v '^debloat-fuzz$')
+fi
+cargo +nightly fuzz --version >/dev/null 2>&1 || { echo "needs nightly and cargo-fuzz (see the top of this script)"; exit 2; }
+mkdir -p target/fuzz-logs
+printf '%-20s %12s  %s\n' target inputs result
+failed=0
+for t in "${targets[@]}"; do
+  mkdir -p "fuzz/corpus/$t" "fuzz/seeds/$t"
+  log="target/fuzz-logs/$t.log"
+  cargo +nightly fuzz run "$t" "fuzz/corpus/$t" "fuzz/seeds/$t" -- -max_total_time="$secs" >"$log" 2>&1
+  rc=$?
+  runs=$(sed -n 's/^Done \([0-9]*\) runs.*/\1/p' "$log" | tail -1)
+  if [ $rc -eq 0 ]; then res=ok; else res="FAILED (rc $rc, see $log)"; failed=1; fi
+  printf '%-20s %12s  %s\n' "$t" "${runs:-?}" "$res"
+done
+exit $failed
