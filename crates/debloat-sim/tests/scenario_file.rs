@@ -213,6 +213,12 @@ direction = "down"
     let m = q.modem.as_ref().expect("a modem row");
     assert_eq!(m.limit, "50p");
     assert!((m.capacity_mbps - 12.0).abs() < 0.1, "{}", m.capacity_mbps);
+    // One opportunity a millisecond: 12 Mbit/s in every whole second of the run.
+    let secs = m.capacity_per_second_mbps.len();
+    assert!(secs >= 1, "{:?}", m.capacity_per_second_mbps);
+    assert!(
+        m.capacity_per_second_mbps[secs - 1] > 11.9 && m.capacity_per_second_mbps[secs - 1] < 12.1
+    );
     // The controller raised cake from 4 Mbit/s towards the link: the download beats 4 Mbit/s.
     let dl = &r.summary.flows[0];
     assert!(dl.throughput_mbps > 5.0, "{}", dl.throughput_mbps);

@@ -1,4 +1,4 @@
-//! Hitless reload on real traffic (root: the testbed; SKIP elsewhere, failure under CI): four
+//! Hitless reload on real traffic (root: the testbed; SKIP elsewhere, failure under CI): eight
 //! CUBIC uploads through fq_codel, then `debloat gateway reload` after the configuration file
 //! says `cake bandwidth 19Mbit diffserv4`. The frames fq_codel held move into cake; none is
 //! dropped by the change, every frame stays accounted for, and forwarding stops for at most
@@ -74,7 +74,7 @@ fn reload_from_fq_codel_to_cake_under_load_moves_every_frame() {
         "198.18.2.2:5201",
         13,
         "cubic",
-        &["--streams", "4"],
+        &["--streams", "8"],
     );
     let sender = std::thread::spawn(move || send.output().expect("sender"));
     std::thread::sleep(Duration::from_secs(2));
@@ -121,7 +121,7 @@ fn reload_from_fq_codel_to_cake_under_load_moves_every_frame() {
     );
     assert!(
         moved >= 1,
-        "fq_codel held nothing under four uploads? {reply}"
+        "fq_codel held nothing under eight uploads? {reply}"
     );
     let gaps = capture.wait_with_output().expect("capture ends");
     println!(

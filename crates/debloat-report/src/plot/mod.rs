@@ -17,7 +17,10 @@ use std::path::Path;
 use std::sync::Once;
 
 mod spread;
+mod starved;
 pub use spread::Group;
+use starved::shade;
+pub use starved::starved_spans;
 
 /// A rendered plot.
 pub struct Plot {
@@ -73,14 +76,21 @@ const UP: RGBColor = RGBColor(213, 94, 0);
 /// Render every plot for these runs; PNGs go to `dir`, SVGs are returned (and written too).
 pub fn render_all(runs: &[Dataset], dir: &Path) -> Result<Vec<Plot>, String> {
     register_font();
-    let plots: [(&'static str, String, (u32, u32), Chart); 3] = [
+    let n = runs.len().max(1) as u32;
+    let timeseries = if stacked(runs) {
         (
-            "timeseries",
+            "Capacity (grey), shaper rate (green) and throughput over time, latency (log scale) below, two rows per run on one time axis; shaded: seconds the link's capacity fell under 10 % of its median".into(),
+            (1100, 70 + 2 * 220 * n),
+        )
+    } else {
+        (
             "Throughput (left) and latency (right, log scale) over time, one row per run, shared axes"
                 .into(),
-            (1100, 70 + 240 * runs.len().max(1) as u32),
-            Chart::Timeseries,
-        ),
+            (1100, 70 + 240 * n),
+        )
+    };
+    let plots: [(&'static str, String, (u32, u32), Chart); 3] = [
+        ("timeseries", timeseries.0, timeseries.1, Chart::Timeseries),
         (
             "latency_cdf",
             "Latency under load: cumulative distribution per run (log scale)".into(),
@@ -163,12 +173,23 @@ fn draw_timeseries<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, runs: &[Da
     let x_max = time_span(runs);
     let y_max = throughput_scale(runs);
     let lat = latency_range(runs);
-    let rows = root.split_evenly((runs.len().max(1), 2));
+    // Runs over a capacity trace put latency below throughput, on the same time axis.
+    let rows = if stacked(runs) {
+        root.split_evenly((2 * runs.len().max(1), 1))
+    } else {
+        root.split_evenly((runs.len().max(1), 2))
+    };
     for (i, d) in runs.iter().enumerate() {
         throughput_panel(&rows[2 * i], d, x_max, y_max)?;
         latency_panel(&rows[2 * i + 1], d, x_max, lat)?;
     }
     Ok(())
+}
+
+/// Whether any run carries a link's capacity (a trace-driven link).
+fn stacked(runs: &[Dataset]) -> bool {
+    runs.iter()
+        .any(|d| d.of_kind(|k| k == Kind::Capacity).next().is_some())
 }
 
 type Lin = plotters::coord::types::RangedCoordf64;
@@ -264,6 +285,7 @@ fn throughput_panel<DB: DrawingBackend>(
         }
     }
     link_lines(&mut c, d, y_max)?;
+    shade(&mut c, d, (0.0, y_max))?;
     legend(&mut c, SeriesLabelPosition::MiddleRight, 12)?;
     Ok(())
 }
@@ -306,6 +328,7 @@ fn latency_panel<DB: DrawingBackend>(
         x_max,
         (lat_lo, lat_hi),
     )?;
+    shade(&mut c, d, (lat_lo, lat_hi))?;
     for (k, s) in d.of_kind(|k| k == Kind::Latency).enumerate() {
         let col = colour(k + 1);
         let clamped: Vec<Option<f64>> = s

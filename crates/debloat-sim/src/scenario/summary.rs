@@ -93,6 +93,8 @@ pub struct ModemSummary {
     pub max_packets: u64,
     /// What the trace could carry over the run, Mbit/s on average.
     pub capacity_mbps: f64,
+    /// What it could carry in each whole second of the run, Mbit/s.
+    pub capacity_per_second_mbps: Vec<f64>,
 }
 
 /// One Wi-Fi station's results.
@@ -453,5 +455,11 @@ fn modem_summary(m: &debloat_core::link::Modem, end: u64) -> ModemSummary {
         dropped: c.dropped,
         max_packets: c.max_packets,
         capacity_mbps: m.trace().bits_in(0, end) as f64 / (end.max(1) as f64 / 1e9) / 1e6,
+        capacity_per_second_mbps: m
+            .trace()
+            .per_second_bps(end / 1_000_000_000)
+            .into_iter()
+            .map(|b| b as f64 / 1e6)
+            .collect(),
     }
 }
