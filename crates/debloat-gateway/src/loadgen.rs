@@ -28,6 +28,9 @@ pub struct Blast {
     pub src_ip: [u8; 4],
     /// The receiver's address (UDP port 9, discard).
     pub dst_ip: [u8; 4],
+    /// Give every flow a source address of its own too (198.19.0.0/16, within 198.18.0.0/15),
+    /// as a flood from many hosts: host-fair disciplines then see as many hosts as flows.
+    pub spread_sources: bool,
 }
 
 /// What was sent.
@@ -64,8 +67,14 @@ impl Blast {
         let payload = vec![0u8; self.frame_len - 42];
         (0..self.flows.max(1))
             .map(|i| {
+                let [hi, lo] = i.to_be_bytes();
+                let src = if self.spread_sources {
+                    [198, 19, hi, lo]
+                } else {
+                    self.src_ip
+                };
                 let b = etherparse::PacketBuilder::ethernet2(self.src_mac, self.dst_mac)
-                    .ipv4(self.src_ip, self.dst_ip, 64)
+                    .ipv4(src, self.dst_ip, 64)
                     .udp(10_000u16.wrapping_add(i), 9);
                 let mut f = Vec::with_capacity(self.frame_len);
                 b.write(&mut f, &payload)
@@ -133,6 +142,7 @@ mod tests {
             dst_mac: [2, 0, 0, 0, 0, 2],
             src_ip: [198, 18, 1, 2],
             dst_ip: [198, 18, 2, 2],
+            spread_sources: false,
         }
     }
 

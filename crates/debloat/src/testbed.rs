@@ -91,6 +91,9 @@ pub struct BlastArgs {
     /// Run on this CPU only.
     #[arg(long)]
     cpu: Option<usize>,
+    /// A source address per flow too (198.19.0.0/16): a flood from as many hosts as flows.
+    #[arg(long)]
+    spread_sources: bool,
 }
 
 /// Arguments of `testbed send-frames`.
@@ -486,6 +489,7 @@ fn blast(a: &BlastArgs) -> Result<()> {
         dst_mac: loadgen::parse_mac(&a.dst_mac).map_err(|e| anyhow::anyhow!("--dst-mac: {e}"))?,
         src_ip: a.src_ip.octets(),
         dst_ip: a.dst_ip.octets(),
+        spread_sources: a.spread_sources,
     };
     let s = debloat_gateway::sys::PacketSocket::open_sender(&a.iface)?;
     let r = b.run(&s)?;

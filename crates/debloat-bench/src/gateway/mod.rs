@@ -494,6 +494,7 @@ fn path_cost(qdisc: &str) -> Result<f64> {
         dst_mac: [2, 0xdb, 0, 0, 0, 9],
         src_ip: [198, 18, 1, 2],
         dst_ip: [198, 18, 2, 2],
+        spread_sources: false,
     };
     let frames = blast.frames()?;
     let mut path = Path::new(&spec, Emulation::default(), FlowHasher::new([1, 2]), 1);
