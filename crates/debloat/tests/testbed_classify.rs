@@ -134,19 +134,13 @@ fn run(bed: &Bed) -> Outcome {
     let (bulk_mbps, named_mbps) = (sink_mbps(bulk_sink), sink_mbps(named_sink));
     let _ = irtt.kill();
     let _ = irtt.wait();
-    let o = Command::new(EXE)
-        .args(["gateway", "stats", "--json", "--control"])
-        .arg(testbed::control_socket(&bed.prefix))
-        .output()
-        .expect("stats");
-    assert!(o.status.success(), "{}", text(&o));
     Outcome {
         idle_p99: pct(&idle, 99.0),
         loaded_p50: pct(&loaded, 50.0),
         loaded_p99: pct(&loaded, 99.0),
         bulk_mbps,
         named_mbps,
-        stats: serde_json::from_slice(&o.stdout).expect("stats JSON"),
+        stats: gateway_stats(bed),
     }
 }
 

@@ -13,7 +13,6 @@ use std::os::unix::net::UnixStream;
 use std::process::Command;
 use std::time::Duration;
 
-const EXE: &str = env!("CARGO_BIN_EXE_debloat");
 
 fn threads(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count())
@@ -42,28 +41,9 @@ fn healthy(bed: &Bed, pid: u32, what: &str) {
     .output()
     .expect("ping");
     assert!(p.status.success(), "{what}: no ping through: {}", text(&p));
-    let o = Command::new(EXE)
-        .args(["gateway", "stats", "--json", "--control"])
-        .arg(testbed::control_socket(&bed.prefix))
-        .output()
-        .expect("stats");
-    let j: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let j = gateway_stats(bed);
     for dir in ["egress", "ingress"] {
-        let d = &j[dir];
-        let n = |v: &serde_json::Value| v.as_u64().unwrap_or(u64::MAX / 4);
-        let f = &d["frames"];
-        let queued = n(&d["stats"]["qlen"]) + n(&d["on_wire"]) + n(&d["in_buffer"]);
-        assert_eq!(
-            n(&f["received"]) + n(&f["duplicated"]),
-            n(&f["malformed"])
-                + n(&f["qdisc_dropped"])
-                + n(&f["lost"])
-                + n(&f["overlimit"])
-                + n(&f["buffer_dropped"])
-                + queued
-                + n(&f["sent"]),
-            "{what}: {dir} {d}"
-        );
+        assert!(accounted(&j[dir]), "{what}: {dir} {}", j[dir]);
     }
 }
 

@@ -8,7 +8,7 @@ mod common;
 use common::bed::*;
 use common::text;
 use debloat_gateway::testbed;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 const EXE: &str = env!("CARGO_BIN_EXE_debloat");
@@ -65,24 +65,10 @@ fn flood(tag: &str, spec: &str, limit: u64) {
     }
     let b = blast.wait_with_output().expect("blast ends");
     assert!(b.status.success(), "{}", text(&b));
-    let o = Command::new(EXE)
-        .args(["gateway", "stats", "--json", "--control"])
-        .arg(testbed::control_socket(&bed.prefix))
-        .output()
-        .expect("stats");
-    let j: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let j = gateway_stats(&bed);
     let e = &j["egress"];
     let n = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
     let f = &e["frames"];
-    let queued = n(&e["stats"]["qlen"]) + n(&e["on_wire"]) + n(&e["in_buffer"]);
-    let accounted = n(&f["received"]) + n(&f["duplicated"])
-        == n(&f["malformed"])
-            + n(&f["qdisc_dropped"])
-            + n(&f["lost"])
-            + n(&f["overlimit"])
-            + n(&f["buffer_dropped"])
-            + queued
-            + n(&f["sent"]);
     println!(
         "{spec}: RSS idle {:.1} MiB, peak {:.1} MiB (+{:.1} MiB; limit {} MiB); {} frames in, {} dropped by the discipline, blaster: {}",
         idle as f64 / MIB as f64,
@@ -98,7 +84,7 @@ fn flood(tag: &str, spec: &str, limit: u64) {
         n(&f["qdisc_dropped"]) > 0,
         "the discipline never reached its limit: {f}"
     );
-    assert!(accounted, "{e}");
+    assert!(accounted(e), "{e}");
     // The limit counts each frame's whole allocation (truesize); the rest is fixed: buffers the
     // receive rings and sendmmsg batches grow into, malloc's arenas.
     assert!(

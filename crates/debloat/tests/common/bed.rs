@@ -218,3 +218,32 @@ pub fn report(what: &str, l: &Load) {
         l.idle_p50, l.p50, l.p99, l.goodput_mbps
     );
 }
+
+/// The running gateway's numbers (`debloat gateway stats --json`).
+pub fn gateway_stats(bed: &Bed) -> serde_json::Value {
+    let o = Command::new(EXE)
+        .args(["gateway", "stats", "--json", "--control"])
+        .arg(testbed::control_socket(&bed.prefix))
+        .output()
+        .expect("stats");
+    assert!(o.status.success(), "{}", text(&o));
+    serde_json::from_slice(&o.stdout).expect("stats JSON")
+}
+
+/// One direction's frames (its `gateway stats --json` object) all accounted for: received +
+/// duplicated = malformed + dropped + lost + over limit + queued (discipline, wire, buffer) +
+/// sent.
+pub fn accounted(d: &serde_json::Value) -> bool {
+    let n = |v: &serde_json::Value| v.as_u64().unwrap_or(u64::MAX / 4);
+    let f = &d["frames"];
+    n(&f["received"]) + n(&f["duplicated"])
+        == n(&f["malformed"])
+            + n(&f["qdisc_dropped"])
+            + n(&f["lost"])
+            + n(&f["overlimit"])
+            + n(&f["buffer_dropped"])
+            + n(&d["stats"]["qlen"])
+            + n(&d["on_wire"])
+            + n(&d["in_buffer"])
+            + n(&f["sent"])
+}
