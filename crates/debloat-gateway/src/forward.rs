@@ -208,6 +208,10 @@ pub(crate) struct Side {
     csum_unfinished: u64,
 }
 
+/// Reads the configuration again (the command line's files), or says why it cannot
+/// (`gateway reload`, SIGHUP; applied by [`crate::reload`]).
+pub type Reloader = Box<dyn FnMut() -> Result<Config, String> + Send>;
+
 /// The gateway.
 pub struct Gateway {
     pub(crate) cfg: Config,
@@ -220,7 +224,7 @@ pub struct Gateway {
     metrics: Option<Exporter>,
     pub(crate) marker: Option<Classifier>,
     /// Re-reads the configuration for `reload` (SIGHUP, `debloat gateway reload`).
-    pub(crate) reloader: Option<crate::reload::Reloader>,
+    pub(crate) reloader: Option<Reloader>,
     /// Set (by a SIGHUP handler) to ask the loop to reload.
     pub(crate) reload_asked: std::sync::Arc<AtomicBool>,
 }

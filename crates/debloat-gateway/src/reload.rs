@@ -17,8 +17,7 @@
 use crate::forward::{Config, Gateway, Side};
 use debloat_core::QdiscSpec;
 
-/// Reads the configuration again (the command line's files), or says why it cannot.
-pub type Reloader = Box<dyn FnMut() -> Result<Config, String> + Send>;
+pub use crate::forward::Reloader;
 
 /// Why `new` cannot replace `old` while running, if it cannot.
 fn refuse(old: &Config, new: &Config, sides: [&Side; 2]) -> Result<(), String> {

@@ -409,13 +409,18 @@ fn addr(s: &str) -> Result<(IpAddr, u8), String> {
     Ok((ip, len))
 }
 
+/// Compile a `dns:/…` pattern (case-insensitive).
+pub fn compile_regex(re: &str) -> Result<regex::Regex, regex::Error> {
+    regex::RegexBuilder::new(re).case_insensitive(true).build()
+}
+
 /// A `dns:` pattern, checked: a glob, or after `/` a regular expression that must compile.
 fn dns_pattern(p: &str) -> Result<String, String> {
     if p.is_empty() {
         return Err("an empty name pattern".into());
     }
     if let Some(re) = p.strip_prefix('/') {
-        super::dns::compile_regex(re).map_err(|e| format!("not a regular expression: {e}"))?;
+        compile_regex(re).map_err(|e| format!("not a regular expression: {e}"))?;
         return Ok(p.to_string());
     }
     Ok(p.to_ascii_lowercase())

@@ -19,6 +19,7 @@
 //! rare); looking up a data packet's address does not. The tables are ordered maps (not hashed)
 //! so that runs repeat exactly.
 
+pub use super::config::compile_regex;
 use super::config::{Match, Rule};
 use crate::packet::Nanos;
 use core::net::IpAddr;
@@ -37,11 +38,6 @@ const CNAME_AGE: Nanos = 6 * SEC;
 pub const ADDRESS_SLOTS: usize = 65_536;
 /// CNAME targets the cache holds.
 pub const CNAME_SLOTS: usize = 4_096;
-
-/// Compile a `dns:/…` pattern (case-insensitive).
-pub fn compile_regex(re: &str) -> Result<regex::Regex, regex::Error> {
-    regex::RegexBuilder::new(re).case_insensitive(true).build()
-}
 
 /// `fnmatch(pattern, name, 0)`: `*`, `?`, `[…]` (with `!`/`^` and ranges) and `\` escapes.
 pub fn glob(pattern: &[u8], name: &[u8]) -> bool {
