@@ -4,8 +4,10 @@
 # fuzz/corpus/TARGET; print a table: target, inputs tried, result. A failing input is kept by
 # cargo-fuzz in fuzz/artifacts/TARGET; add it to fuzz/seeds/TARGET once fixed, as a regression.
 #
-# Needs the nightly toolchain and cargo-fuzz: `rustup toolchain install nightly` and
-# `cargo install cargo-fuzz`. Usage: scripts/fuzz-all.sh [SECONDS] [TARGET...]
+# Needs cargo-fuzz (`cargo install cargo-fuzz`) and a nightly compiler: the nightly toolchain if
+# rustup has it, otherwise the stable one with RUSTC_BOOTSTRAP=1 (which lets stable take the
+# sanitizer flags cargo-fuzz passes; what CI does, having only stable).
+# Usage: scripts/fuzz-all.sh [SECONDS] [TARGET...]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-60}"
@@ -14,14 +16,24 @@ targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   mapfile -t targets < <(sed -n 's/^name = "\(.*\)"$/\1/p' fuzz/Cargo.toml | grep -v '^debloat-fuzz$')
 fi
-cargo +nightly fuzz --version >/dev/null 2>&1 || { echo "needs nightly and cargo-fuzz (see the top of this script)"; exit 2; }
+if rustc +nightly --version >/dev/null 2>&1; then
+  fuzz=(cargo +nightly fuzz)
+  compiler=$(rustc +nightly --version)
+else
+  export RUSTC_BOOTSTRAP=1
+  fuzz=(cargo fuzz)
+  compiler="$(rustc --version) with RUSTC_BOOTSTRAP=1"
+fi
+"${fuzz[@]}" --version >/dev/null 2>&1 || { echo "needs cargo-fuzz: cargo install cargo-fuzz"; exit 2; }
+echo "fuzzing with $compiler, $secs s per target"
 mkdir -p target/fuzz-logs
+"${fuzz[@]}" build >target/fuzz-logs/build.log 2>&1 || { tail -30 target/fuzz-logs/build.log; exit 2; }
 printf '%-20s %12s  %s\n' target inputs result
 failed=0
 for t in "${targets[@]}"; do
   mkdir -p "fuzz/corpus/$t" "fuzz/seeds/$t"
   log="target/fuzz-logs/$t.log"
-  cargo +nightly fuzz run "$t" "fuzz/corpus/$t" "fuzz/seeds/$t" -- -max_total_time="$secs" >"$log" 2>&1
+  "${fuzz[@]}" run "$t" "fuzz/corpus/$t" "fuzz/seeds/$t" -- -max_total_time="$secs" >"$log" 2>&1
   rc=$?
   runs=$(sed -n 's/^Done \([0-9]*\) runs.*/\1/p' "$log" | tail -1)
   if [ $rc -eq 0 ]; then res=ok; else res="FAILED (rc $rc, see $log)"; failed=1; fi

@@ -12,9 +12,10 @@
 //! address each other directly.
 
 use crate::control::ControlServer;
+use crate::intake::{receive, Intake};
 use crate::metrics::Exporter;
 use crate::path::{Counters, Path};
-use crate::sys::{wait, PacketSocket, Received};
+use crate::sys::{wait, LinkEvents, PacketSocket};
 use debloat_core::classify::qosify::{self, Classifier, Direction};
 use debloat_core::link::Emulation;
 use debloat_core::{FlowHasher, QdiscSpec};
@@ -61,10 +62,7 @@ pub struct Config {
     pub classify: Option<qosify::Config>,
 }
 
-/// Largest frame accepted: a 9000-byte jumbo frame plus headers. Bigger ones (GSO/GRO
-/// super-frames), and frames longer than the interface's MTU allows for, are counted as
-/// oversized and dropped: turn offloads off on the interfaces.
-pub const MAX_FRAME: usize = 9022;
+pub use crate::intake::{RingWait, MAX_FRAME};
 
 /// The running gateway's numbers.
 #[derive(Clone, Debug, Serialize)]
@@ -152,60 +150,26 @@ pub struct DirectionStats {
     pub stats: debloat_core::QdiscStats,
     /// Frame counters.
     pub frames: Counters,
-    /// Frames too big to forward (offloads on?).
-    pub oversized: u64,
+    /// What arrived: frames too big to forward, checksums completed, super-frames cut, time in
+    /// the receive ring (flattened into this object in JSON).
+    #[serde(flatten)]
+    pub intake: Intake,
     /// Frames the kernel refused to send.
     pub tx_errors: u64,
     /// Frames on the emulated wire.
     pub on_wire: usize,
     /// Frames in the link's own buffer (`buffer N`).
     pub in_buffer: usize,
-    /// How long frames waited in the kernel's receive ring before the gateway took them: a
-    /// queue the discipline does not see (a CPU-starved gateway shows it here).
-    pub ring_wait: RingWait,
-    /// Frames whose TCP/UDP checksum the sender's kernel left for a NIC (checksum offload)
-    /// and the gateway completed.
-    pub csum_completed: u64,
-    /// Such frames it could not complete (not TCP/UDP over IPv4/IPv6, a fragment): forwarded
-    /// as they came.
-    pub csum_unfinished: u64,
     /// The shaper-rate controller, if one runs.
     pub autorate: Option<crate::autorate::Status>,
-}
-
-/// Time frames spent in the kernel's receive ring, from the ring's own receive stamps.
-#[derive(Clone, Copy, Debug, Default, Serialize)]
-pub struct RingWait {
-    /// Frames measured.
-    pub frames: u64,
-    /// Their total wait, µs.
-    pub total_us: u64,
-    /// The longest, µs.
-    pub max_us: u64,
-}
-
-impl RingWait {
-    fn record(&mut self, wait_ns: u64) {
-        let us = wait_ns / 1000;
-        self.frames += 1;
-        self.total_us += us;
-        self.max_us = self.max_us.max(us);
-    }
-    /// The mean wait, µs.
-    pub fn mean_us(&self) -> f64 {
-        self.total_us as f64 / self.frames.max(1) as f64
-    }
 }
 
 pub(crate) struct Side {
     pub(crate) path: Path,
     pub(crate) autorate: Option<crate::autorate::Control>,
     pub(crate) spec: QdiscSpec,
-    oversized: u64,
+    intake: Intake,
     tx_errors: u64,
-    ring_wait: RingWait,
-    csum_completed: u64,
-    csum_unfinished: u64,
 }
 
 /// Reads the configuration again (the command line's files), or says why it cannot
@@ -222,6 +186,9 @@ pub struct Gateway {
     start: Instant,
     control: Option<ControlServer>,
     metrics: Option<Exporter>,
+    /// Interfaces appearing, going and changing (None where rtnetlink cannot be joined: the
+    /// periodic check still finds a re-made interface).
+    links: Option<LinkEvents>,
     pub(crate) marker: Option<Classifier>,
     /// Re-reads the configuration for `reload` (SIGHUP, `debloat gateway reload`).
     pub(crate) reloader: Option<Reloader>,
@@ -231,6 +198,9 @@ pub struct Gateway {
 
 /// How often the forwarding loop hands the Prometheus endpoint fresh numbers.
 const PUBLISH_EVERY_NS: u64 = 1_000_000_000;
+/// How often the loop checks that each interface is still the one its socket is bound to
+/// (besides whenever rtnetlink says a link changed).
+const LINK_CHECK_EVERY_NS: u64 = 250_000_000;
 /// How often a busy-polling loop looks at the control socket (a system call each time).
 const BUSY_CONTROL_EVERY_NS: u64 = 1_000_000;
 
@@ -244,11 +214,8 @@ impl Gateway {
             path: Path::new(spec, emu, hasher, cfg.seed.wrapping_add(salt)).with_modem(modem),
             autorate: None,
             spec: spec.clone(),
-            oversized: 0,
+            intake: Intake::default(),
             tx_errors: 0,
-            ring_wait: RingWait::default(),
-            csum_completed: 0,
-            csum_unfinished: 0,
         };
         let control = cfg
             .control
@@ -295,6 +262,7 @@ impl Gateway {
             start: Instant::now(),
             control,
             metrics,
+            links: LinkEvents::open().ok(),
             cfg,
         })
     }
@@ -308,8 +276,13 @@ impl Gateway {
         let mut batch = Vec::with_capacity(SEND_BATCH);
         let mut publish_at = 0;
         let mut control_at = 0;
+        let mut links_at = 0;
         while !stop.load(Ordering::Relaxed) {
             let now = self.now();
+            if now >= links_at {
+                self.check_links();
+                links_at = now + LINK_CHECK_EVERY_NS;
+            }
             send_due(&mut self.egress, &self.wan, now, &mut batch);
             send_due(&mut self.ingress, &self.lan, now, &mut batch);
             if let Some(m) = &self.metrics {
@@ -319,17 +292,23 @@ impl Gateway {
                 }
             }
             let ctl = self.control.as_ref().map_or(-1, |c| c.as_raw_fd());
+            let nl = self.links.as_ref().map_or(-1, |l| l.as_raw_fd());
             let ready = if self.cfg.busy_poll {
-                // The rings are read in memory; the control socket (a system call) only when
-                // a millisecond has passed since it was last looked at.
-                let ctl_ready = if now >= control_at {
+                // The rings are read in memory; the control and link sockets (a system call)
+                // only when a millisecond has passed since they were last looked at.
+                let [ctl_ready, nl_ready] = if now >= control_at {
                     control_at = now + BUSY_CONTROL_EVERY_NS;
-                    wait([ctl], Some(0))?[0]
+                    wait([ctl, nl], Some(0))?
                 } else {
-                    false
+                    [false; 2]
                 };
-                let r = [self.lan.readable(), self.wan.readable(), ctl_ready];
-                if r == [false; 3] {
+                let r = [
+                    self.lan.readable(),
+                    self.wan.readable(),
+                    ctl_ready,
+                    nl_ready,
+                ];
+                if r == [false; 4] {
                     std::hint::spin_loop();
                 }
                 r
@@ -349,17 +328,25 @@ impl Gateway {
                     .map_or(100_000_000, |t| t.saturating_sub(now))
                     .min(100_000_000);
                 wait(
-                    [self.lan.as_raw_fd(), self.wan.as_raw_fd(), ctl],
+                    [self.lan.as_raw_fd(), self.wan.as_raw_fd(), ctl, nl],
                     Some(timeout),
                 )?
             };
+            if ready[3] {
+                if let Some(l) = &self.links {
+                    l.drain();
+                }
+                self.check_links();
+            }
             if ready[0] {
                 let m = self.marker.as_mut().map(|c| (c, Direction::Egress));
-                receive(&mut self.lan, &mut self.egress, self.start, m)?;
+                let e = &mut self.egress;
+                receive(&mut self.lan, &mut e.intake, &mut e.path, self.start, m)?;
             }
             if ready[1] {
                 let m = self.marker.as_mut().map(|c| (c, Direction::Ingress));
-                receive(&mut self.wan, &mut self.ingress, self.start, m)?;
+                let i = &mut self.ingress;
+                receive(&mut self.wan, &mut i.intake, &mut i.path, self.start, m)?;
             }
             if ready[2] {
                 self.serve_control();
@@ -370,6 +357,36 @@ impl Gateway {
             self.feed_autorate(self.now());
         }
         Ok(self.snapshot())
+    }
+
+    /// An interface deleted and made again under the same name has a new index, and the old
+    /// socket, bound to the old one, would never see a frame again: open one on the new
+    /// interface. What the paths hold is kept; frames sent meanwhile were refused and counted.
+    fn check_links(&mut self) {
+        let (cfg, lan, wan) = (&self.cfg, &mut self.lan, &mut self.wan);
+        let sides = [
+            (lan, &cfg.lan, &mut self.egress),
+            (wan, &cfg.wan, &mut self.ingress),
+        ];
+        for (sock, name, side) in sides {
+            let Some(now) = crate::sys::ifindex_of(name) else {
+                continue;
+            };
+            if now == sock.ifindex {
+                continue;
+            }
+            match PacketSocket::open(name) {
+                Ok(s) => {
+                    eprintln!(
+                        "{name} was made again (index {} → {now}): forwarding on the new one",
+                        sock.ifindex
+                    );
+                    *sock = s;
+                    side.intake.reopened += 1;
+                }
+                Err(e) => eprintln!("{name} was made again but cannot be opened yet: {e}"),
+            }
+        }
     }
 
     /// Hand the controllers what the paths saw, and let them decide when due. A frame released
@@ -413,13 +430,10 @@ impl Gateway {
             link: s.path.emulation().to_string(),
             stats: s.path.qdisc().stats(),
             frames: s.path.counters(),
-            oversized: s.oversized,
+            intake: s.intake,
             tx_errors: s.tx_errors,
             on_wire: s.path.on_wire(),
             in_buffer: s.path.in_buffer(),
-            ring_wait: s.ring_wait,
-            csum_completed: s.csum_completed,
-            csum_unfinished: s.csum_unfinished,
             autorate: s.autorate.as_ref().map(crate::autorate::Control::status),
         };
         Snapshot {
@@ -522,40 +536,6 @@ fn send_all(out: &PacketSocket, batch: &mut Vec<Vec<u8>>) -> u64 {
     errors
 }
 
-/// Read what is waiting (at most a batch, so the other direction is not starved).
-fn receive(
-    sock: &mut PacketSocket,
-    side: &mut Side,
-    start: Instant,
-    mut marker: Option<(&mut Classifier, Direction)>,
-) -> io::Result<()> {
-    // The ring's stamps are CLOCK_REALTIME; the wait is read against it once per batch.
-    let wall = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    for _ in 0..256 {
-        let Some(got) = sock.recv_frame()? else { break };
-        let now = start.elapsed().as_nanos() as u64;
-        side.ring_wait
-            .record(wall.saturating_sub(sock.last_stamp_ns()));
-        match got {
-            Received::Frame(mut f) if f.len() <= MAX_FRAME => {
-                if sock.last_csum_not_ready() {
-                    if crate::csum::complete(&mut f) {
-                        side.csum_completed += 1;
-                    } else {
-                        side.csum_unfinished += 1;
-                    }
-                }
-                let m = marker.as_mut().map(|(c, d)| (&mut **c, *d));
-                side.path.on_frame_marked(f, now, m)
-            }
-            _ => side.oversized += 1,
-        }
-    }
-    Ok(())
-}
-
 impl Snapshot {
     /// As `tc -s qdisc show` prints it, one block per direction, plus the gateway's counters.
     pub fn to_text(&self) -> String {
@@ -569,7 +549,7 @@ impl Snapshot {
             let f = d.frames;
             s.push_str(&format!(
                 " frames: received {} malformed {} oversized {} dropped {} sent {} tx_errors {} on_wire {}\n",
-                f.received, f.malformed, d.oversized, f.qdisc_dropped, f.sent, d.tx_errors, d.on_wire
+                f.received, f.malformed, d.intake.oversized, f.qdisc_dropped, f.sent, d.tx_errors, d.on_wire
             ));
             s.push_str(&format!(
                 " link: lost {} ecn_marked {} duplicated {} corrupted {} reordered {} overlimit {} buffer_dropped {} in_buffer {}\n",
@@ -587,12 +567,14 @@ impl Snapshot {
                 ));
             }
             s.push_str(&format!(
-                " receive ring: waited mean {:.0}us max {}us over {} frames; checksums completed {} unfinished {}\n\n",
-                d.ring_wait.mean_us(),
-                d.ring_wait.max_us,
-                d.ring_wait.frames,
-                d.csum_completed,
-                d.csum_unfinished
+                " receive ring: waited mean {:.0}us max {}us over {} frames; checksums completed {} unfinished {}; super-frames cut {} into {} segments\n\n",
+                d.intake.ring_wait.mean_us(),
+                d.intake.ring_wait.max_us,
+                d.intake.ring_wait.frames,
+                d.intake.csum_completed,
+                d.intake.csum_unfinished,
+                d.intake.super_frames,
+                d.intake.super_segments
             ));
         }
         if let Some(c) = &self.classify {

@@ -122,6 +122,43 @@ pub fn build_namespaces(prefix: &str) -> Result<(), TestbedError> {
     res
 }
 
+/// The client's side: (namespace, filled in by the caller; its addresses; the routes to the
+/// server's subnets).
+const CLIENT_SIDE: (&str, &str, &str, &str, &str) = (
+    "",
+    "198.18.1.2/24",
+    "2001:2:0:1::2/64",
+    "198.18.2.0/24",
+    "2001:2:0:2::/64",
+);
+
+/// A host's eth0: addresses, up, routes to the far side's subnets on-link.
+fn host(ns: &str, v4: &str, v6: &str, peer4: &str, peer6: &str) -> Result<(), TestbedError> {
+    sh(&["ip", "-n", ns, "addr", "add", v4, "dev", "eth0"])?;
+    sh(&[
+        "ip", "-n", ns, "-6", "addr", "add", v6, "dev", "eth0", "nodad",
+    ])?;
+    sh(&["ip", "-n", ns, "link", "set", "eth0", "up"])?;
+    sh(&["ip", "-n", ns, "route", "add", peer4, "dev", "eth0"])?;
+    sh(&["ip", "-n", ns, "-6", "route", "add", peer6, "dev", "eth0"])?;
+    Ok(())
+}
+
+/// Delete the gateway's LAN interface (and with it the client's end of the pair) and make both
+/// again under the same names, the client configured as before and every offload at the
+/// kernel's defaults: what happens when a container or a VM on the LAN side is restarted.
+pub fn remake_lan(prefix: &str) -> Result<(), TestbedError> {
+    let [c, g, _] = namespaces(prefix);
+    sh(&["ip", "-n", &g, "link", "del", "lan0"])?;
+    sh(&[
+        "ip", "link", "add", "eth0", "netns", &c, "type", "veth", "peer", "name", "lan0", "netns",
+        &g,
+    ])?;
+    let (_, v4, v6, peer4, peer6) = CLIENT_SIDE;
+    host(&c, v4, v6, peer4, peer6)?;
+    sh(&["ip", "-n", &g, "link", "set", "lan0", "up"]).map(drop)
+}
+
 fn build(c: &str, g: &str, v: &str) -> Result<(), TestbedError> {
     for ns in [c, g, v] {
         sh(&["ip", "netns", "add", ns])?;
@@ -134,13 +171,7 @@ fn build(c: &str, g: &str, v: &str) -> Result<(), TestbedError> {
         "ip", "link", "add", "eth0", "netns", v, "type", "veth", "peer", "name", "wan0", "netns", g,
     ])?;
     for (ns, v4, v6, peer4, peer6) in [
-        (
-            c,
-            "198.18.1.2/24",
-            "2001:2:0:1::2/64",
-            "198.18.2.0/24",
-            "2001:2:0:2::/64",
-        ),
+        CLIENT_SIDE,
         (
             v,
             "198.18.2.2/24",
@@ -149,14 +180,9 @@ fn build(c: &str, g: &str, v: &str) -> Result<(), TestbedError> {
             "2001:2:0:1::/64",
         ),
     ] {
-        sh(&["ip", "-n", ns, "addr", "add", v4, "dev", "eth0"])?;
-        sh(&[
-            "ip", "-n", ns, "-6", "addr", "add", v6, "dev", "eth0", "nodad",
-        ])?;
+        let ns = if ns.is_empty() { c } else { ns };
         offloads_off(ns, "eth0")?;
-        sh(&["ip", "-n", ns, "link", "set", "eth0", "up"])?;
-        sh(&["ip", "-n", ns, "route", "add", peer4, "dev", "eth0"])?;
-        sh(&["ip", "-n", ns, "-6", "route", "add", peer6, "dev", "eth0"])?;
+        host(ns, v4, v6, peer4, peer6)?;
     }
     for dev in ["lan0", "wan0"] {
         offloads_off(g, dev)?;

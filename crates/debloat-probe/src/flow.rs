@@ -229,18 +229,34 @@ fn upload(
         let _ = stream.shutdown(std::net::Shutdown::Write);
         h.join().ok().flatten()
     });
-    if reports.is_none() {
-        return Err(format!(
+    match reports {
+        None => Err(format!(
             "{}: the server reported no received bytes",
             spec.name
-        ));
+        )),
+        Some((_, false)) if !stop.load(Ordering::Relaxed) => Err(ended_early(spec, accepted, t0)),
+        Some(_) => Ok(()),
     }
-    Ok(())
+}
+
+/// A flow the server ended before its time (the server died, or the path went away): what
+/// was measured until then is kept, and the run says so.
+fn ended_early(spec: &FlowSpec, began_s: f64, t0: Instant) -> String {
+    format!(
+        "the server ended the flow {:.1} s into its {:.1} s (it stopped or the path failed); what arrived before is kept",
+        since(t0) - began_s,
+        spec.length_s
+    )
 }
 
 /// The server's reports of an upload (`R µs bytes` each step, `E µs bytes` at the end), as
-/// samples of bytes received; returns the last count (`None`: the server reported nothing).
-fn read_reports(reader: &mut BufReader<TcpStream>, accepted: f64, live: &FlowLive) -> Option<u64> {
+/// samples of bytes received; returns the last count and whether the end (`E`) came (`None`:
+/// the server reported nothing).
+fn read_reports(
+    reader: &mut BufReader<TcpStream>,
+    accepted: f64,
+    live: &FlowLive,
+) -> Option<(u64, bool)> {
     let mut line = String::new();
     let mut last = None;
     loop {
@@ -255,7 +271,7 @@ fn read_reports(reader: &mut BufReader<TcpStream>, accepted: f64, live: &FlowLiv
                 let t = accepted + us as f64 / 1e6;
                 live.bytes.store(bytes, Ordering::Relaxed);
                 push(&live.samples, (t, bytes));
-                last = Some(bytes);
+                last = Some((bytes, *kind == "E"));
                 if *kind == "E" {
                     break;
                 }
@@ -341,6 +357,12 @@ fn download(
     })
     .map_err(|e| format!("{}: {e}", spec.name))?;
     push(&live.samples, (since(t0), total));
+    // The server closes when the flow's time is up; closing well before it means it stopped.
+    let planned = Duration::from_millis(length_ms).saturating_sub(Duration::from_millis(500));
+    if began.elapsed() < planned && !stop.load(Ordering::Relaxed) {
+        let began_s = (began - t0).as_secs_f64();
+        return Err(ended_early(spec, began_s, t0));
+    }
     Ok(())
 }
 

@@ -13,6 +13,7 @@
 
 pub mod bulk;
 pub mod catalog;
+pub mod churn;
 pub mod control;
 pub mod flow;
 pub mod grade;

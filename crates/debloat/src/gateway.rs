@@ -150,8 +150,9 @@ pub struct RunArgs {
     /// classes). Replies take the class of their flow.
     #[arg(long, value_name = "FILE")]
     pub(crate) classify: Option<PathBuf>,
-    /// Leave GRO/LRO/GSO/TSO as they are (by default they are turned off on both interfaces
-    /// while the gateway runs, and turned back on at exit; super-frames are dropped as oversized).
+    /// Leave GRO/LRO/GSO/TSO as they are on the two interfaces (by default they are turned off
+    /// while the gateway runs, so the kernel does not merge frames on receive, and turned back
+    /// on at exit). Super-frames are cut into packets either way.
     #[arg(long)]
     pub(crate) keep_offloads: bool,
 }
@@ -348,7 +349,7 @@ fn metrics_addr(s: &str) -> Result<std::net::SocketAddr> {
 }
 
 /// One request on the control socket; the reply.
-fn ask(control: &std::path::Path, line: &str) -> Result<String> {
+pub(crate) fn ask(control: &std::path::Path, line: &str) -> Result<String> {
     let mut s = std::os::unix::net::UnixStream::connect(control).with_context(|| {
         format!(
             "connecting to {} (is a gateway running with --control {}?)",

@@ -16,9 +16,12 @@ mod reproduce;
 mod reproduce_kernel;
 mod seeds;
 mod sim;
+mod soak;
+mod soak_check;
 mod summary;
 mod sweep;
 mod testbed;
+mod testbed_churn;
 mod testbed_dns;
 
 use anyhow::Result;
@@ -72,6 +75,9 @@ enum Command {
     /// Speed measurements: the simulator's (`bench sim`) and the gateway's forwarding against
     /// the kernel's bridge (`bench gateway`, root).
     Bench(bench::Args),
+    /// The testbed under churn for N minutes (root): long and short TCP flows, UDP from new
+    /// ports, rate changes; the gateway's memory, files, forwarding and ping every 10 s, judged.
+    Soak(soak::Args),
     /// Shaper-rate controllers on links whose capacity moves: compare them on capacity traces.
     Autorate(autorate::Args),
 }
@@ -99,6 +105,7 @@ fn main() {
         Command::Lab(a) => lab::run(&a),
         Command::Bench(a) => bench::run(&a),
         Command::Autorate(a) => autorate::run(&a),
+        Command::Soak(a) => soak::run(&a),
         Command::Gateway(a) => gateway::run(&a),
         Command::Testbed(a) => testbed::run(&a),
         Command::Server(a) => probe::server(&a),

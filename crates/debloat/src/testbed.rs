@@ -35,6 +35,11 @@ enum Cmd {
     DnsServe(crate::testbed_dns::ServeArgs),
     /// Look a name up (type A) and print its addresses.
     DnsAsk(crate::testbed_dns::AskArgs),
+    /// Short TCP connections and UDP from new source ports every second, to a `churn-serve`
+    /// (run it in the client namespace): the gateway's flow tables turn over.
+    Churn(crate::testbed_churn::ChurnArgs),
+    /// Take `churn` (run it in the server namespace): TCP and UDP on one port, counted.
+    ChurnServe(crate::testbed_churn::ServeArgs),
     /// Send malformed frames out of an interface (for testing the gateway's input checks).
     #[command(hide = true)]
     SendFrames(FramesArgs),
@@ -239,6 +244,8 @@ pub fn run(a: &Args) -> Result<()> {
         Cmd::TcpSend(s) => send(s),
         Cmd::DnsServe(a) => crate::testbed_dns::serve(a),
         Cmd::DnsAsk(a) => crate::testbed_dns::ask(a),
+        Cmd::Churn(a) => crate::testbed_churn::churn(a),
+        Cmd::ChurnServe(a) => crate::testbed_churn::serve(a),
         Cmd::SendFrames(f) => send_frames(f),
         Cmd::Blast(b) => blast(b),
         Cmd::Capture(c) => capture(c),
@@ -459,6 +466,9 @@ fn capture(a: &CaptureArgs) -> Result<()> {
             }
             Some(debloat_gateway::sys::Received::Frame(f)) => println!("{}", loadgen::hex(&f)),
             Some(debloat_gateway::sys::Received::Oversized(n)) => println!("oversized {n}"),
+            Some(debloat_gateway::sys::Received::Super(h, f)) => {
+                println!("super-frame {} bytes, gso_size {}", f.len(), h.gso_size)
+            }
             None => {
                 let left = end.saturating_duration_since(Instant::now());
                 debloat_gateway::sys::wait(

@@ -630,3 +630,51 @@ fn realtime_probes_keep_their_timer_under_load() {
         "{t}"
     );
 }
+
+/// The server dies mid-test (killed, as a crash or a reboot would end it): the client still
+/// ends on time, writes its files with what it measured until then, and names every flow the
+/// server ended early.
+#[test]
+fn a_server_dying_mid_test_leaves_the_client_what_it_measured() {
+    let mut srv = server();
+    let dir = tempfile::tempdir().expect("tmp");
+    let child = Command::new(EXE)
+        .args([
+            "test",
+            "rrul",
+            &srv.1,
+            "--length",
+            "8",
+            "--delay",
+            "1",
+            "--no-report",
+        ])
+        .arg("--output")
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("test starts");
+    let t = Instant::now();
+    std::thread::sleep(Duration::from_secs(3));
+    srv.0.kill().expect("kill the server");
+    let _ = srv.0.wait();
+    let o = child.wait_with_output().expect("ends");
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(
+        t.elapsed() < Duration::from_secs(15),
+        "took {:?}",
+        t.elapsed()
+    );
+    let s = summary_json(dir.path());
+    let flows = s["flows"].as_array().expect("flows");
+    assert_eq!(flows.len(), 8, "{s}");
+    for f in flows {
+        assert!(f["bytes_received"].as_f64().unwrap_or(0.0) > 1e6, "{f}");
+        let e = f["error"].as_str().unwrap_or("");
+        assert!(e.contains("the server ended the flow"), "{f}");
+    }
+    assert_eq!(out.matches("the server ended the flow").count(), 8, "{out}");
+    output_file(dir.path(), ".flent.gz");
+}

@@ -124,10 +124,12 @@ impl<P: Packet + Clone> Link<P> {
         &mut self.wire
     }
 
-    /// When a packet with this metadata, sent from `now`, would finish.
+    /// When a packet with this metadata, sent from `now`, would finish. Saturates at the end of
+    /// time: netem's words allow a per-packet overhead of gigabytes at 1 bit/s, whose
+    /// transmission would outlast the clock (the fuzzer found it).
     pub fn tx_end(&self, meta: &crate::packet::PacketMeta, now: Nanos) -> Nanos {
         let len = self.layer.wire_len(meta);
-        now + self.rate_bps.map_or(0, |r| tx_time_bytes(len, r))
+        now.saturating_add(self.rate_bps.map_or(0, |r| tx_time_bytes(len, r)))
     }
 
     /// Start sending `p` at `now` (the link is idle); returns when it is done. The packet then

@@ -16,8 +16,10 @@ use plotters::prelude::*;
 use std::path::Path;
 use std::sync::Once;
 
+mod panels;
 mod spread;
 mod starved;
+pub use panels::{render_panels, Panel};
 pub use spread::Group;
 use starved::shade;
 pub use starved::starved_spans;

@@ -12,14 +12,24 @@
 //! each frame. The kernel takes a VLAN tag out of the frame before AF_PACKET sees it; the ring
 //! reports it beside the frame and [`PacketSocket::recv_frame`] puts it back.
 //!
+//! Receiving sockets ask for a `virtio_net_hdr` before every frame (`PACKET_VNET_HDR`): it says
+//! whether the frame is a super-frame (a host's TSO/GSO segment, up to 64 KB, that no device
+//! cut up) and how to cut it ([`crate::gso`]). A super-frame is longer than a ring slot; with
+//! `PACKET_COPY_THRESH` the kernel also queues such a frame whole on the socket, flags the slot
+//! `TP_STATUS_COPY`, and [`PacketSocket::recv_frame`] reads the copy with `recv`. A socket with
+//! the header must also put one before every frame it sends: an empty one.
+//!
 //! Sockets are non-blocking; [`wait`] sleeps until one is readable or a deadline with
 //! nanosecond resolution passes.
 #![allow(unsafe_code)]
 
+use crate::gso::{VnetHdr, VNET_HDR_LEN};
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{fence, Ordering};
+
+mod ring;
+use ring::{RxRing, Slot};
 
 /// `PACKET_IGNORE_OUTGOING` (linux/if_packet.h, Linux 4.20).
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
@@ -32,6 +42,11 @@ pub struct PacketSocket {
     ring: Option<RxRing>,
     /// The interface's name.
     pub ifname: String,
+    /// The interface's index when the socket was bound: a different index under the same name
+    /// later means the interface was deleted and made again (see [`ifindex_of`]).
+    pub ifindex: u32,
+    /// Frames in and out carry a `virtio_net_hdr` (receiving sockets).
+    vnet: bool,
 }
 
 /// What [`PacketSocket::recv_frame`] found.
@@ -39,46 +54,24 @@ pub struct PacketSocket {
 pub enum Received {
     /// A whole frame (its VLAN tag, if it had one, back in place).
     Frame(Vec<u8>),
-    /// A frame longer than a ring slot, with its length: a GSO/GRO super-frame or a jumbo
-    /// frame above the interface's MTU. Not forwarded.
+    /// A super-frame (a host's segmentation offload) whole, with the header that says how to
+    /// cut it ([`crate::gso::segment`]).
+    Super(VnetHdr, Vec<u8>),
+    /// A frame longer than a ring slot that could not be read whole, with its length. Not
+    /// forwarded.
     Oversized(usize),
 }
 
-/// A TPACKET_V2 receive ring: `frame_nr` slots of `frame_size` bytes, mapped from the kernel.
-#[derive(Debug)]
-struct RxRing {
-    base: *mut u8,
-    len: usize,
-    frame_size: usize,
-    frame_nr: usize,
-    /// The next slot to read.
-    next: usize,
-    /// When the kernel received the frame last taken (its slot's `tp_sec`/`tp_nsec`,
-    /// CLOCK_REALTIME), ns.
-    stamp_ns: u64,
-    /// Whether that frame's TCP/UDP checksum was left for a NIC to finish
-    /// (`TP_STATUS_CSUMNOTREADY`).
-    csum_not_ready: bool,
-}
-
-/// `TP_STATUS_CSUMNOTREADY` (linux/if_packet.h): the frame's transport checksum is partial.
-const TP_STATUS_CSUMNOTREADY: u32 = 1 << 3;
-
-// SAFETY: the mapping belongs to this ring alone (it is unmapped on drop), and the kernel's
-// side of it is synchronised through each slot's status word.
-unsafe impl Send for RxRing {}
-
-impl Drop for RxRing {
-    fn drop(&mut self) {
-        // SAFETY: `base` and `len` are exactly what mmap returned.
-        unsafe { libc::munmap(self.base.cast(), self.len) };
-    }
-}
-
-/// Bytes of ring per socket.
-const RING_BYTES: usize = 16 << 20;
-/// Each block of the ring: a power of two, a multiple of every slot size used.
-const RING_BLOCK: usize = 1 << 17;
+/// `VIRTIO_NET_HDR_F_NEEDS_CSUM` (linux/virtio_net.h): the checksum is partial.
+const VIRTIO_NET_HDR_F_NEEDS_CSUM: u8 = 1;
+/// `PACKET_VNET_HDR`, `PACKET_COPY_THRESH` (linux/if_packet.h).
+const PACKET_VNET_HDR: libc::c_int = 15;
+const PACKET_COPY_THRESH: libc::c_int = 7;
+/// The longest super-frame read whole (a 64 KB GSO segment and headers; BIG TCP's larger
+/// ones are counted as oversized).
+const MAX_SUPER: usize = 65536 + 256;
+/// An empty `virtio_net_hdr`, sent before every frame on a socket that has them.
+const EMPTY_VNET: [u8; VNET_HDR_LEN] = [0; VNET_HDR_LEN];
 
 fn check(r: libc::c_int) -> io::Result<libc::c_int> {
     if r < 0 {
@@ -100,6 +93,36 @@ fn setsockopt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, v: &T) -> io:
         )
     })
     .map(|_| ())
+}
+
+/// A receiving socket's options before its ring (the kernel refuses the header once a ring
+/// exists), then the ring.
+fn receive_ring(fd: RawFd, ifname: &str) -> io::Result<RxRing> {
+    setsockopt(fd, libc::SOL_PACKET, PACKET_VNET_HDR, &1i32)?;
+    setsockopt(fd, libc::SOL_PACKET, PACKET_COPY_THRESH, &1i32)?;
+    // Room for a few super-frames' copies.
+    buffer(fd, libc::SO_RCVBUFFORCE, libc::SO_RCVBUF)?;
+    RxRing::new(fd, ifname)
+}
+
+/// Every frame on the interface (promiscuous), none of those sent through it.
+fn promiscuous(fd: RawFd, ifindex: u32) -> io::Result<()> {
+    // SAFETY: packet_mreq is plain old data.
+    let mut mreq: libc::packet_mreq = unsafe { std::mem::zeroed() };
+    mreq.mr_ifindex = ifindex as i32;
+    mreq.mr_type = libc::PACKET_MR_PROMISC as u16;
+    setsockopt(fd, libc::SOL_PACKET, libc::PACKET_ADD_MEMBERSHIP, &mreq)?;
+    setsockopt(fd, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, &1i32)
+}
+
+/// An 8 MiB socket buffer: `force` needs CAP_NET_ADMIN; without it, `plain` (capped by the
+/// system's maximum).
+fn buffer(fd: RawFd, force: libc::c_int, plain: libc::c_int) -> io::Result<()> {
+    let size = 8i32 << 20;
+    if setsockopt(fd, libc::SOL_SOCKET, force, &size).is_err() {
+        setsockopt(fd, libc::SOL_SOCKET, plain, &size)?;
+    }
+    Ok(())
 }
 
 impl PacketSocket {
@@ -142,7 +165,7 @@ impl PacketSocket {
         // SAFETY: `raw` is a fresh descriptor we own.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
         let ring = if receive {
-            Some(RxRing::new(fd.as_raw_fd(), ifname)?)
+            Some(receive_ring(fd.as_raw_fd(), ifname)?)
         } else {
             None
         };
@@ -160,37 +183,14 @@ impl PacketSocket {
             )
         })?;
         if receive {
-            // SAFETY: packet_mreq is plain old data.
-            let mut mreq: libc::packet_mreq = unsafe { std::mem::zeroed() };
-            mreq.mr_ifindex = ifindex as i32;
-            mreq.mr_type = libc::PACKET_MR_PROMISC as u16;
-            setsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_PACKET,
-                libc::PACKET_ADD_MEMBERSHIP,
-                &mreq,
-            )?;
-            setsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_PACKET,
-                PACKET_IGNORE_OUTGOING,
-                &1i32,
-            )?;
+            promiscuous(fd.as_raw_fd(), ifindex)?;
         }
-        // Room for bursts of sends (FORCE needs CAP_NET_ADMIN; fall back).
-        let size = 8i32 << 20;
-        if setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_SNDBUFFORCE,
-            &size,
-        )
-        .is_err()
-        {
-            setsockopt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_SNDBUF, &size)?;
-        }
+        // Room for bursts of sends.
+        buffer(fd.as_raw_fd(), libc::SO_SNDBUFFORCE, libc::SO_SNDBUF)?;
         Ok(PacketSocket {
             fd,
+            ifindex,
+            vnet: ring.is_some(),
             ring,
             ifname: ifname.into(),
         })
@@ -204,7 +204,43 @@ impl PacketSocket {
                 "this socket only sends",
             ));
         };
-        Ok(r.take())
+        Ok(match r.take() {
+            None => None,
+            Some(Slot::Frame(f, Some(h))) if h.is_gso() => Some(Received::Super(h, f)),
+            Some(Slot::Frame(f, _)) => Some(Received::Frame(f)),
+            Some(Slot::Oversized(n)) => Some(Received::Oversized(n)),
+            Some(Slot::Copied(n)) => Some(self.recv_copy(n)),
+        })
+    }
+
+    /// The whole frame the kernel queued on the socket for a slot flagged `TP_STATUS_COPY`: a
+    /// super-frame, or a plain frame longer than the slot (the MTU grew since the ring was made).
+    fn recv_copy(&mut self, len: usize) -> Received {
+        let mut buf = vec![0u8; VNET_HDR_LEN + MAX_SUPER];
+        // SAFETY: `buf` is valid for writes of its length.
+        let n = unsafe {
+            libc::recv(
+                self.fd.as_raw_fd(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                libc::MSG_TRUNC,
+            )
+        };
+        if n < 0 || n as usize > buf.len() || (n as usize) < VNET_HDR_LEN + 14 {
+            return Received::Oversized(len);
+        }
+        let Some(h) = VnetHdr::parse(&buf) else {
+            return Received::Oversized(len);
+        };
+        buf.truncate(n as usize);
+        buf.drain(..VNET_HDR_LEN);
+        if h.is_gso() {
+            return Received::Super(h, buf);
+        }
+        if let Some(r) = self.ring.as_mut() {
+            r.csum_not_ready = h.flags & VIRTIO_NET_HDR_F_NEEDS_CSUM != 0;
+        }
+        Received::Frame(buf)
     }
 
     /// When the kernel received the frame `recv_frame` last returned: ns since the Unix epoch
@@ -225,127 +261,31 @@ impl PacketSocket {
         self.ring.as_ref().is_some_and(RxRing::ready)
     }
 
-    /// Send one whole frame.
-    pub fn send(&self, frame: &[u8]) -> io::Result<()> {
-        // SAFETY: `frame` is valid for `frame.len()` bytes.
-        let n = unsafe { libc::send(self.fd.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
-    }
-}
-
-impl RxRing {
-    /// Set up a TPACKET_V2 ring on socket `fd` (before it is bound) and map it, with slots
-    /// big enough for the interface's MTU plus an Ethernet header and a VLAN tag.
-    fn new(fd: RawFd, ifname: &str) -> io::Result<RxRing> {
-        let mtu: usize = std::fs::read_to_string(format!("/sys/class/net/{ifname}/mtu"))
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or(1500);
-        let frame_size = (libc::TPACKET2_HDRLEN + 16 + 18 + mtu)
-            .next_power_of_two()
-            .clamp(2048, RING_BLOCK);
-        let block_nr = RING_BYTES / RING_BLOCK;
-        let frame_nr = block_nr * (RING_BLOCK / frame_size);
-        let version = libc::tpacket_versions::TPACKET_V2 as libc::c_int;
-        setsockopt(fd, libc::SOL_PACKET, libc::PACKET_VERSION, &version)?;
-        let req = libc::tpacket_req {
-            tp_block_size: RING_BLOCK as libc::c_uint,
-            tp_block_nr: block_nr as libc::c_uint,
-            tp_frame_size: frame_size as libc::c_uint,
-            tp_frame_nr: frame_nr as libc::c_uint,
-        };
-        setsockopt(fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &req)?;
-        let len = block_nr * RING_BLOCK;
-        // SAFETY: mapping the ring the kernel just allocated for `fd`, of exactly its size.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd,
-                0,
+    /// The error the kernel set on the socket (`SO_ERROR`, e.g. ENETDOWN when its interface
+    /// went down or away), cleared by reading it. A socket with an error pending polls as
+    /// ready (POLLERR) until then, so the loop takes it when the ring had nothing.
+    pub fn take_error(&self) -> Option<io::Error> {
+        let mut err: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: `err` and `len` are live and of the sizes passed.
+        let r = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_ERROR,
+                (&mut err as *mut libc::c_int).cast(),
+                &mut len,
             )
         };
-        if base == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(RxRing {
-            base: base.cast(),
-            len,
-            frame_size,
-            frame_nr,
-            next: 0,
-            stamp_ns: 0,
-            csum_not_ready: false,
-        })
+        (r == 0 && err != 0).then(|| io::Error::from_raw_os_error(err))
     }
 
-    /// Whether the kernel has handed the next slot over (a frame is waiting), read in memory.
-    fn ready(&self) -> bool {
-        // SAFETY: as in `take`: slot `next` lies inside the mapping, its status word is read
-        // volatile because the kernel writes it.
-        let status = unsafe {
-            let hdr = self
-                .base
-                .add(self.next * self.frame_size)
-                .cast::<libc::tpacket2_hdr>();
-            std::ptr::addr_of!((*hdr).tp_status).read_volatile()
-        };
-        status & libc::TP_STATUS_USER != 0
-    }
-
-    /// The next frame, if the kernel has handed its slot over; the slot goes back at once.
-    fn take(&mut self) -> Option<Received> {
-        // SAFETY: slot `next` lies inside the mapping (next < frame_nr, and frame_nr slots of
-        // frame_size bytes fill the mapping's blocks end to end).
-        let slot = unsafe { self.base.add(self.next * self.frame_size) };
-        let hdr = slot.cast::<libc::tpacket2_hdr>();
-        // SAFETY: `hdr` points to the slot's header, which the kernel also writes: read the
-        // status word volatile, then fence before reading what it guards.
-        let status = unsafe { std::ptr::addr_of!((*hdr).tp_status).read_volatile() };
-        if status & libc::TP_STATUS_USER == 0 {
-            return None;
+    /// Send one whole frame.
+    pub fn send(&self, frame: &[u8]) -> io::Result<()> {
+        match self.send_batch(&[frame])? {
+            1 => Ok(()),
+            _ => Err(io::Error::other("the kernel took no frame")),
         }
-        fence(Ordering::Acquire);
-        // SAFETY: the slot is ours until its status is set back to TP_STATUS_KERNEL.
-        let h = unsafe { hdr.read() };
-        self.stamp_ns = u64::from(h.tp_sec) * 1_000_000_000 + u64::from(h.tp_nsec);
-        self.csum_not_ready = status & TP_STATUS_CSUMNOTREADY != 0;
-        let (len, snap, mac) = (
-            h.tp_len as usize,
-            h.tp_snaplen as usize,
-            usize::from(h.tp_mac),
-        );
-        let got = if snap < len || mac + snap > self.frame_size || snap < 12 {
-            Received::Oversized(len)
-        } else {
-            // SAFETY: [mac, mac + snap) lies inside the slot (checked above).
-            let data = unsafe { std::slice::from_raw_parts(slot.add(mac), snap) };
-            let mut f = Vec::with_capacity(snap + 4);
-            if status & libc::TP_STATUS_VLAN_VALID != 0 {
-                let tpid = if status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
-                    h.tp_vlan_tpid
-                } else {
-                    0x8100
-                };
-                f.extend_from_slice(&data[..12]);
-                f.extend_from_slice(&tpid.to_be_bytes());
-                f.extend_from_slice(&h.tp_vlan_tci.to_be_bytes());
-                f.extend_from_slice(&data[12..]);
-            } else {
-                f.extend_from_slice(data);
-            }
-            Received::Frame(f)
-        };
-        fence(Ordering::Release);
-        // SAFETY: as above; handing the slot back to the kernel.
-        unsafe { std::ptr::addr_of_mut!((*hdr).tp_status).write_volatile(libc::TP_STATUS_KERNEL) };
-        self.next = (self.next + 1) % self.frame_nr;
-        Some(got)
     }
 }
 
@@ -357,28 +297,36 @@ impl PacketSocket {
         if frames.is_empty() {
             return Ok(0);
         }
-        let mut iov: Vec<libc::iovec> = frames
-            .iter()
-            .map(|f| libc::iovec {
+        // Per frame: its empty virtio_net_hdr (on a socket that has them), then the frame.
+        let per = if self.vnet { 2 } else { 1 };
+        let mut iov: Vec<libc::iovec> = Vec::with_capacity(per * frames.len());
+        for f in frames {
+            if self.vnet {
+                iov.push(libc::iovec {
+                    iov_base: EMPTY_VNET.as_ptr() as *mut libc::c_void,
+                    iov_len: EMPTY_VNET.len(),
+                });
+            }
+            iov.push(libc::iovec {
                 iov_base: f.as_ptr() as *mut libc::c_void,
                 iov_len: f.len(),
-            })
-            .collect();
+            });
+        }
         let mut msgs: Vec<libc::mmsghdr> = iov
-            .iter_mut()
+            .chunks_exact_mut(per)
             .map(|v| {
                 // SAFETY: msghdr is plain old data; zeroed is a valid value.
                 let mut h: libc::msghdr = unsafe { std::mem::zeroed() };
-                h.msg_iov = v;
-                h.msg_iovlen = 1;
+                h.msg_iov = v.as_mut_ptr();
+                h.msg_iovlen = per;
                 libc::mmsghdr {
                     msg_hdr: h,
                     msg_len: 0,
                 }
             })
             .collect();
-        // SAFETY: `msgs` holds `msgs.len()` headers, each pointing to one live iovec of a
-        // live frame; the kernel only reads the frames.
+        // SAFETY: `msgs` holds `msgs.len()` headers, each pointing to `per` live iovecs (the
+        // constant header, a live frame); the kernel only reads them.
         let n = unsafe {
             libc::sendmmsg(
                 self.fd.as_raw_fd(),
@@ -392,6 +340,76 @@ impl PacketSocket {
         }
         Ok(n as usize)
     }
+}
+
+/// A socket that turns readable whenever an interface appears, goes or changes (rtnetlink's
+/// link group), so the forwarding loop notices an interface made again at once.
+#[derive(Debug)]
+pub struct LinkEvents {
+    fd: OwnedFd,
+}
+
+impl LinkEvents {
+    /// Join the link group (any process may).
+    pub fn open() -> io::Result<LinkEvents> {
+        // SAFETY: plain socket(2); the result is checked before use.
+        let raw = check(unsafe {
+            libc::socket(
+                libc::AF_NETLINK,
+                libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                libc::NETLINK_ROUTE,
+            )
+        })?;
+        // SAFETY: `raw` is a fresh descriptor we own.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        // SAFETY: sockaddr_nl is plain old data; zeroed is a valid value.
+        let mut sa: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+        sa.nl_family = libc::AF_NETLINK as u16;
+        sa.nl_groups = libc::RTMGRP_LINK as u32;
+        // SAFETY: `sa` is a valid sockaddr_nl of the size passed.
+        check(unsafe {
+            libc::bind(
+                fd.as_raw_fd(),
+                (&sa as *const libc::sockaddr_nl).cast(),
+                std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
+            )
+        })?;
+        Ok(LinkEvents { fd })
+    }
+
+    /// Read and drop what is waiting (the loop only needs to know that something changed).
+    pub fn drain(&self) {
+        let mut buf = [0u8; 8192];
+        loop {
+            // SAFETY: `buf` is valid for writes of its length.
+            let n = unsafe {
+                libc::recv(
+                    self.fd.as_raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            // Nothing left, or an overrun (ENOBUFS): either way, the caller looks again.
+            if n <= 0 {
+                return;
+            }
+        }
+    }
+}
+
+impl AsRawFd for LinkEvents {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+/// The index of interface `name` now (None if there is none by that name).
+pub fn ifindex_of(name: &str) -> Option<u32> {
+    let c = CString::new(name).ok()?;
+    // SAFETY: `c` is a valid C string.
+    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    (i != 0).then_some(i)
 }
 
 /// Run the calling thread on one CPU only (`sched_setaffinity`).

@@ -23,10 +23,9 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
-use std::io::{self, BufRead, BufReader, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+
+mod http;
+pub use http::Exporter;
 
 /// A snapshot as a Prometheus collector.
 #[derive(Debug)]
@@ -132,7 +131,7 @@ impl Collect {
             for (fate, v) in [
                 ("received", f.received),
                 ("malformed", f.malformed),
-                ("oversized", d.oversized),
+                ("oversized", d.intake.oversized),
                 ("qdisc_dropped", f.qdisc_dropped),
                 ("lost", f.lost),
                 ("ecn_marked", f.ecn_marked),
@@ -159,8 +158,8 @@ impl Collect {
         let mut csum = Vec::new();
         for (dir, d) in dirs(s) {
             for (what, v) in [
-                ("completed", d.csum_completed),
-                ("unfinished", d.csum_unfinished),
+                ("completed", d.intake.csum_completed),
+                ("unfinished", d.intake.csum_unfinished),
             ] {
                 csum.push((
                     vec![("direction", dir.to_string()), ("checksum", what.into())],
@@ -177,7 +176,7 @@ impl Collect {
         let wait: Vec<(Labels, f64)> = dirs(s)
             .into_iter()
             .map(|(dir, d)| {
-                let w = d.ring_wait.total_us as f64 / 1e6;
+                let w = d.intake.ring_wait.total_us as f64 / 1e6;
                 (vec![("direction", dir.to_string())], w)
             })
             .collect();
@@ -467,83 +466,14 @@ pub fn render(snap: Snapshot) -> String {
     out
 }
 
-/// The HTTP listener and the latest snapshot it serves.
-pub struct Exporter {
-    latest: Arc<Mutex<Option<Snapshot>>>,
-    addr: SocketAddr,
-}
-
-impl Exporter {
-    /// Listen on `addr` and answer from a thread of its own.
-    pub fn spawn(addr: SocketAddr) -> io::Result<Exporter> {
-        let listener = TcpListener::bind(addr)?;
-        let addr = listener.local_addr()?;
-        let latest: Arc<Mutex<Option<Snapshot>>> = Arc::new(Mutex::new(None));
-        let shared = Arc::clone(&latest);
-        std::thread::Builder::new()
-            .name("metrics".into())
-            .spawn(move || {
-                for stream in listener.incoming().flatten() {
-                    let snap = shared
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .clone();
-                    let _ = answer(stream, snap);
-                }
-            })?;
-        Ok(Exporter { latest, addr })
-    }
-
-    /// Where it listens.
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    /// Serve this snapshot from now on.
-    pub fn publish(&self, snap: Snapshot) {
-        *self.latest.lock().unwrap_or_else(PoisonError::into_inner) = Some(snap);
-    }
-}
-
-/// One request: `GET /metrics` gets the page, anything else a 404; one request per connection.
-fn answer(stream: TcpStream, snap: Option<Snapshot>) -> io::Result<()> {
-    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
-    stream.set_write_timeout(Some(Duration::from_secs(2)))?;
-    let mut reader = BufReader::new(&stream);
-    let mut line = String::new();
-    reader.read_line(&mut line)?;
-    // Skip the headers.
-    let mut h = String::new();
-    while reader.read_line(&mut h)? > 2 {
-        h.clear();
-    }
-    let mut parts = line.split_whitespace();
-    let (status, body) = match (parts.next(), parts.next(), snap) {
-        (Some("GET"), Some("/metrics"), Some(s)) => ("200 OK", render(s)),
-        (Some("GET"), Some("/metrics"), None) => (
-            "503 Service Unavailable",
-            "the gateway has not published its first numbers yet\n".into(),
-        ),
-        _ => ("404 Not Found", "try GET /metrics\n".into()),
-    };
-    let mut w = &stream;
-    write!(
-        w,
-        "HTTP/1.1 {status}\r\nContent-Type: application/openmetrics-text; version=1.0.0; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )?;
-    w.flush()
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::path::Counters;
     use debloat_core::{FlowHasher, Qdisc, QdiscSpec};
-    use std::io::Read;
 
-    fn snapshot(spec: &str) -> Snapshot {
+    pub(crate) fn snapshot(spec: &str) -> Snapshot {
         let q: QdiscSpec = spec.parse().unwrap();
         let stats = q
             .build::<crate::frame::Frame>(FlowHasher::new([1, 2]), 1)
@@ -559,13 +489,14 @@ mod tests {
                 sent: 8,
                 ..Counters::default()
             },
-            oversized: 1,
+            intake: crate::intake::Intake {
+                oversized: 1,
+                csum_completed: 3,
+                ..Default::default()
+            },
             tx_errors: 0,
             on_wire: 0,
             in_buffer: 0,
-            ring_wait: crate::forward::RingWait::default(),
-            csum_completed: 3,
-            csum_unfinished: 0,
             autorate: None,
         };
         Snapshot {
@@ -628,26 +559,5 @@ mod tests {
         ] {
             assert!(page.contains(want), "missing {want}:\n{page}");
         }
-    }
-
-    #[test]
-    fn the_listener_answers_get_metrics_and_404s_the_rest() {
-        let e = Exporter::spawn("127.0.0.1:0".parse().unwrap()).unwrap();
-        let get = |path: &str| {
-            let mut s = TcpStream::connect(e.addr()).unwrap();
-            write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-            let mut out = String::new();
-            s.read_to_string(&mut out).unwrap();
-            out
-        };
-        assert!(
-            get("/metrics").starts_with("HTTP/1.1 503"),
-            "nothing published yet"
-        );
-        e.publish(snapshot("fq_codel"));
-        let page = get("/metrics");
-        assert!(page.starts_with("HTTP/1.1 200 OK"), "{page}");
-        assert!(page.contains(r#"debloat_gateway_frames_total{direction="egress",fate="sent"} 8"#));
-        assert!(get("/").starts_with("HTTP/1.1 404"));
     }
 }
