@@ -332,31 +332,38 @@ impl Gateway {
                     Some(timeout),
                 )?
             };
-            if ready[3] {
-                if let Some(l) = &self.links {
-                    l.drain();
-                }
-                self.check_links();
-            }
-            if ready[0] {
-                let m = self.marker.as_mut().map(|c| (c, Direction::Egress));
-                let e = &mut self.egress;
-                receive(&mut self.lan, &mut e.intake, &mut e.path, self.start, m)?;
-            }
-            if ready[1] {
-                let m = self.marker.as_mut().map(|c| (c, Direction::Ingress));
-                let i = &mut self.ingress;
-                receive(&mut self.wan, &mut i.intake, &mut i.path, self.start, m)?;
-            }
-            if ready[2] {
-                self.serve_control();
-            }
+            self.serve_ready(ready)?;
             if self.reload_asked.swap(false, Ordering::Relaxed) {
                 eprintln!("{}", self.reload());
             }
             self.feed_autorate(self.now());
         }
         Ok(self.snapshot())
+    }
+
+    /// Act on what the wait found ready: link events, frames from either side, the control
+    /// socket.
+    fn serve_ready(&mut self, ready: [bool; 4]) -> io::Result<()> {
+        if ready[3] {
+            if let Some(l) = &self.links {
+                l.drain();
+            }
+            self.check_links();
+        }
+        if ready[0] {
+            let m = self.marker.as_mut().map(|c| (c, Direction::Egress));
+            let e = &mut self.egress;
+            receive(&mut self.lan, &mut e.intake, &mut e.path, self.start, m)?;
+        }
+        if ready[1] {
+            let m = self.marker.as_mut().map(|c| (c, Direction::Ingress));
+            let i = &mut self.ingress;
+            receive(&mut self.wan, &mut i.intake, &mut i.path, self.start, m)?;
+        }
+        if ready[2] {
+            self.serve_control();
+        }
+        Ok(())
     }
 
     /// An interface deleted and made again under the same name has a new index, and the old
@@ -377,6 +384,8 @@ impl Gateway {
             }
             match PacketSocket::open(name) {
                 Ok(s) => {
+                    // Bound while the new interface was still down: drop that error now.
+                    let _ = s.take_error();
                     eprintln!(
                         "{name} was made again (index {} → {now}): forwarding on the new one",
                         sock.ifindex
@@ -515,8 +524,7 @@ fn send_due(side: &mut Side, out: &PacketSocket, now: u64, batch: &mut Vec<Vec<u
 
 /// Send the batch (emptying it); returns how many frames the kernel refused.
 fn send_all(out: &PacketSocket, batch: &mut Vec<Vec<u8>>) -> u64 {
-    let mut errors = 0;
-    let mut from = 0;
+    let (mut errors, mut from, mut retried) = (0, 0, false);
     while from < batch.len() {
         let slices: Vec<&[u8]> = batch[from..].iter().map(Vec::as_slice).collect();
         match out.send_batch(&slices) {
@@ -526,6 +534,10 @@ fn send_all(out: &PacketSocket, batch: &mut Vec<Vec<u8>>) -> u64 {
                 from += n + 1;
             }
             Ok(n) => from += n,
+            // An error the kernel left on the socket when its interface went down (or was
+            // down when the socket was bound) fails the next send once, even after the
+            // interface came back: try that frame again before counting it.
+            Err(e) if e.raw_os_error() == Some(libc::ENETDOWN) && !retried => retried = true,
             Err(_) => {
                 errors += 1;
                 from += 1;

@@ -145,15 +145,21 @@ fn host(ns: &str, v4: &str, v6: &str, peer4: &str, peer6: &str) -> Result<(), Te
 }
 
 /// Delete the gateway's LAN interface (and with it the client's end of the pair) and make both
-/// again under the same names, the client configured as before and every offload at the
-/// kernel's defaults: what happens when a container or a VM on the LAN side is restarted.
+/// again under the same names, still down, every offload at the kernel's defaults: what happens
+/// when a container or a VM on the LAN side is restarted. [`lan_up`] configures and raises them.
 pub fn remake_lan(prefix: &str) -> Result<(), TestbedError> {
     let [c, g, _] = namespaces(prefix);
     sh(&["ip", "-n", &g, "link", "del", "lan0"])?;
     sh(&[
         "ip", "link", "add", "eth0", "netns", &c, "type", "veth", "peer", "name", "lan0", "netns",
         &g,
-    ])?;
+    ])
+    .map(drop)
+}
+
+/// The client configured as before on a re-made pair, and both ends up.
+pub fn lan_up(prefix: &str) -> Result<(), TestbedError> {
+    let [c, g, _] = namespaces(prefix);
     let (_, v4, v6, peer4, peer6) = CLIENT_SIDE;
     host(&c, v4, v6, peer4, peer6)?;
     sh(&["ip", "-n", &g, "link", "set", "lan0", "up"]).map(drop)

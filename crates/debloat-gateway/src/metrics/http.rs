@@ -116,14 +116,18 @@ fn answer(stream: &TcpStream, latest: &Mutex<Option<Snapshot>>) -> io::Result<()
     let head = match read_head(stream, deadline) {
         Ok(h) => h,
         Err(Bad::Slow) => {
-            return reply(stream, "408 Request Timeout", "send the request at once\n")
+            reply(stream, "408 Request Timeout", "send the request at once\n")?;
+            linger(stream);
+            return Ok(());
         }
         Err(Bad::TooLong) => {
-            return reply(
+            reply(
                 stream,
                 "431 Request Header Fields Too Large",
                 "request too long\n",
-            )
+            )?;
+            linger(stream);
+            return Ok(());
         }
         Err(Bad::Io) => return Ok(()),
     };
@@ -141,6 +145,23 @@ fn answer(stream: &TcpStream, latest: &Mutex<Option<Snapshot>>) -> io::Result<()
             "the gateway has not published its first numbers yet\n",
         ),
         _ => reply(stream, "404 Not Found", "try GET /metrics\n"),
+    }
+}
+
+/// Close after an error answer without resetting the connection: closing with unread bytes
+/// would send a reset that can overtake the answer, so the rest of what the client is still
+/// sending is read and dropped (at most 1 MiB, for at most 200 ms), as web servers' lingering
+/// close does.
+fn linger(stream: &TcpStream) {
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
+    let (mut r, mut buf, mut left) = (stream, [0u8; 8192], 1usize << 20);
+    let until = Instant::now() + Duration::from_millis(200);
+    while left > 0 && Instant::now() < until {
+        match r.read(&mut buf) {
+            Ok(n) if n > 0 => left = left.saturating_sub(n),
+            _ => return,
+        }
     }
 }
 
