@@ -9,6 +9,8 @@ use std::path::Path;
 pub struct Fate {
     t_enq: u64,
     outcome: Option<Outcome>,
+    /// When it reached the far end of the link (the first copy, if the wire duplicated it).
+    arrived: Option<u64>,
     malformed: bool,
 }
 
@@ -31,6 +33,7 @@ impl Fate {
         Fate {
             t_enq: t,
             outcome: None,
+            arrived: None,
             malformed: false,
         }
     }
@@ -39,6 +42,7 @@ impl Fate {
         Fate {
             t_enq: 0,
             outcome: None,
+            arrived: None,
             malformed: true,
         }
     }
@@ -51,9 +55,10 @@ pub struct Row {
     pub id: u64,
     /// When it reached the discipline.
     pub t_enq_ns: u64,
-    /// `sent` or `dropped`.
+    /// `sent`, `dropped` (by the discipline, or malformed) or `lost` (sent by the discipline,
+    /// lost after it: the modem's full FIFO or the wire's emulated loss).
     pub fate: &'static str,
-    /// Why it was dropped (empty when sent).
+    /// Why it was dropped or lost (empty when sent).
     pub reason: String,
     /// Start of transmission (empty when dropped).
     pub t_deq_ns: Option<u64>,
@@ -61,6 +66,9 @@ pub struct Row {
     pub sojourn_ns: Option<u64>,
     /// ECN codepoint it left with (3 = CE; empty when dropped).
     pub ecn_out: Option<u8>,
+    /// When it reached the far end of the link: after its transmission, the modem's queue and
+    /// the link's delay (empty when dropped or lost).
+    pub t_arrive_ns: Option<u64>,
     /// DSCP it left with (written only when the marking stage ran; empty when dropped).
     #[serde(skip)]
     pub dscp_out: Option<u8>,
@@ -98,15 +106,21 @@ pub fn record(
                 },
             },
         ),
-        Event::Delivered { .. } => return,
+        Event::Delivered { packet, at } => {
+            if let Some(Some(f)) = fates.get_mut(packet.id as usize) {
+                f.arrived.get_or_insert(at);
+            }
+            return;
+        }
     };
     if let Some(Some(f)) = fates.get_mut(id as usize) {
         f.outcome = Some(outcome);
     }
 }
 
-/// Turn fates into rows; `None` if any packet has no outcome (an accounting bug).
-pub fn finish(fates: Vec<Option<Fate>>) -> Option<Vec<Row>> {
+/// Turn fates into rows, once the link is empty; a packet sent that never arrived is `lost`
+/// for `lost_reason`. `None` if any packet has no outcome (an accounting bug).
+pub fn finish(fates: Vec<Option<Fate>>, lost_reason: &str) -> Option<Vec<Row>> {
     fates
         .into_iter()
         .enumerate()
@@ -121,6 +135,7 @@ pub fn finish(fates: Vec<Option<Fate>>) -> Option<Vec<Row>> {
                 t_deq_ns: t_deq,
                 sojourn_ns: sojourn,
                 ecn_out,
+                t_arrive_ns: f.arrived,
                 dscp_out,
                 len,
             };
@@ -134,8 +149,8 @@ pub fn finish(fates: Vec<Option<Fate>>) -> Option<Vec<Row>> {
                     dscp_out,
                     len,
                 } => row(
-                    "sent",
-                    "",
+                    if f.arrived.is_some() { "sent" } else { "lost" },
+                    if f.arrived.is_some() { "" } else { lost_reason },
                     Some(start),
                     Some(start.saturating_sub(f.t_enq)),
                     Some(ecn_out),
@@ -156,8 +171,9 @@ pub fn finish(fates: Vec<Option<Fate>>) -> Option<Vec<Row>> {
         .collect()
 }
 
-/// Write the rows as CSV with header `id,t_enq_ns,fate,reason,t_deq_ns,sojourn_ns,ecn_out`,
-/// and a last column `dscp_out` when `with_dscp` (the marking stage ran).
+/// Write the rows as CSV with header
+/// `id,t_enq_ns,fate,reason,t_deq_ns,sojourn_ns,ecn_out,t_arrive_ns`, and a last column
+/// `dscp_out` when `with_dscp` (the marking stage ran).
 pub fn write_csv(path: &Path, rows: &[Row], with_dscp: bool) -> Result<()> {
     let mut w =
         csv::Writer::from_path(path).with_context(|| format!("creating {}", path.display()))?;
@@ -174,6 +190,7 @@ pub fn write_csv(path: &Path, rows: &[Row], with_dscp: bool) -> Result<()> {
             "t_deq_ns",
             "sojourn_ns",
             "ecn_out",
+            "t_arrive_ns",
             "dscp_out",
         ])?;
         let opt = |v: Option<u64>| v.map_or(String::new(), |v| v.to_string());
@@ -186,6 +203,7 @@ pub fn write_csv(path: &Path, rows: &[Row], with_dscp: bool) -> Result<()> {
                 opt(r.t_deq_ns),
                 opt(r.sojourn_ns),
                 opt(r.ecn_out.map(u64::from)),
+                opt(r.t_arrive_ns),
                 opt(r.dscp_out.map(u64::from)),
             ])?;
         }

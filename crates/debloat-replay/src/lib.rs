@@ -4,14 +4,20 @@
 //! ([`debloat_core::path::DataPath`], the same one the gateway runs) driven by a trace's
 //! timestamps instead of a clock. `debloat replay` is a thin command over this crate.
 //!
+//! The link ([`LinkSpec`]) is what the gateway's `--emulate-*` words describe: a rate, netem's
+//! delay and loss, and a capacity trace with the modem's FIFO behind the discipline
+//! (`rate trace FILE buffer N`, the same [`debloat_core::link::Modem`] the simulator and the
+//! gateway use).
+//!
 //! Inputs: a CSV trace (`t_ns,src,dst,sport,dport,proto,len,dscp,ecn`, [`trace`]) or a pcap
 //! capture (Ethernet or raw IP; its timestamps and headers, [`capture`]). Outputs: one
 //! [`fates::Row`] per input packet in input order, the delivered packets (for a pcap written
 //! with [`capture::write_delivered`]), the discipline's statistics as `tc -s qdisc show` prints
 //! them, and a [`Summary`] of the numbers people ask first.
 //!
-//! Every input packet gets exactly one fate: sent, dropped by the discipline (with its reason),
-//! or malformed (a capture packet that does not parse; counted, never a panic).
+//! Every input packet gets exactly one fate: sent (and when it arrived at the far end), dropped
+//! by the discipline (with its reason), lost after it (the modem's full FIFO, or the wire's
+//! emulated loss), or malformed (a capture packet that does not parse; counted, never a panic).
 
 #![warn(missing_docs)]
 
@@ -23,7 +29,7 @@ pub mod trace;
 pub use error::{ReplayError, Result};
 
 use debloat_core::classify::qosify::{Classifier, Direction};
-use debloat_core::link::Emulation;
+use debloat_core::link::{Emulation, ModemSpec};
 use debloat_core::path::{DataPath, Event};
 use debloat_core::{FlowHasher, QdiscSpec, QdiscStats, Record};
 use debloat_report::percentile::percentile;
@@ -67,6 +73,32 @@ pub fn load(bytes: &[u8]) -> Result<Trace> {
     trace::read_csv(bytes).context("reading trace")
 }
 
+/// The link behind the discipline: netem's words and, for a capacity trace, the modem whose
+/// FIFO sits between the discipline and the trace's delivery opportunities.
+#[derive(Clone, Debug, Default)]
+pub struct LinkSpec {
+    /// Rate, delay, loss… (netem's words, as the gateway's `--emulate-*` take them).
+    pub emulation: Emulation,
+    /// A capacity trace and its FIFO (`rate trace FILE buffer N`).
+    pub modem: Option<ModemSpec>,
+}
+
+impl LinkSpec {
+    /// A plain link at `rate_bps` (None: as fast as the discipline releases).
+    pub fn rate(rate_bps: Option<u64>) -> LinkSpec {
+        LinkSpec {
+            emulation: Emulation::rate(rate_bps),
+            modem: None,
+        }
+    }
+
+    /// Anything beyond a plain rate (then the far end's arrival differs from the start of
+    /// sending, and is worth printing).
+    pub fn beyond_rate(&self) -> bool {
+        self.modem.is_some() || self.emulation != Emulation::rate(self.emulation.rate_bps)
+    }
+}
+
 /// What a replay produced.
 pub struct Outcome {
     /// One row per input packet, in input order.
@@ -87,20 +119,22 @@ pub fn replay(
     rate_bps: Option<u64>,
     seed: u64,
 ) -> Result<Outcome> {
-    replay_marked(trace, spec, rate_bps, seed, None)
+    replay_marked(trace, spec, &LinkSpec::rate(rate_bps), seed, None)
 }
 
 /// [`replay`] with the marking stage first: every packet goes through qosify's rules (as
-/// egress traffic, at its time) before the discipline.
+/// egress traffic, at its time) before the discipline, and the link `link` behind it.
 pub fn replay_marked(
     trace: &Trace,
     spec: &QdiscSpec,
-    rate_bps: Option<u64>,
+    link: &LinkSpec,
     seed: u64,
     mut marker: Option<&mut Classifier>,
 ) -> Result<Outcome> {
     let qdisc = spec.build::<Record>(FlowHasher::new([seed, seed.rotate_left(32) ^ 0x5eed]), seed);
-    let mut path = DataPath::new(qdisc, Emulation::rate(rate_bps), 0, seed);
+    let mut path = DataPath::new(qdisc, link.emulation.clone(), 0, seed);
+    path.link_mut()
+        .set_modem(link.modem.as_ref().map(ModemSpec::build));
     // A packet arriving "before" the previous one (a reordered capture) arrives at its time.
     let mut reordered = 0usize;
     let mut last_t = 0;
@@ -130,13 +164,29 @@ pub fn replay_marked(
         }
         path.finish(&mut out);
     }
-    let rows = fates::finish(fates).context("internal: a packet has no fate")?;
+    let lost = lost_reason(path.link().modem_dropped(), path.wire_counters());
+    let rows = fates::finish(fates, lost).context("internal: a packet has no fate")?;
+    // The pcap holds what reached the far end.
+    delivered.retain(|(_, r)| {
+        rows.get(r.id as usize)
+            .is_some_and(|row| row.fate == "sent")
+    });
     Ok(Outcome {
         rows,
         delivered,
         stats: path.qdisc().stats(),
         reordered,
     })
+}
+
+/// Why a packet the discipline sent never arrived: the modem's full FIFO, the wire's emulated
+/// loss (netem's `loss`, `corrupt`, `limit`), or either when both happened in the run.
+fn lost_reason(modem_dropped: u64, w: debloat_core::link::WireCounters) -> &'static str {
+    match (modem_dropped > 0, w.lost + w.overlimit > 0) {
+        (true, false) => "modem",
+        (false, _) => "wire",
+        (true, true) => "modem or wire",
+    }
 }
 
 /// The numbers `debloat replay` prints.
@@ -154,9 +204,14 @@ pub struct Summary {
     pub marked: usize,
     /// Sojourn of sent packets: p50, p99, max, ns (None when nothing was sent).
     pub sojourn_ns: Option<(u64, u64, u64)>,
+    /// Packets the discipline sent that the link lost (modem FIFO full, emulated loss).
+    pub lost: usize,
+    /// One-way delay of sent packets, from reaching the discipline to reaching the far end
+    /// (discipline, transmission, modem, link delay): p50, p99, max, ns.
+    pub delay_ns: Option<(u64, u64, u64)>,
     /// Bytes sent.
     pub sent_bytes: u64,
-    /// From the first arrival to the last start of sending, ns.
+    /// From the first packet reaching the discipline to the last reaching the far end, ns.
     pub span_ns: u64,
 }
 
@@ -166,6 +221,11 @@ impl Outcome {
         let sent: Vec<&fates::Row> = self.rows.iter().filter(|r| r.fate == "sent").collect();
         let mut soj: Vec<u64> = sent.iter().filter_map(|r| r.sojourn_ns).collect();
         soj.sort_unstable();
+        let mut delay: Vec<u64> = sent
+            .iter()
+            .filter_map(|r| Some(r.t_arrive_ns?.saturating_sub(r.t_enq_ns)))
+            .collect();
+        delay.sort_unstable();
         let ecn_in = |id: u64| {
             trace.packets[id as usize]
                 .as_ref()
@@ -186,7 +246,7 @@ impl Outcome {
         let span = self
             .rows
             .iter()
-            .filter_map(|r| r.t_deq_ns)
+            .filter_map(|r| r.t_arrive_ns.or(r.t_deq_ns))
             .max()
             .unwrap_or(0)
             .saturating_sub(self.rows.iter().map(|r| r.t_enq_ns).min().unwrap_or(0));
@@ -201,12 +261,23 @@ impl Outcome {
             sent: sent.len(),
             drops,
             marked,
-            sojourn_ns: match (percentile(&soj, 50.0), percentile(&soj, 99.0), soj.last()) {
-                (Some(a), Some(b), Some(&c)) => Some((a, b, c)),
-                _ => None,
-            },
+            sojourn_ns: p50_p99_max(&soj),
+            lost: self.rows.iter().filter(|r| r.fate == "lost").count(),
+            delay_ns: p50_p99_max(&delay),
             sent_bytes,
             span_ns: span,
         }
+    }
+}
+
+/// p50, p99 and max of sorted values (None when empty).
+fn p50_p99_max(sorted: &[u64]) -> Option<(u64, u64, u64)> {
+    match (
+        percentile(sorted, 50.0),
+        percentile(sorted, 99.0),
+        sorted.last(),
+    ) {
+        (Some(a), Some(b), Some(&c)) => Some((a, b, c)),
+        _ => None,
     }
 }

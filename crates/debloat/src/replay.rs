@@ -4,27 +4,34 @@
 //! (Ethernet or raw IP; its timestamps and headers). Outputs: a fates CSV with one row per input
 //! packet in input order, optionally the delivered packets as a pcap (timestamped at the start
 //! of transmission, ECN/DSCP as they left), and statistics as `tc -s qdisc show` prints them.
+//! The link is a rate (`--rate`) or the gateway's emulation words (`--link`), a capacity trace
+//! with its modem's FIFO among them.
 
 use crate::summary::{mbps, ms};
 use anyhow::{Context, Result};
 use debloat_core::classify::qosify::{self, Classifier};
 use debloat_core::units::{fmt_rate, parse_rate};
 use debloat_core::QdiscSpec;
-use debloat_replay::{capture, fates, Summary};
+use debloat_replay::{capture, fates, LinkSpec, Summary};
 use std::path::PathBuf;
 
 /// Arguments of `debloat replay`.
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Examples:\n  debloat replay --qdisc \"cake bandwidth 20Mbit\" --input trace.csv --output fates.csv --stats\n  debloat replay --qdisc \"fq_codel\" --rate 10Mbit --input capture.pcap --output fates.csv --pcap-out sent.pcap\n  debloat replay --qdisc \"cake bandwidth 20Mbit diffserv4\" --classify /etc/config/qosify --input trace.csv --output fates.csv"
+    after_help = "Examples:\n  debloat replay --qdisc \"cake bandwidth 20Mbit\" --input trace.csv --output fates.csv --stats\n  debloat replay --qdisc \"fq_codel\" --rate 10Mbit --input capture.pcap --output fates.csv --pcap-out sent.pcap\n  debloat replay --qdisc \"cake bandwidth 20Mbit diffserv4\" --classify /etc/config/qosify --input trace.csv --output fates.csv\n  debloat replay --qdisc \"cake bandwidth 4Mbit\" --link \"rate trace data/link-traces/Verizon-LTE-short.down.mahi buffer 200 delay 20ms\" --input capture.pcap --output fates.csv"
 )]
 pub struct Args {
     /// The discipline, as for `tc qdisc add … root <spec>`, e.g. "fq_codel target 3ms".
     #[arg(long)]
     qdisc: String,
     /// Link rate (e.g. 20Mbit). Omitted: the link sends as fast as the discipline releases.
-    #[arg(long, value_parser = parse_rate_arg)]
+    #[arg(long, value_parser = parse_rate_arg, conflicts_with = "link")]
     rate: Option<u64>,
+    /// The link in netem's words, as the gateway's --emulate-egress takes them: "rate 20Mbit
+    /// delay 10ms loss 1%", or a capacity trace with the modem's FIFO behind the discipline,
+    /// "rate trace FILE buffer 200" (mahimahi's format or `seconds,rate` lines).
+    #[arg(long, value_name = "WORDS")]
+    link: Option<String>,
     /// Trace to replay: a .csv trace or a .pcap capture (detected from the content).
     #[arg(long)]
     input: PathBuf,
@@ -70,7 +77,11 @@ pub fn run(a: &Args) -> Result<()> {
         let h = debloat_core::FlowHasher::new([a.seed, a.seed.rotate_left(7)]);
         Classifier::new(c, qosify::FLOW_SLOTS, h)
     });
-    let out = debloat_replay::replay_marked(&trace, &spec, a.rate, a.seed, marker.as_mut())?;
+    let link = match &a.link {
+        None => LinkSpec::rate(a.rate),
+        Some(words) => link_spec(words).with_context(|| format!("--link \"{words}\""))?,
+    };
+    let out = debloat_replay::replay_marked(&trace, &spec, &link, a.seed, marker.as_mut())?;
     fates::write_csv(&a.output, &out.rows, marker.is_some())?;
     if let Some(m) = &marker {
         let c = m.counters();
@@ -98,7 +109,7 @@ pub fn run(a: &Args) -> Result<()> {
     if let Some(path) = &a.pcap_out {
         capture::write_delivered(path, &trace, &out.delivered)?;
     }
-    print_summary(&spec, a.rate, &out.summary(&trace), out.reordered);
+    print_summary(&spec, &link, &out.summary(&trace), out.reordered);
     if a.stats {
         print!("{}", out.stats.to_tc_string());
     }
@@ -109,13 +120,42 @@ pub fn run(a: &Args) -> Result<()> {
     Ok(())
 }
 
-fn print_summary(spec: &QdiscSpec, rate: Option<u64>, s: &Summary, reordered: usize) {
+/// `--link`'s words: the emulation, and the modem when they name a capacity trace.
+fn link_spec(words: &str) -> Result<LinkSpec> {
+    let (rest, modem) = crate::link_trace::emulation_words(words)?;
+    Ok(LinkSpec {
+        emulation: rest.parse()?,
+        modem,
+    })
+}
+
+/// How the summary names the link: a capacity trace by its mean over the replay's `span_ns`.
+fn describe(link: &LinkSpec, span_ns: u64) -> String {
+    let rate = link.emulation.rate_bps.map(fmt_rate);
+    match (&link.modem, rate) {
+        (Some(m), _) => format!(
+            "capacity-trace link ({} on average over the replay, modem FIFO {})",
+            fmt_rate(
+                (u128::from(m.trace.bits_in(0, span_ns)) * 1_000_000_000
+                    / u128::from(span_ns.max(1))) as u64
+            ),
+            match m.limit {
+                debloat_core::qdisc::fifo::Limit::Packets(n) => format!("{n} packets"),
+                debloat_core::qdisc::fifo::Limit::Bytes(b) => format!("{b} B"),
+            }
+        ),
+        (None, Some(r)) => format!("{r} link"),
+        (None, None) => "unlimited link".into(),
+    }
+}
+
+fn print_summary(spec: &QdiscSpec, link: &LinkSpec, s: &Summary, reordered: usize) {
     println!(
-        "replayed {} packets ({:.2} MB) through `{}` on a {} link",
+        "replayed {} packets ({:.2} MB) through `{}` on a {}",
         s.packets,
         s.bytes as f64 / 1e6,
         spec,
-        rate.map(fmt_rate).unwrap_or_else(|| "unlimited".into())
+        describe(link, s.span_ns)
     );
     let dropped: usize = s.drops.iter().map(|x| x.1).sum();
     let why = s
@@ -142,6 +182,20 @@ fn print_summary(spec: &QdiscSpec, rate: Option<u64>, s: &Summary, reordered: us
             ms(max),
             mbps(s.sent_bytes, s.span_ns)
         );
+    }
+    if link.beyond_rate() {
+        println!(
+            "  lost after the discipline (modem FIFO full or the wire's loss): {}",
+            s.lost
+        );
+        if let Some((p50, p99, max)) = s.delay_ns {
+            println!(
+                "  one-way delay to the far end p50 {} ms, p99 {} ms, max {} ms",
+                ms(p50),
+                ms(p99),
+                ms(max)
+            );
+        }
     }
     if reordered > 0 {
         println!("  note: {reordered} packets had timestamps earlier than the packet before; they arrived at that packet's time");

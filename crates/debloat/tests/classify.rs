@@ -62,9 +62,9 @@ fn replay_marks_by_qosifys_rules_and_cake_sorts_the_tins() {
     ]);
     assert!(o.status.success(), "{}", text(&o));
     let r = rows(&out);
-    // Columns: id,t_enq_ns,fate,reason,t_deq_ns,sojourn_ns,ecn_out,dscp_out; every row in input
+    // Columns: id,t_enq_ns,fate,reason,t_deq_ns,sojourn_ns,ecn_out,t_arrive_ns,dscp_out; every row in input
     // order: tcp, then (every 12th) dns and the small UDP flow.
-    let dscp = |i: usize| r[i][7].parse::<u8>().ok();
+    let dscp = |i: usize| r[i][8].parse::<u8>().ok();
     assert_eq!(dscp(0), Some(1), "tcp:443 +bulk → LE on a DSCP-0 packet");
     assert_eq!(dscp(1), Some(48), "udp:53 voice → CS6");
     assert_eq!(
@@ -199,7 +199,7 @@ fn replay_learns_names_from_the_dns_answers_in_a_capture() {
     ]);
     assert!(o.status.success(), "{}", text(&o));
     let r = rows(&out);
-    let dscp: Vec<&str> = [0, 2, 4, 5].iter().map(|&i| r[i][7].as_str()).collect();
+    let dscp: Vec<&str> = [0, 2, 4, 5].iter().map(|&i| r[i][8].as_str()).collect();
     assert_eq!(dscp, vec!["0", "34", "1", "0"], "{}", text(&o));
     assert!(
         text(&o).contains("dns: 2 answers read, 2 addresses learnt, 1 CNAME targets"),

@@ -20,7 +20,7 @@ fn read_fates(p: &Path) -> Vec<Vec<String>> {
         .collect();
     assert_eq!(
         h.join(","),
-        "id,t_enq_ns,fate,reason,t_deq_ns,sojourn_ns,ecn_out"
+        "id,t_enq_ns,fate,reason,t_deq_ns,sojourn_ns,ecn_out,t_arrive_ns"
     );
     r.records()
         .map(|x| x.expect("row").iter().map(String::from).collect())
