@@ -5,7 +5,10 @@
 //! other side — and a decision every 50 ms, applied to the discipline as `tc qdisc change …
 //! cake bandwidth` would.
 //!
-//! cake-autorate's mode needs reflector pings of its own and is simulator-only for now.
+//! cake-autorate's mode (`--autorate-mode cake-autorate`) is the core's
+//! [`debloat_core::autorate::cake_autorate`] fed by reflector pings ([`crate::pinger`]): each
+//! reply is acted on when the loop next turns, as the script acts on each line fping prints;
+//! its achieved rate comes from the same 50 ms ticks.
 
 use crate::frame::Frame;
 use debloat_core::autorate::sampler::{unwrap32, Sampler};
@@ -77,7 +80,7 @@ pub struct Status {
     pub reason: Reason,
     /// Decisions taken.
     pub decisions: u64,
-    /// Round-trip samples taken.
+    /// Round-trip samples taken: TCP's (passive mode) or reflector replies (cake-autorate).
     pub samples: u64,
     /// Connections followed.
     pub flows: usize,
@@ -86,6 +89,8 @@ pub struct Status {
 /// A direction's controller at work.
 pub struct Control {
     ctl: Box<dyn Controller>,
+    reflectors: bool,
+    reflector_samples: u64,
     sampler: Sampler,
     /// Per connection: the highest data timestamp and ACK number seen, unwrapped to 64 bits.
     unwrap: HashMap<u64, (u64, Option<u64>)>,
@@ -101,6 +106,8 @@ impl Control {
         qdisc.set_bandwidth(Some(ctl.rate_bps()));
         Control {
             ctl,
+            reflectors: cfg.mode.needs_reflectors(),
+            reflector_samples: 0,
             sampler: Sampler::default(),
             unwrap: HashMap::new(),
             next_tick: now + TICK_NS,
@@ -132,6 +139,19 @@ impl Control {
         let ack = e.1.map_or(u64::from(s.ack), |a| unwrap32(a, s.ack));
         e.1 = Some(e.1.map_or(ack, |a| a.max(ack)));
         self.sampler.on_ack(s.key, echo, ack, s.at);
+    }
+
+    /// A reflector's round trip (cake-autorate's mode acts on each at once), applied to `qdisc`.
+    pub fn on_reflector(&mut self, now: Nanos, rtt_ns: Nanos, qdisc: &mut dyn Qdisc<Frame>) {
+        if !self.reflectors {
+            return;
+        }
+        self.reflector_samples += 1;
+        let before = self.ctl.rate_bps();
+        self.ctl.on_reflector(now, rtt_ns);
+        if self.ctl.rate_bps() != before {
+            qdisc.set_bandwidth(Some(self.ctl.rate_bps()));
+        }
     }
 
     /// When the next decision is due.
@@ -173,8 +193,66 @@ impl Control {
             rate_bps: self.ctl.rate_bps(),
             reason: self.ctl.reason(),
             decisions: self.decisions,
-            samples: self.sampler.samples(),
+            samples: if self.reflectors {
+                self.reflector_samples
+            } else {
+                self.sampler.samples()
+            },
             flows: self.sampler.flows(),
+        }
+    }
+}
+
+/// The pinger a configuration needs: one when a direction runs cake-autorate's mode (which
+/// then must have reflectors), none otherwise.
+pub(crate) fn pinger_for(cfg: &crate::Config) -> std::io::Result<Option<crate::pinger::Pinger>> {
+    let needs = [cfg.autorate_egress, cfg.autorate_ingress]
+        .iter()
+        .flatten()
+        .any(|a| a.mode.needs_reflectors());
+    match (&cfg.reflectors, needs) {
+        (_, false) => Ok(None),
+        (None, true) => Err(std::io::Error::other(
+            "cake-autorate's mode pings reflectors: give --reflectors IP[,IP…]",
+        )),
+        (Some(r), true) => crate::pinger::Pinger::spawn(r.clone()).map(Some),
+    }
+}
+
+/// Hand the controllers what the paths saw and the pinger heard, and let them decide when due.
+/// A frame released in one direction is that direction's data; a frame arriving in it may ACK
+/// the other's; a reflector's round trip goes to both directions (a round trip stands for
+/// either one-way delay, as with cake-autorate's fping).
+pub(crate) fn feed(
+    e: &mut crate::forward::Side,
+    i: &mut crate::forward::Side,
+    pinger: Option<&crate::pinger::Pinger>,
+    now: Nanos,
+) {
+    if e.autorate.is_none() && i.autorate.is_none() {
+        return;
+    }
+    for (s, sent) in e.path.take_tcp_log() {
+        match (sent, e.autorate.as_mut(), i.autorate.as_mut()) {
+            (true, Some(c), _) => c.on_sent(&s),
+            (false, _, Some(c)) => c.on_ack(&s),
+            _ => {}
+        }
+    }
+    for (s, sent) in i.path.take_tcp_log() {
+        match (sent, i.autorate.as_mut(), e.autorate.as_mut()) {
+            (true, Some(c), _) => c.on_sent(&s),
+            (false, _, Some(c)) => c.on_ack(&s),
+            _ => {}
+        }
+    }
+    let samples = pinger.map(crate::pinger::Pinger::drain).unwrap_or_default();
+    for side in [e, i] {
+        if let Some(c) = side.autorate.as_mut() {
+            for s in &samples {
+                c.on_reflector(now, s.rtt_ns, side.path.qdisc_mut().as_mut());
+            }
+            c.tick(now, side.path.qdisc_mut().as_mut());
         }
     }
 }
@@ -249,5 +327,36 @@ mod tests {
             "{rtt:?}"
         );
         assert_eq!(acked, 2000);
+    }
+
+    /// cake-autorate's mode in the gateway: replies 20 ms, then 100 ms (3 of 6 delayed): the
+    /// rate steps down and the discipline's bandwidth follows; the passive mode ignores them.
+    #[test]
+    fn reflector_delay_steps_cake_autorate_down_and_the_discipline_follows() {
+        let spec: QdiscSpec = "cake bandwidth 10mbit besteffort".parse().expect("spec");
+        let mut p = Path::new(&spec, Default::default(), FlowHasher::new([1, 2]), 1);
+        let bounds = Bounds::parse("min=1mbit,base=10mbit,max=20mbit").expect("bounds");
+        let mode = Mode::CakeAutorate;
+        let mut c = Control::new(AutorateConfig { mode, bounds }, p.qdisc_mut().as_mut(), 0);
+        for k in 0..40 {
+            c.on_reflector(k * 50 * MS, 20 * MS, p.qdisc_mut().as_mut());
+        }
+        assert_eq!(c.status().rate_bps, 10_000_000, "no delay, no change");
+        for k in 40..60 {
+            c.on_reflector(k * 50 * MS, 100 * MS, p.qdisc_mut().as_mut());
+        }
+        let st = c.status();
+        assert!(st.rate_bps < 8_000_000, "{st:?}");
+        assert_eq!(st.samples, 60);
+        let bw = format!("bandwidth {}", debloat_core::units::fmt_rate(st.rate_bps));
+        let opts = p.qdisc_mut().stats().options;
+        assert!(opts.contains(&bw), "{opts} lacks {bw}");
+
+        let mode = Mode::Passive;
+        let mut c = Control::new(AutorateConfig { mode, bounds }, p.qdisc_mut().as_mut(), 0);
+        for k in 0..60 {
+            c.on_reflector(k * 50 * MS, 500 * MS, p.qdisc_mut().as_mut());
+        }
+        assert_eq!((c.status().rate_bps, c.status().samples), (10_000_000, 0));
     }
 }

@@ -25,7 +25,7 @@ fn network_offset(f: &[u8]) -> Option<(usize, u16)> {
 
 /// The ones' complement sum of `b` (16-bit big-endian words, an odd last byte padded), not yet
 /// folded.
-fn sum(b: &[u8], mut acc: u64) -> u64 {
+pub(crate) fn sum(b: &[u8], mut acc: u64) -> u64 {
     let mut words = b.chunks_exact(2);
     for w in &mut words {
         acc += u64::from(u16::from_be_bytes([w[0], w[1]]));
@@ -36,7 +36,7 @@ fn sum(b: &[u8], mut acc: u64) -> u64 {
     acc
 }
 
-fn fold(mut acc: u64) -> u16 {
+pub(crate) fn fold(mut acc: u64) -> u16 {
     while acc > 0xffff {
         acc = (acc & 0xffff) + (acc >> 16);
     }

@@ -49,6 +49,8 @@ pub struct Config {
     pub autorate_egress: Option<crate::autorate::AutorateConfig>,
     /// The same for WAN → LAN.
     pub autorate_ingress: Option<crate::autorate::AutorateConfig>,
+    /// Reflector pings for cake-autorate's mode (its only delay signal).
+    pub reflectors: Option<crate::pinger::PingerConfig>,
     /// Seed of the flow hash and of the emulation's randomness.
     pub seed: u64,
     /// Unix socket for `debloat gateway stats` (created 0600).
@@ -194,6 +196,8 @@ pub struct Gateway {
     pub(crate) reloader: Option<Reloader>,
     /// Set (by a SIGHUP handler) to ask the loop to reload.
     pub(crate) reload_asked: std::sync::Arc<AtomicBool>,
+    /// Reflector pings, when a controller needs them.
+    pub(crate) pinger: Option<crate::pinger::Pinger>,
 }
 
 /// How often the forwarding loop hands the Prometheus endpoint fresh numbers.
@@ -251,7 +255,9 @@ impl Gateway {
             egress.path.log_tcp();
             ingress.path.log_tcp();
         }
+        let pinger = crate::autorate::pinger_for(&cfg)?;
         Ok(Gateway {
+            pinger,
             marker,
             reloader: None,
             reload_asked: std::sync::Arc::new(AtomicBool::new(false)),
@@ -398,32 +404,10 @@ impl Gateway {
         }
     }
 
-    /// Hand the controllers what the paths saw, and let them decide when due. A frame released
-    /// in one direction is that direction's data; a frame arriving in it may ACK the other's.
+    /// Hand the controllers what the paths and the pinger saw ([`crate::autorate::feed`]).
     fn feed_autorate(&mut self, now: u64) {
-        if self.egress.autorate.is_none() && self.ingress.autorate.is_none() {
-            return;
-        }
-        let (e, i) = (&mut self.egress, &mut self.ingress);
-        for (s, sent) in e.path.take_tcp_log() {
-            match (sent, e.autorate.as_mut(), i.autorate.as_mut()) {
-                (true, Some(c), _) => c.on_sent(&s),
-                (false, _, Some(c)) => c.on_ack(&s),
-                _ => {}
-            }
-        }
-        for (s, sent) in i.path.take_tcp_log() {
-            match (sent, i.autorate.as_mut(), e.autorate.as_mut()) {
-                (true, Some(c), _) => c.on_sent(&s),
-                (false, _, Some(c)) => c.on_ack(&s),
-                _ => {}
-            }
-        }
-        for side in [e, i] {
-            if let Some(c) = side.autorate.as_mut() {
-                c.tick(now, side.path.qdisc_mut().as_mut());
-            }
-        }
+        let pinger = self.pinger.as_ref();
+        crate::autorate::feed(&mut self.egress, &mut self.ingress, pinger, now);
     }
 
     /// Where the Prometheus endpoint listens, if it does.

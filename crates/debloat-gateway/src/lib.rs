@@ -23,6 +23,7 @@ pub mod loadgen;
 pub mod metrics;
 pub mod offload;
 pub mod path;
+pub mod pinger;
 pub mod qosify_files;
 pub mod reload;
 pub mod sys;

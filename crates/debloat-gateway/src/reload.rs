@@ -45,6 +45,9 @@ fn refuse(old: &Config, new: &Config, sides: [&Side; 2]) -> Result<(), String> {
             new.autorate_ingress,
         ),
     ];
+    if new.reflectors != old.reflectors {
+        return Err("the reflectors (their interval, namespace and interface) cannot change while running: restart the gateway".into());
+    }
     for ((name, spec, emu, old_modem, new_modem, autorate), side) in dirs.into_iter().zip(sides) {
         if emu.buffer != side.path.emulation().buffer {
             return Err(format!("{name}: the emulated link's `buffer` cannot change while running: restart the gateway"));

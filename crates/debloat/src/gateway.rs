@@ -4,6 +4,7 @@
 use anyhow::{bail, Context, Result};
 use debloat_core::link::ModemSpec;
 use debloat_core::QdiscSpec;
+use debloat_gateway::pinger::PingerConfig;
 use debloat_gateway::{Config, Emulation, Gateway};
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -122,6 +123,24 @@ pub struct RunArgs {
     /// The same for the WAN → LAN cake.
     #[arg(long, value_name = "min=…,base=…,max=…")]
     pub(crate) autorate_ingress: Option<String>,
+    /// The controller: passive (debloat's; default) or cake-autorate (its published
+    /// algorithm, driven by round trips to --reflectors).
+    #[arg(long, value_name = "passive|cake-autorate")]
+    pub(crate) autorate_mode: Option<String>,
+    /// cake-autorate mode's reflectors: addresses to ping, one stream each (list one twice for
+    /// two streams). cake-autorate itself pings 6 public resolvers; choose ones you may ping.
+    #[arg(long, value_name = "IP,IP,…")]
+    pub(crate) reflectors: Option<String>,
+    /// Each reflector's ping interval (cake-autorate's default: 300ms).
+    #[arg(long, value_name = "TIME")]
+    pub(crate) reflector_interval: Option<String>,
+    /// Ping from this network namespace (`ip netns` name or path) on the LAN side, so the pings
+    /// cross the shaper and the link as a router's own do; default: the gateway host's stack.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) ping_netns: Option<String>,
+    /// Bind the reflector pings to this interface.
+    #[arg(long, value_name = "IF")]
+    pub(crate) ping_device: Option<String>,
     /// Unix socket for `debloat gateway stats` (created with mode 0600).
     #[arg(long)]
     pub(crate) control: Option<PathBuf>,
@@ -174,8 +193,9 @@ pub fn run(a: &Args) -> Result<()> {
     }
 }
 
-/// `--autorate-egress/ingress`: the passive controller within these bounds.
+/// `--autorate-egress/ingress`: the controller `--autorate-mode` names, within these bounds.
 fn autorate(
+    a: &RunArgs,
     words: Option<&str>,
     what: &str,
 ) -> Result<Option<debloat_gateway::autorate::AutorateConfig>> {
@@ -183,9 +203,49 @@ fn autorate(
     let bounds = debloat_core::autorate::Bounds::parse(w)
         .map_err(anyhow::Error::msg)
         .with_context(|| format!("{what} {w}"))?;
+    let mode = match a.autorate_mode.as_deref() {
+        None => debloat_core::autorate::Mode::Passive,
+        Some(m) => m
+            .parse()
+            .map_err(anyhow::Error::msg)
+            .context("--autorate-mode")?,
+    };
     Ok(Some(debloat_gateway::autorate::AutorateConfig {
-        mode: debloat_core::autorate::Mode::Passive,
+        mode,
         bounds,
+    }))
+}
+
+/// `--reflectors` and the pings' interval, namespace and interface.
+fn reflectors(a: &RunArgs) -> Result<Option<PingerConfig>> {
+    let Some(list) = &a.reflectors else {
+        if a.autorate_mode.as_deref() == Some("cake-autorate") {
+            bail!("--autorate-mode cake-autorate pings reflectors: give --reflectors IP[,IP…] (addresses you may ping, e.g. your ISP's resolvers)");
+        }
+        return Ok(None);
+    };
+    if a.autorate_mode.as_deref() != Some("cake-autorate") {
+        bail!("--reflectors {list}: only --autorate-mode cake-autorate pings reflectors (the passive mode needs none)");
+    }
+    let interval = match &a.reflector_interval {
+        None => debloat_gateway::pinger::DEFAULT_INTERVAL,
+        Some(t) => {
+            let ns = debloat_core::units::parse_time(t)
+                .map_err(anyhow::Error::msg)
+                .with_context(|| format!("--reflector-interval {t}"))?;
+            if ns == 0 {
+                bail!("--reflector-interval {t}: must be above 0 (cake-autorate's default: 300ms)");
+            }
+            std::time::Duration::from_nanos(ns)
+        }
+    };
+    Ok(Some(PingerConfig {
+        reflectors: PingerConfig::parse_reflectors(list)
+            .map_err(anyhow::Error::msg)
+            .context("--reflectors")?,
+        interval,
+        netns: a.ping_netns.clone(),
+        device: a.ping_device.clone(),
     }))
 }
 
@@ -213,8 +273,9 @@ fn config(a: &RunArgs, lan: &str, wan: &str) -> Result<Config> {
         emulate_ingress,
         modem_egress,
         modem_ingress,
-        autorate_egress: autorate(a.autorate_egress.as_deref(), "--autorate-egress")?,
-        autorate_ingress: autorate(a.autorate_ingress.as_deref(), "--autorate-ingress")?,
+        autorate_egress: autorate(a, a.autorate_egress.as_deref(), "--autorate-egress")?,
+        autorate_ingress: autorate(a, a.autorate_ingress.as_deref(), "--autorate-ingress")?,
+        reflectors: reflectors(a)?,
         seed: a.seed.unwrap_or(1),
         control: a.control.clone(),
         metrics: a.metrics.as_deref().map(metrics_addr).transpose()?,

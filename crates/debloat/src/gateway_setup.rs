@@ -21,6 +21,11 @@ pub struct FileConfig {
     emulate_ingress: Option<String>,
     autorate_egress: Option<String>,
     autorate_ingress: Option<String>,
+    autorate_mode: Option<String>,
+    reflectors: Option<String>,
+    reflector_interval: Option<String>,
+    ping_netns: Option<String>,
+    ping_device: Option<String>,
     control: Option<PathBuf>,
     metrics: Option<String>,
     seed: Option<u64>,
@@ -64,6 +69,13 @@ fn merge_file(a: &mut RunArgs, f: FileConfig) {
         emulate_egress,
         emulate_ingress,
         autorate_egress
+    );
+    fill!(
+        autorate_mode,
+        reflectors,
+        reflector_interval,
+        ping_netns,
+        ping_device
     );
     fill!(
         autorate_ingress,
@@ -140,6 +152,11 @@ pub fn print(a: &RunArgs, egress: &str, ingress: &str, warnings: &[String]) -> R
         emulate_ingress: a.emulate_ingress.clone().filter(|s| !s.is_empty()),
         autorate_egress: a.autorate_egress.clone(),
         autorate_ingress: a.autorate_ingress.clone(),
+        autorate_mode: a.autorate_mode.clone(),
+        reflectors: a.reflectors.clone(),
+        reflector_interval: a.reflector_interval.clone(),
+        ping_netns: a.ping_netns.clone(),
+        ping_device: a.ping_device.clone(),
         control: a.control.clone(),
         metrics: a.metrics.clone(),
         seed: a.seed,
@@ -162,6 +179,11 @@ pub fn print(a: &RunArgs, egress: &str, ingress: &str, warnings: &[String]) -> R
         "emulate_ingress",
         "autorate_egress",
         "autorate_ingress",
+        "autorate_mode",
+        "reflectors",
+        "reflector_interval",
+        "ping_netns",
+        "ping_device",
         "classify",
         "control",
         "metrics",

@@ -134,6 +134,13 @@ pub struct UpArgs {
     /// The same on the ingress cake.
     #[arg(long, value_name = "min=…,base=…,max=…")]
     autorate_ingress: Option<String>,
+    /// The controller (`gateway --autorate-mode`): passive or cake-autorate.
+    #[arg(long, value_name = "passive|cake-autorate")]
+    autorate_mode: Option<String>,
+    /// cake-autorate's reflectors (`gateway --reflectors`), pinged from the client's namespace
+    /// (`--ping-netns PREFIX-client`) so the pings cross the shaper and the emulated link.
+    #[arg(long, value_name = "IP,IP,…")]
+    reflectors: Option<String>,
     /// Emulated base round-trip time (half each way).
     #[arg(long, default_value = "20ms")]
     rtt: String,
@@ -285,10 +292,16 @@ fn extra_gateway_args(u: &UpArgs) -> Result<Vec<String>> {
     for (flag, v) in [
         ("--autorate-egress", &u.autorate_egress),
         ("--autorate-ingress", &u.autorate_ingress),
+        ("--autorate-mode", &u.autorate_mode),
+        ("--reflectors", &u.reflectors),
     ] {
         if let Some(v) = v {
             gateway_args.extend([flag.to_string(), v.clone()]);
         }
+    }
+    if u.reflectors.is_some() {
+        let [client, _, _] = testbed::namespaces(&u.prefix);
+        gateway_args.extend(["--ping-netns".into(), client]);
     }
     if let Some(port) = u.metrics {
         gateway_args.extend(["--metrics".into(), port.to_string()]);

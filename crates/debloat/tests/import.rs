@@ -172,3 +172,98 @@ fn bad_sqm_lines_name_the_line_and_the_choices() {
         );
     }
 }
+
+/// cake-autorate's mode: its reflectors round-trip through `--dry-run`'s TOML, and a mode
+/// without reflectors, reflectors without the mode, or a bad address are errors saying how to
+/// fix them.
+#[test]
+fn cake_autorate_mode_needs_reflectors_and_round_trips_through_the_file() {
+    let base = [
+        "--lan",
+        "lan0",
+        "--wan",
+        "wan0",
+        "--egress",
+        "cake bandwidth 5mbit",
+        "--autorate-egress",
+        "min=1mbit,base=5mbit,max=9mbit",
+    ];
+    let with = |more: &[&str]| {
+        let mut a = vec!["gateway"];
+        a.extend_from_slice(&base);
+        a.extend_from_slice(more);
+        a.push("--dry-run");
+        debloat(&a)
+    };
+    let out = dry(&[
+        &base[..],
+        &[
+            "--autorate-mode",
+            "cake-autorate",
+            "--reflectors",
+            "198.18.2.2,2001:2::2",
+        ],
+        &["--reflector-interval", "100ms", "--ping-netns", "lan-side"],
+    ]
+    .concat());
+    assert_eq!(
+        line(&out, "reflectors"),
+        "reflectors = \"198.18.2.2,2001:2::2\""
+    );
+    assert_eq!(
+        line(&out, "reflector_interval"),
+        "reflector_interval = \"100ms\""
+    );
+    let dir = tempfile::tempdir().expect("tmp");
+    let toml: String = out
+        .split("as gateway.toml (--config):\n")
+        .nth(1)
+        .expect("toml")
+        .lines()
+        .take_while(|l| l.contains(" = "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let f = dir.path().join("gateway.toml");
+    std::fs::write(&f, &toml).expect("write");
+    let again = dry(&["--config", &f.to_string_lossy()]);
+    assert_eq!(line(&again, "ping_netns"), "ping_netns = \"lan-side\"");
+
+    for (more, says) in [
+        (
+            &["--autorate-mode", "cake-autorate"][..],
+            "give --reflectors",
+        ),
+        (
+            &["--reflectors", "198.18.2.2"][..],
+            "only --autorate-mode cake-autorate",
+        ),
+        (
+            &[
+                "--autorate-mode",
+                "cake-autorate",
+                "--reflectors",
+                "198.18.2.2,resolver",
+            ][..],
+            "`resolver`",
+        ),
+        (&["--autorate-mode", "fast"][..], "passive"),
+        (
+            &[
+                "--autorate-mode",
+                "cake-autorate",
+                "--reflectors",
+                "198.18.2.2",
+                "--reflector-interval",
+                "0ms",
+            ][..],
+            "above 0",
+        ),
+    ] {
+        let o = with(more);
+        assert!(
+            !o.status.success() && text(&o).contains(says),
+            "{more:?}: {}",
+            text(&o)
+        );
+    }
+}

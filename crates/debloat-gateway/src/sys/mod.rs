@@ -467,6 +467,16 @@ impl AsRawFd for PacketSocket {
     }
 }
 
+/// Move the calling thread (only it) into the network namespace `ns` is a file of
+/// (`/run/netns/NAME`).
+pub fn enter_netns(ns: &std::fs::File) -> io::Result<()> {
+    // SAFETY: setns on an open descriptor; it changes the calling thread's namespace only.
+    if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Wait until one of `fds` is readable or `timeout_ns` passes (None: no deadline). Returns
 /// which are readable.
 pub fn wait<const N: usize>(fds: [RawFd; N], timeout_ns: Option<u64>) -> io::Result<[bool; N]> {
