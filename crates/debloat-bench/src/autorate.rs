@@ -28,7 +28,7 @@ const MS: u64 = 1_000_000;
 pub fn run(flows: u64, ticks: u64) -> Result {
     let mut s = Sampler::default();
     let b = Bounds::parse("min=1mbit,base=10mbit,max=100mbit").expect("built-in bounds");
-    let mut c = Mode::Passive.build(b);
+    let mut c = Mode::Passive.build(b, None);
     let start = Instant::now();
     for t in 1..=ticks {
         let now = t * 50 * MS;

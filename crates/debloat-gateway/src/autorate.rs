@@ -84,6 +84,8 @@ pub struct Status {
     pub samples: u64,
     /// Connections followed.
     pub flows: usize,
+    /// Reflector pings sent (cake-autorate's mode; 0 otherwise): `samples` of them answered.
+    pub pings_sent: u64,
 }
 
 /// A direction's controller at work.
@@ -100,9 +102,10 @@ pub struct Control {
 }
 
 impl Control {
-    /// A controller starting at its base rate (applied to `qdisc` now).
-    pub fn new(cfg: AutorateConfig, qdisc: &mut dyn Qdisc<Frame>, now: Nanos) -> Control {
-        let ctl = cfg.mode.build(cfg.bounds);
+    /// A controller on `path`'s discipline, starting at its base rate (applied now).
+    pub fn new(cfg: AutorateConfig, path: &mut crate::path::Path, now: Nanos) -> Control {
+        let ctl = cfg.mode.build(cfg.bounds, path.capacity());
+        let qdisc = path.qdisc_mut();
         qdisc.set_bandwidth(Some(ctl.rate_bps()));
         Control {
             ctl,
@@ -186,6 +189,15 @@ impl Control {
         }
     }
 
+    /// What it is doing, with the pinger's count of echoes sent.
+    pub fn status_with(&self, pinger: Option<&crate::pinger::Pinger>) -> Status {
+        let mut s = self.status();
+        if self.reflectors {
+            s.pings_sent = pinger.map_or(0, |p| p.counts().0);
+        }
+        s
+    }
+
     /// What it is doing.
     pub fn status(&self) -> Status {
         Status {
@@ -199,8 +211,27 @@ impl Control {
                 self.sampler.samples()
             },
             flows: self.sampler.flows(),
+            pings_sent: 0,
         }
     }
+}
+
+/// `gateway stats`' line for a controller.
+pub fn status_line(a: &Status) -> String {
+    let pings = if a.pings_sent > 0 {
+        format!(" (of {} pings)", a.pings_sent)
+    } else {
+        String::new()
+    };
+    format!(
+        " autorate: {} rate {} ({}) decisions {} samples {}{pings} flows {}\n",
+        a.mode,
+        debloat_core::units::fmt_rate(a.rate_bps),
+        a.reason,
+        a.decisions,
+        a.samples,
+        a.flows
+    )
 }
 
 /// The pinger a configuration needs: one when a direction runs cake-autorate's mode (which
@@ -298,7 +329,7 @@ mod tests {
             mode: Mode::Passive,
             bounds: Bounds::parse("min=1mbit,base=10mbit,max=20mbit").expect("bounds"),
         };
-        let mut c = Control::new(cfg, egress.qdisc_mut().as_mut(), 0);
+        let mut c = Control::new(cfg, &mut egress, 0);
         let mut sink = |_: Vec<u8>| {};
         // Two data segments 1 ms apart (a pair), stamped 100 and 101; the ACK echoing 101
         // comes back 30 ms after the second left.
@@ -337,7 +368,7 @@ mod tests {
         let mut p = Path::new(&spec, Default::default(), FlowHasher::new([1, 2]), 1);
         let bounds = Bounds::parse("min=1mbit,base=10mbit,max=20mbit").expect("bounds");
         let mode = Mode::CakeAutorate;
-        let mut c = Control::new(AutorateConfig { mode, bounds }, p.qdisc_mut().as_mut(), 0);
+        let mut c = Control::new(AutorateConfig { mode, bounds }, &mut p, 0);
         for k in 0..40 {
             c.on_reflector(k * 50 * MS, 20 * MS, p.qdisc_mut().as_mut());
         }
@@ -353,7 +384,7 @@ mod tests {
         assert!(opts.contains(&bw), "{opts} lacks {bw}");
 
         let mode = Mode::Passive;
-        let mut c = Control::new(AutorateConfig { mode, bounds }, p.qdisc_mut().as_mut(), 0);
+        let mut c = Control::new(AutorateConfig { mode, bounds }, &mut p, 0);
         for k in 0..60 {
             c.on_reflector(k * 50 * MS, 500 * MS, p.qdisc_mut().as_mut());
         }

@@ -243,11 +243,10 @@ impl Gateway {
                         "--autorate-{name} sets a shaper's rate: give --{name} \"cake …\""
                     )));
                 }
-                s.autorate = Some(crate::autorate::Control::new(
-                    a,
-                    s.path.qdisc_mut().as_mut(),
-                    0,
-                ));
+                if a.mode == debloat_core::autorate::Mode::Oracle && s.path.capacity().is_none() {
+                    return Err(io::Error::other(format!("--autorate-mode oracle reads the emulated link's capacity: give --emulate-{name} \"rate … | rate trace FILE\"")));
+                }
+                s.autorate = Some(crate::autorate::Control::new(a, &mut s.path, 0));
             }
         }
         // A direction's data is timed by the ACKs the other direction carries: both log.
@@ -427,7 +426,10 @@ impl Gateway {
             tx_errors: s.tx_errors,
             on_wire: s.path.on_wire(),
             in_buffer: s.path.in_buffer(),
-            autorate: s.autorate.as_ref().map(crate::autorate::Control::status),
+            autorate: s
+                .autorate
+                .as_ref()
+                .map(|c| c.status_with(self.pinger.as_ref())),
         };
         Snapshot {
             uptime_s: self.start.elapsed().as_secs_f64(),
@@ -552,15 +554,7 @@ impl Snapshot {
                 f.lost, f.ecn_marked, f.duplicated, f.corrupted, f.reordered, f.overlimit, f.buffer_dropped, d.in_buffer
             ));
             if let Some(a) = &d.autorate {
-                s.push_str(&format!(
-                    " autorate: {} rate {} ({}) decisions {} samples {} flows {}\n",
-                    a.mode,
-                    debloat_core::units::fmt_rate(a.rate_bps),
-                    a.reason,
-                    a.decisions,
-                    a.samples,
-                    a.flows
-                ));
+                s.push_str(&crate::autorate::status_line(a));
             }
             s.push_str(&format!(
                 " receive ring: waited mean {:.0}us max {}us over {} frames; checksums completed {} unfinished {}; super-frames cut {} into {} segments\n\n",

@@ -104,6 +104,16 @@ impl Path {
         self
     }
 
+    /// What the emulated link will carry, for the oracle controller (experiments): its
+    /// capacity trace, or its fixed rate (None: a real link, unknown).
+    pub fn capacity(&self) -> Option<debloat_core::autorate::oracle::Capacity> {
+        use debloat_core::autorate::oracle::Capacity;
+        match self.path.link().modem() {
+            Some(m) => Some(Capacity::Trace(m.trace().clone())),
+            None => self.emulation().rate_bps.map(Capacity::Fixed),
+        }
+    }
+
     /// Keep a log of TCP frames for a shaper-rate controller ([`Path::take_tcp_log`]).
     pub fn log_tcp(&mut self) {
         self.tcp_log.get_or_insert_with(Vec::new);

@@ -148,8 +148,7 @@ impl Gateway {
             said.push(format!("{name} link → `{emu}`"));
         }
         if replaced || was != autorate {
-            side.autorate = autorate
-                .map(|a| crate::autorate::Control::new(a, side.path.qdisc_mut().as_mut(), now));
+            side.autorate = autorate.map(|a| crate::autorate::Control::new(a, &mut side.path, now));
             if was != autorate {
                 let what = if autorate.is_some() { "set" } else { "removed" };
                 said.push(format!("{name} rate controller {what}"));

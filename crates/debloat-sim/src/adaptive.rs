@@ -1,7 +1,8 @@
 //! Shapers on a link whose capacity moves: one capacity trace as the bottleneck behind the
 //! down discipline (a modem FIFO of 200 packets), 4 CUBIC downloads and a VoIP stream, and the
 //! shaper done six ways — none, cake fixed at the trace's 10th percentile and at its median,
-//! cake's `autorate-ingress`, cake-autorate's controller, debloat's passive controller — each
+//! cake's `autorate-ingress`, cake-autorate's controller, debloat's passive controller — and
+//! an oracle that reads the trace (what no controller can know: the bound on all of them) — each
 //! measured as goodput against what the trace could carry and the VoIP stream's one-way delay
 //! down. `debloat autorate compare` prints the table; `tests/adaptive.rs` holds the goal.
 
@@ -78,7 +79,7 @@ pub enum Shaper {
     Controller(Mode),
 }
 
-/// The rows for a trace, named as the table names them: the floor, then the six shapers.
+/// The rows for a trace, named as the table names them: the floor, the six shapers, the oracle.
 pub fn rows(s: &TraceStats) -> Vec<(&'static str, Shaper)> {
     vec![
         ("VoIP alone (the floor)", Shaper::Alone),
@@ -91,6 +92,7 @@ pub fn rows(s: &TraceStats) -> Vec<(&'static str, Shaper)> {
         ),
         ("cake-autorate", Shaper::Controller(Mode::CakeAutorate)),
         ("debloat passive", Shaper::Controller(Mode::Passive)),
+        ("oracle (reads the trace)", Shaper::Controller(Mode::Oracle)),
     ]
 }
 

@@ -11,9 +11,13 @@
 //!   leaves the shaper to the moment its ACK comes back (LibreQoS measures RTT passively from TCP
 //!   timestamps the same way), and the rate at which those ACKs report delivery.
 //!
+//! And, for experiments, an [`oracle`] that reads the capacity trace being played: what no real
+//! controller can know, so it bounds what any could reach.
+//!
 //! Every controller is bounded by `min ≤ rate ≤ max` and starts at `base` ([`Bounds`]).
 
 pub mod cake_autorate;
+pub mod oracle;
 pub mod passive;
 pub mod sampler;
 
@@ -86,6 +90,8 @@ pub enum Reason {
     Hold,
     /// Idle long enough to stop probing (cake-autorate's sleep).
     Sleep,
+    /// Set from the capacity the trace will give (the oracle).
+    Oracle,
 }
 
 impl fmt::Display for Reason {
@@ -97,6 +103,7 @@ impl fmt::Display for Reason {
             Reason::Decay => write!(f, "decay to base"),
             Reason::Hold => write!(f, "hold"),
             Reason::Sleep => write!(f, "sleep (idle)"),
+            Reason::Oracle => write!(f, "the trace's next 50 ms"),
         }
     }
 }
@@ -137,6 +144,8 @@ pub enum Mode {
     Passive,
     /// [`cake_autorate`].
     CakeAutorate,
+    /// [`oracle`] (experiments: it reads the capacity trace being played).
+    Oracle,
 }
 
 impl std::str::FromStr for Mode {
@@ -145,19 +154,22 @@ impl std::str::FromStr for Mode {
         match s {
             "passive" | "debloat" => Ok(Mode::Passive),
             "cake-autorate" => Ok(Mode::CakeAutorate),
+            "oracle" => Ok(Mode::Oracle),
             _ => Err(format!(
-                "`{s}`: the modes are passive (debloat's, no reflectors) and cake-autorate"
+                "`{s}`: the modes are passive (debloat's, no reflectors), cake-autorate, and oracle (experiments: reads the emulated link's capacity trace)"
             )),
         }
     }
 }
 
 impl Mode {
-    /// A controller of this mode within `bounds`.
-    pub fn build(self, bounds: Bounds) -> Box<dyn Controller> {
+    /// A controller of this mode within `bounds`; the oracle reads `capacity` (the others
+    /// ignore it).
+    pub fn build(self, bounds: Bounds, capacity: Option<oracle::Capacity>) -> Box<dyn Controller> {
         match self {
             Mode::Passive => Box::new(passive::Passive::new(bounds)),
             Mode::CakeAutorate => Box::new(cake_autorate::CakeAutorate::new(bounds)),
+            Mode::Oracle => Box::new(oracle::Oracle::new(bounds, capacity)),
         }
     }
 

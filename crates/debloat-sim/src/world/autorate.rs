@@ -13,6 +13,7 @@
 //! The rate is applied to the discipline at once (`tc qdisc change … cake bandwidth`).
 
 use super::*;
+use debloat_core::autorate::oracle::Capacity;
 use debloat_core::autorate::sampler::Sampler;
 use debloat_core::autorate::{Bounds, Controller, Mode, Reason, Tick};
 use std::ops::Range;
@@ -68,7 +69,12 @@ pub(super) struct Driver {
 impl World {
     /// Control direction `d`'s shaper with `cfg` from `start` (its discipline must shape).
     pub fn set_autorate(&mut self, d: Dir, cfg: AutorateConfig, start: Nanos) {
-        let ctl = cfg.mode.build(cfg.bounds);
+        // What the oracle (experiments) knows: the direction's trace, or its fixed rate.
+        let capacity = match self.modem(d) {
+            Some(m) => Capacity::Trace(m.trace().clone()),
+            None => Capacity::Fixed(self.links[d.idx()].cfg.rate_bps),
+        };
+        let ctl = cfg.mode.build(cfg.bounds, Some(capacity));
         let mut reflectors = 0..0;
         if cfg.mode.needs_reflectors() {
             let first = self.probes.len();
