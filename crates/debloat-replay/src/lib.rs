@@ -132,7 +132,7 @@ pub fn replay_marked(
     mut marker: Option<&mut Classifier>,
 ) -> Result<Outcome> {
     let qdisc = spec.build::<Record>(FlowHasher::new([seed, seed.rotate_left(32) ^ 0x5eed]), seed);
-    let mut path = DataPath::new(qdisc, link.emulation.clone(), 0, seed);
+    let mut path = DataPath::new(qdisc, link.emulation, 0, seed);
     path.link_mut()
         .set_modem(link.modem.as_ref().map(ModemSpec::build));
     // A packet arriving "before" the previous one (a reordered capture) arrives at its time.

@@ -23,7 +23,7 @@ enum Cmd {
     #[command(
         after_help = "Examples:\n  debloat testbed up --rate 10Mbit --rtt 20ms --egress \"cake bandwidth 10Mbit\"\n  debloat testbed up --rate 20Mbit/2Mbit --rtt 48ms --egress \"pfifo limit 1000\" --ingress fq_codel\n  debloat testbed up --rtt 40ms --impair \"jitter 5ms distribution normal loss gemodel 1% 30%\" --metrics 9464\n  ip netns exec dbl-client ping 198.18.2.2\n  ip netns exec dbl-gw curl -s 127.0.0.1:9464/metrics\n  debloat gateway stats --control /run/debloat/dbl.sock"
     )]
-    Up(UpArgs),
+    Up(Box<UpArgs>),
     /// Stop the gateway and remove the namespaces.
     Down(DownArgs),
     /// Accept TCP connections and count the bytes received (run it in the server namespace).

@@ -11,20 +11,12 @@ use std::process::Command;
 use std::time::Duration;
 
 fn read_fates(p: &Path) -> Vec<Vec<String>> {
-    let mut r = csv::Reader::from_path(p).expect("fates csv");
-    let h: Vec<String> = r
-        .headers()
-        .expect("header")
-        .iter()
-        .map(String::from)
-        .collect();
+    let (h, rows) = common::fates(p);
     assert_eq!(
-        h.join(","),
+        h,
         "id,t_enq_ns,fate,reason,t_deq_ns,sojourn_ns,ecn_out,t_arrive_ns"
     );
-    r.records()
-        .map(|x| x.expect("row").iter().map(String::from).collect())
-        .collect()
+    rows
 }
 
 /// 2000 packets of 1514 B at 20 Mbit/s (every 605.6 µs) into a 10 Mbit/s link, plus 20 pings.

@@ -21,20 +21,12 @@ fn overload(dir: &Path) -> std::path::PathBuf {
 }
 
 fn rows(p: &Path) -> Vec<Vec<String>> {
-    let mut r = csv::Reader::from_path(p).expect("fates csv");
-    let h: Vec<String> = r
-        .headers()
-        .expect("header")
-        .iter()
-        .map(String::from)
-        .collect();
+    let (h, rows) = common::fates(p);
     assert_eq!(
-        h.join(","),
+        h,
         "id,t_enq_ns,fate,reason,t_deq_ns,sojourn_ns,ecn_out,t_arrive_ns"
     );
-    r.records()
-        .map(|x| x.expect("row").iter().map(String::from).collect())
-        .collect()
+    rows
 }
 
 fn num(r: &[String], i: usize) -> u64 {

@@ -36,3 +36,19 @@ pub fn summary_json(dir: &std::path::Path) -> serde_json::Value {
     let p = output_file(dir, ".json");
     serde_json::from_str(&std::fs::read_to_string(&p).expect("read")).expect("summary is JSON")
 }
+
+/// A fates CSV (`debloat replay --output`): its header joined with commas, and its rows.
+pub fn fates(p: &std::path::Path) -> (String, Vec<Vec<String>>) {
+    let mut r = csv::Reader::from_path(p).expect("fates csv");
+    let h: Vec<String> = r
+        .headers()
+        .expect("header")
+        .iter()
+        .map(String::from)
+        .collect();
+    let rows = r
+        .records()
+        .map(|x| x.expect("row").iter().map(String::from).collect())
+        .collect();
+    (h.join(","), rows)
+}
