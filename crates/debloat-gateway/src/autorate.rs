@@ -11,14 +11,14 @@
 //! its achieved rate comes from the same 50 ms ticks.
 
 use crate::frame::Frame;
+use crate::path::Path;
+pub use crate::tcp_seen::{seen, TcpSeen};
 use debloat_core::autorate::sampler::{unwrap32, Sampler};
 use debloat_core::autorate::{Bounds, Controller, Mode, Reason, Tick};
-use debloat_core::flow::FlowKey;
-use debloat_core::packet::{Nanos, PacketMeta};
+use debloat_core::packet::Nanos;
 use debloat_core::Qdisc;
 use serde::Serialize;
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
 
 /// A direction's controller as configured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,43 +31,6 @@ pub struct AutorateConfig {
 
 /// Decisions per second: one every 50 ms.
 pub const TICK_NS: Nanos = 50_000_000;
-
-/// What a TCP frame told the controller (its connection, TSval, TSecr, ACK number, when).
-#[derive(Clone, Copy, Debug)]
-pub struct TcpSeen {
-    key: u64,
-    tsval: u32,
-    tsecr: u32,
-    ack: u32,
-    at: Nanos,
-}
-
-/// A connection's key, the same both ways.
-fn connection(flow: &FlowKey) -> u64 {
-    let h = |k: &FlowKey| {
-        // SipHash with fixed keys: the same key on every run, no seeding.
-        #[allow(deprecated)]
-        let mut s = std::hash::SipHasher::new();
-        k.hash(&mut s);
-        s.finish()
-    };
-    let (a, b) = (h(flow), h(&flow.reversed()));
-    a.min(b) ^ a.max(b).rotate_left(32)
-}
-
-/// A TCP frame with timestamps: what the controller needs of it (None for anything else).
-pub fn seen(meta: &PacketMeta, at: Nanos) -> Option<(TcpSeen, bool)> {
-    let tcp = meta.tcp.as_ref()?;
-    let (tsval, tsecr) = tcp.timestamp?;
-    let s = TcpSeen {
-        key: connection(&meta.flow),
-        tsval,
-        tsecr,
-        ack: tcp.ack_seq,
-        at,
-    };
-    Some((s, tcp.payload_len > 0))
-}
 
 /// What `gateway stats` shows of a controller.
 #[derive(Clone, Debug, Serialize)]
@@ -255,35 +218,36 @@ pub(crate) fn pinger_for(cfg: &crate::Config) -> std::io::Result<Option<crate::p
 /// the other's; a reflector's round trip goes to both directions (a round trip stands for
 /// either one-way delay, as with cake-autorate's fping).
 pub(crate) fn feed(
-    e: &mut crate::forward::Side,
-    i: &mut crate::forward::Side,
+    egress: (&mut Path, &mut Option<Control>),
+    ingress: (&mut Path, &mut Option<Control>),
     pinger: Option<&crate::pinger::Pinger>,
     now: Nanos,
 ) {
-    if e.autorate.is_none() && i.autorate.is_none() {
+    let ((ep, ec), (ip, ic)) = (egress, ingress);
+    if ec.is_none() && ic.is_none() {
         return;
     }
-    for (s, sent) in e.path.take_tcp_log() {
-        match (sent, e.autorate.as_mut(), i.autorate.as_mut()) {
+    for (s, sent) in ep.take_tcp_log() {
+        match (sent, ec.as_mut(), ic.as_mut()) {
             (true, Some(c), _) => c.on_sent(&s),
             (false, _, Some(c)) => c.on_ack(&s),
             _ => {}
         }
     }
-    for (s, sent) in i.path.take_tcp_log() {
-        match (sent, i.autorate.as_mut(), e.autorate.as_mut()) {
+    for (s, sent) in ip.take_tcp_log() {
+        match (sent, ic.as_mut(), ec.as_mut()) {
             (true, Some(c), _) => c.on_sent(&s),
             (false, _, Some(c)) => c.on_ack(&s),
             _ => {}
         }
     }
     let samples = pinger.map(crate::pinger::Pinger::drain).unwrap_or_default();
-    for side in [e, i] {
-        if let Some(c) = side.autorate.as_mut() {
+    for (path, ctl) in [(ep, ec), (ip, ic)] {
+        if let Some(c) = ctl.as_mut() {
             for s in &samples {
-                c.on_reflector(now, s.rtt_ns, side.path.qdisc_mut().as_mut());
+                c.on_reflector(now, s.rtt_ns, path.qdisc_mut().as_mut());
             }
-            c.tick(now, side.path.qdisc_mut().as_mut());
+            c.tick(now, path.qdisc_mut().as_mut());
         }
     }
 }
@@ -291,7 +255,6 @@ pub(crate) fn feed(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::path::Path;
     use debloat_core::autorate::Bounds;
     use debloat_core::{FlowHasher, QdiscSpec};
     use etherparse::{PacketBuilder, TcpOptionElement};

@@ -26,7 +26,9 @@ pub mod path;
 pub mod pinger;
 pub mod qosify_files;
 pub mod reload;
+pub mod snapshot;
 pub mod sys;
+pub mod tcp_seen;
 pub mod testbed;
 
 pub use debloat_core::link::netem::{Emulation, Netem};

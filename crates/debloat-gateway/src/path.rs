@@ -20,8 +20,8 @@
 //! this). Time never goes backwards; [`Path::next_wakeup`] says when to call [`Path::poll`]
 //! again.
 
-use crate::autorate::TcpSeen;
 use crate::frame::Frame;
+use crate::tcp_seen::TcpSeen;
 use debloat_core::classify::qosify::{Classifier, Direction};
 use debloat_core::link::{Emulation, LinkLayer};
 use debloat_core::path::{DataPath, Event};
@@ -72,7 +72,7 @@ pub struct Path {
 /// Note a TCP data frame the discipline released.
 fn log_sent(log: &mut Option<Vec<(TcpSeen, bool)>>, e: &Event<'_, Frame>) {
     if let (Some(log), Event::Sent { packet, start, .. }) = (log.as_mut(), e) {
-        if let Some((s, true)) = crate::autorate::seen(packet.meta(), *start) {
+        if let Some((s, true)) = crate::tcp_seen::seen(packet.meta(), *start) {
             log.push((s, true));
         }
     }
@@ -255,7 +255,7 @@ impl Path {
                 }
                 let log = &mut self.tcp_log;
                 if let (Some(l), Some((seen, _))) =
-                    (log.as_mut(), crate::autorate::seen(f.meta(), now))
+                    (log.as_mut(), crate::tcp_seen::seen(f.meta(), now))
                 {
                     l.push((seen, false));
                 }

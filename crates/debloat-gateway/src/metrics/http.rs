@@ -7,7 +7,7 @@
 //! trickle — and within [`MAX_REQUEST`] bytes, or the connection is closed with a 408 or 431;
 //! a client that does not read its answer is dropped after the same deadline.
 
-use crate::forward::Snapshot;
+use crate::snapshot::Snapshot;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -16,7 +16,7 @@
 //!   `debloat_cake_tin_{peak,avg,base}_delay_seconds`, `debloat_cake_tin_backlog_bytes`,
 //!   `debloat_cake_tin_{packets,bytes,drops,ecn_marks,ack_drops}_total`.
 
-use crate::forward::{DirectionStats, Snapshot};
+use crate::snapshot::{DirectionStats, Snapshot};
 use debloat_core::qdisc::stats::Xstats;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -550,7 +550,7 @@ pub(crate) mod tests {
             c.mark(&mut m, Direction::Egress, i);
         }
         let mut snap = snapshot("cake bandwidth 10Mbit diffserv4");
-        snap.classify = Some(crate::forward::ClassifyStats::of(&c));
+        snap.classify = Some(crate::snapshot::ClassifyStats::of(&c));
         let page = render(snap);
         for want in [
             r#"debloat_classify_class_packets_total{class="voice",direction="egress"} 3"#,
