@@ -7,9 +7,14 @@
 //! same run through `debloat gateway`, whose forwarding in the guest adds 0.2–2 ms of round
 //! trip (docs/kernel-lab.md); on a real machine it adds tens of microseconds.
 //!
-//! Covered: PI-55 and FIFO-DEPTH (uploads only, as published). Not yet: SQW-20M, RRUL-110-10
-//! and ACK-FILTER need downloads and flent's mixed tests inside the guest, CAKE-HOSTS's
-//! fq_codel row needs a modem FIFO behind the discipline on a second hop.
+//! Covered: PI-55, FIFO-DEPTH and CAKE-HOSTS (uploads only, as published). Not yet: SQW-20M,
+//! RRUL-110-10 and ACK-FILTER need downloads and flent's mixed tests inside the guest.
+//!
+//! CAKE-HOSTS's unshaped fq_codel sits at line rate in front of the modem: it never holds a
+//! queue, the modem's 1000-packet FIFO at 20 Mbit/s does. The kernel has no second hop here, so
+//! that row runs the modem itself — `pfifo limit 1000` behind HTB at 20 Mbit/s — in both
+//! columns; the simulator models the same FIFO as a 1000-descriptor ring under fq_codel.
+//! cake at 95 % shapes below the modem, which then never queues: cake alone on the link.
 
 use crate::side::{Measured, Plan};
 
@@ -24,6 +29,10 @@ pub enum Metric {
     DroppedPct,
     /// CE marks over packets sent, up direction, %.
     MarkedPct,
+    /// Ping median under load less the idle round trip measured before it, ms.
+    PingP50AboveIdle,
+    /// The first host's goodput over the second's.
+    HostRatio,
 }
 
 impl Metric {
@@ -36,6 +45,11 @@ impl Metric {
             Metric::Goodput => m.host_bps.iter().sum::<f64>() / 1e6,
             Metric::DroppedPct => m.up.drop_rate() * 100.0,
             Metric::MarkedPct => m.up.mark_rate() * 100.0,
+            Metric::PingP50AboveIdle => Metric::PingP50.of(m) - m.idle_ms,
+            Metric::HostRatio => match m.host_bps.as_slice() {
+                [a, b, ..] if *b > 0.0 => a / b,
+                _ => f64::NAN,
+            },
         }
     }
 }
@@ -127,17 +141,47 @@ fn fifo_depth() -> Vec<Run> {
     runs
 }
 
+fn cake_hosts() -> Vec<Run> {
+    // Host A 2 uploads, host B 1; 20 Mbit/s up, base round trip 20 ms.
+    let p = |spec: &str| Plan {
+        hosts: vec![2, 1],
+        ..plan(spec, 20_000_000, 100_000_000, "20ms", 0, "cubic")
+    };
+    let two = |spec: &str, what: &str| Run {
+        plan: p(spec),
+        checks: vec![
+            (format!("{what}: host A / host B"), Metric::HostRatio),
+            (
+                format!("{what}: ping median − base"),
+                Metric::PingP50AboveIdle,
+            ),
+        ],
+    };
+    vec![
+        two("pfifo limit 1000", "fq_codel, no shaper"),
+        two(
+            "cake bandwidth 19Mbit dual-srchost",
+            "cake 95 % dual-srchost",
+        ),
+        two(
+            "cake bandwidth 19Mbit triple-isolate",
+            "cake 95 % triple-isolate",
+        ),
+    ]
+}
+
 /// The kernel runs of an experiment (by its id), or None where it has none yet.
 pub fn runs(id: &str) -> Option<Vec<Run>> {
     match id {
         "PI-55" => Some(pi_55()),
         "FIFO-DEPTH" => Some(fifo_depth()),
+        "CAKE-HOSTS" => Some(cake_hosts()),
         _ => None,
     }
 }
 
 /// The experiments that have kernel runs.
-pub const IDS: [&str; 2] = ["PI-55", "FIFO-DEPTH"];
+pub const IDS: [&str; 3] = ["PI-55", "FIFO-DEPTH", "CAKE-HOSTS"];
 
 #[cfg(test)]
 mod tests {
@@ -163,5 +207,22 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn host_ratio_and_ping_above_idle_read_one_run() {
+        let m = Measured {
+            ping_ms: vec![30.0, 40.0, 50.0],
+            idle_ms: 20.5,
+            host_bps: vec![12e6, 6e6],
+            ..Measured::default()
+        };
+        assert_eq!(Metric::HostRatio.of(&m), 2.0);
+        assert_eq!(Metric::PingP50AboveIdle.of(&m), 19.5);
+        let one = Measured {
+            host_bps: vec![12e6],
+            ..Measured::default()
+        };
+        assert!(Metric::HostRatio.of(&one).is_nan());
     }
 }
