@@ -144,7 +144,9 @@ impl Gateway {
                         "--autorate-{name} sets a shaper's rate: give --{name} \"cake …\""
                     )));
                 }
-                if a.mode == debloat_core::autorate::Mode::Oracle && s.path.capacity().is_none() {
+                if matches!(a.mode, debloat_core::autorate::Mode::Oracle(_))
+                    && s.path.capacity().is_none()
+                {
                     return Err(io::Error::other(format!("--autorate-mode oracle reads the emulated link's capacity: give --emulate-{name} \"rate … | rate trace FILE\"")));
                 }
                 s.autorate = Some(crate::autorate::Control::new(a, &mut s.path, 0));

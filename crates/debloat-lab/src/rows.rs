@@ -79,6 +79,7 @@ fn plan(spec: &str, up_bps: u64, down_bps: u64, delay: &str, n: u32, cc: &str) -
         netem: None,
         match_rtt: false,
         upstream_rate: None,
+        server_per_host: false,
     }
 }
 
@@ -143,8 +144,12 @@ fn fifo_depth() -> Vec<Run> {
 
 fn cake_hosts() -> Vec<Run> {
     // Host A 2 uploads, host B 1; 20 Mbit/s up, base round trip 20 ms.
+    // Each host to a server of its own, as the published uploads went to Internet hosts (and
+    // the simulator's flows each to a remote host): with one shared destination
+    // triple-isolate is fair per flow (2.0 here, kernel and gateway alike), not per host.
     let p = |spec: &str| Plan {
         hosts: vec![2, 1],
+        server_per_host: true,
         ..plan(spec, 20_000_000, 100_000_000, "20ms", 0, "cubic")
     };
     let two = |spec: &str, what: &str| Run {

@@ -92,7 +92,10 @@ pub fn rows(s: &TraceStats) -> Vec<(&'static str, Shaper)> {
         ),
         ("cake-autorate", Shaper::Controller(Mode::CakeAutorate)),
         ("debloat passive", Shaper::Controller(Mode::Passive)),
-        ("oracle (reads the trace)", Shaper::Controller(Mode::Oracle)),
+        (
+            "oracle (reads the trace)",
+            Shaper::Controller(Mode::Oracle(950)),
+        ),
     ]
 }
 

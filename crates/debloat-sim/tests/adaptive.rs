@@ -33,7 +33,7 @@ fn rows(name: &str) -> Rows {
         median: adaptive::run(&t, Shaper::Fixed(s.median_bps), 1, SECS),
         cake_autorate: adaptive::run(&t, Shaper::Controller(Mode::CakeAutorate), 1, SECS),
         passive: adaptive::run(&t, Shaper::Controller(Mode::Passive), 1, SECS),
-        oracle: adaptive::run(&t, Shaper::Controller(Mode::Oracle), 1, SECS),
+        oracle: adaptive::run(&t, Shaper::Controller(Mode::Oracle(950)), 1, SECS),
     }
 }
 

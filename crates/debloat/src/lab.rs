@@ -78,6 +78,10 @@ pub struct CompareArgs {
     /// estimates (e.g. 8Mbit).
     #[arg(long, value_name = "RATE")]
     upstream_rate: Option<String>,
+    /// Host i uploads to a server address of its own (198.18.2.(2 + i)), as to different
+    /// Internet hosts: what cake's dsthost and triple-isolate tell apart.
+    #[arg(long)]
+    server_per_host: bool,
     /// Let the client's TCP negotiate ECN (net.ipv4.tcp_ecn=1).
     #[arg(long)]
     ecn: bool,
@@ -204,6 +208,7 @@ fn plan_of(c: &CompareArgs) -> Result<side::Plan> {
         omit: c.omit.min(c.seconds.saturating_sub(1)),
         match_rtt: !c.no_match_rtt,
         upstream_rate: c.upstream_rate.clone(),
+        server_per_host: c.server_per_host,
         tos: match &c.tos {
             None => Vec::new(),
             Some(t) => t

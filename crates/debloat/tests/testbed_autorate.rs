@@ -189,7 +189,8 @@ fn autorate_follows_an_lte_uplink_on_real_tcp() {
 /// --ignored --nocapture`; root): what the testbed goals (p99 ≤ base + 50 ms = 90 ms,
 /// goodput ≥ 60 % of the trace) ask of a controller, against the oracle — cake set every
 /// 50 ms to 95 % of what the trace will carry next, which no controller can know — and the
-/// passive controller, `RUNS` times each, alternating.
+/// passive controller, `RUNS` times each, alternating (`MODES=oracle:0.7,passive` for others,
+/// `BOUNDS=min=…,base=…,max=…` for another range).
 #[test]
 #[ignore = "an experiment (4 minutes a round): run by hand with --ignored"]
 fn the_oracle_bounds_what_a_controller_reaches_on_real_tcp() {
@@ -198,12 +199,15 @@ fn the_oracle_bounds_what_a_controller_reaches_on_real_tcp() {
         .ok()
         .and_then(|r| r.parse().ok())
         .unwrap_or(3);
-    let bounds = "min=500kbit,base=5740kbit,max=13mbit";
+    let modes = std::env::var("MODES").unwrap_or_else(|_| "oracle,passive".into());
+    let bounds =
+        std::env::var("BOUNDS").unwrap_or_else(|_| "min=500kbit,base=5740kbit,max=13mbit".into());
+    let bounds = bounds.as_str();
     for k in 0..runs {
-        for (tag, mode) in [("xo", "oracle"), ("xp", "passive")] {
+        for (j, mode) in modes.split(',').enumerate() {
             let extra = ["--autorate-egress", bounds, "--autorate-mode", mode];
             let (mbps, cap, p99, _) =
-                lte_uplink(&format!("{tag}{k}"), "cake bandwidth 5740kbit", &extra);
+                lte_uplink(&format!("x{j}{k}"), "cake bandwidth 5740kbit", &extra);
             println!(
                 "BOUND run {k} {mode}: {:.0} % of the trace, p99 {p99:.0} ms",
                 100.0 * mbps / cap

@@ -144,8 +144,9 @@ pub enum Mode {
     Passive,
     /// [`cake_autorate`].
     CakeAutorate,
-    /// [`oracle`] (experiments: it reads the capacity trace being played).
-    Oracle,
+    /// [`oracle`] (experiments: it reads the capacity trace being played), shaping to this
+    /// share of it, thousandths (`oracle` is 950; `oracle:0.7` is 700).
+    Oracle(u16),
 }
 
 impl std::str::FromStr for Mode {
@@ -154,7 +155,16 @@ impl std::str::FromStr for Mode {
         match s {
             "passive" | "debloat" => Ok(Mode::Passive),
             "cake-autorate" => Ok(Mode::CakeAutorate),
-            "oracle" => Ok(Mode::Oracle),
+            "oracle" => Ok(Mode::Oracle(oracle::SHARE_PERMILLE as u16)),
+            _ if s.starts_with("oracle:") => {
+                let share: f64 = s["oracle:".len()..]
+                    .parse()
+                    .map_err(|_| format!("`{s}`: oracle:SHARE takes a share such as 0.8"))?;
+                if !(0.01..=1.0).contains(&share) {
+                    return Err(format!("`{s}`: the share must be 0.01 to 1"));
+                }
+                Ok(Mode::Oracle((share * 1000.0).round() as u16))
+            }
             _ => Err(format!(
                 "`{s}`: the modes are passive (debloat's, no reflectors), cake-autorate, and oracle (experiments: reads the emulated link's capacity trace)"
             )),
@@ -169,7 +179,7 @@ impl Mode {
         match self {
             Mode::Passive => Box::new(passive::Passive::new(bounds)),
             Mode::CakeAutorate => Box::new(cake_autorate::CakeAutorate::new(bounds)),
-            Mode::Oracle => Box::new(oracle::Oracle::new(bounds, capacity)),
+            Mode::Oracle(share) => Box::new(oracle::Oracle::new(bounds, capacity, share)),
         }
     }
 
@@ -202,5 +212,9 @@ mod tests {
             .expect_err("rate")
             .contains("fast"));
         assert!("nope".parse::<Mode>().is_err());
+        assert_eq!("oracle".parse::<Mode>(), Ok(Mode::Oracle(950)));
+        assert_eq!("oracle:0.7".parse::<Mode>(), Ok(Mode::Oracle(700)));
+        assert!("oracle:2".parse::<Mode>().is_err());
+        assert!("oracle:most".parse::<Mode>().is_err());
     }
 }

@@ -66,6 +66,11 @@ pub struct Plan {
     /// `autorate-ingress` estimates). None: the client's egress only delays.
     #[serde(default)]
     pub upstream_rate: Option<String>,
+    /// Host i uploads to a server address of its own, 198.18.2.(2 + i), as uploads to
+    /// different Internet hosts do (cake's `dsthost` and `triple-isolate` then see one
+    /// destination per host); false: every host to 198.18.2.2.
+    #[serde(default)]
+    pub server_per_host: bool,
 }
 
 /// What one run measured.
@@ -168,6 +173,10 @@ fn prepare_hosts(plan: &Plan, prefix: &str) -> Result<(), TestbedError> {
     for i in 1..plan.hosts.len() {
         let addr = format!("198.18.1.{}/24", 2 + i);
         sh(&["ip", "-n", &c, "addr", "add", &addr, "dev", "eth0"])?;
+        if plan.server_per_host {
+            let addr = format!("198.18.2.{}/24", 2 + i);
+            sh(&["ip", "-n", &v, "addr", "add", &addr, "dev", "eth0"])?;
+        }
     }
     // The base delay sits on the client's egress. There it also does what a real network does
     // for free: netem releases each segment from its socket's memory (`skb_orphan_partial`), so

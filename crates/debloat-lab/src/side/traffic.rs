@@ -113,14 +113,18 @@ fn start_sinks(plan: &Plan, exe: &str, v: &str) -> Result<Vec<Child>, TestbedErr
         .collect()
 }
 
-/// Each host's uploads from the client namespace `c`, from 198.18.1.(2 + i) to its sink.
+/// Each host's uploads from the client namespace `c`, from 198.18.1.(2 + i) to its sink (at
+/// 198.18.2.(2 + i) with [`Plan::server_per_host`]).
 fn start_senders(plan: &Plan, exe: &str, c: &str) -> Result<Vec<Child>, TestbedError> {
     let secs = plan.seconds.to_string();
     plan.hosts
         .iter()
         .enumerate()
         .map(|(i, &n)| {
-            let to = format!("{}:{}", testbed::SERVER_V4, 5201 + i);
+            let to = match plan.server_per_host {
+                true => format!("198.18.2.{}:{}", 2 + i, 5201 + i),
+                false => format!("{}:{}", testbed::SERVER_V4, 5201 + i),
+            };
             let from = format!("198.18.1.{}", 2 + i);
             let streams = n.to_string();
             let tos = plan.tos.get(i).copied().unwrap_or(0).to_string();
