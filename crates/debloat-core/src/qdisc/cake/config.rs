@@ -140,6 +140,18 @@ const RTT_PRESETS: &[(&str, u64, u64)] = &[
     ("interplanetary", 1_000_000_000, 50_000_000),
 ];
 
+/// The host-isolation words and their modes.
+const FLOW_MODES: &[(&str, FlowMode)] = &[
+    ("flowblind", FlowMode::FLOWBLIND),
+    ("srchost", FlowMode::SRCHOST),
+    ("dsthost", FlowMode::DSTHOST),
+    ("hosts", FlowMode::HOSTS),
+    ("flows", FlowMode::FLOWS_ONLY),
+    ("dual-srchost", FlowMode::DUAL_SRCHOST),
+    ("dual-dsthost", FlowMode::DUAL_DSTHOST),
+    ("triple-isolate", FlowMode::TRIPLE_ISOLATE),
+];
+
 const ATM_LINKS: &[(&str, i32)] = &[
     ("ipoa-vcmux", 8),
     ("ipoa-llcsnap", 16),
@@ -180,6 +192,10 @@ impl CakeSpec {
             self.target_us = target;
             return Ok(true);
         }
+        if let Some(&(_, m)) = FLOW_MODES.iter().find(|p| p.0 == w) {
+            self.flow_mode = m;
+            return Ok(true);
+        }
         if let Some(&(_, o)) = ATM_LINKS.iter().find(|p| p.0 == w) {
             self.overhead.atm = AtmMode::Atm;
             self.overhead.overhead += o;
@@ -215,14 +231,6 @@ impl CakeSpec {
             "diffserv8" => self.diffserv = Diffserv::Diffserv8,
             "diffserv4" => self.diffserv = Diffserv::Diffserv4,
             "diffserv3" => self.diffserv = Diffserv::Diffserv3,
-            "flowblind" => self.flow_mode = FlowMode::FLOWBLIND,
-            "srchost" => self.flow_mode = FlowMode::SRCHOST,
-            "dsthost" => self.flow_mode = FlowMode::DSTHOST,
-            "hosts" => self.flow_mode = FlowMode::HOSTS,
-            "flows" => self.flow_mode = FlowMode::FLOWS_ONLY,
-            "dual-srchost" => self.flow_mode = FlowMode::DUAL_SRCHOST,
-            "dual-dsthost" => self.flow_mode = FlowMode::DUAL_DSTHOST,
-            "triple-isolate" => self.flow_mode = FlowMode::TRIPLE_ISOLATE,
             "nat" => self.nat = true,
             "nonat" => self.nat = false,
             "wash" => self.wash = true,
