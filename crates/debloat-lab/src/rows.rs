@@ -7,7 +7,8 @@
 //! same run through `debloat gateway`, whose forwarding in the guest adds 0.2–2 ms of round
 //! trip (docs/kernel-lab.md); on a real machine it adds tens of microseconds.
 //!
-//! Covered: PI-55, FIFO-DEPTH and CAKE-HOSTS (uploads only, as published). Not yet: SQW-20M,
+//! Covered: PI-55, FIFO-DEPTH, SQW-20M and CAKE-HOSTS (uploads only, as published; SQW-20M's
+//! flows start staggered with their own congestion control, [`Plan::starts`]). Not yet:
 //! RRUL-110-10 and ACK-FILTER need downloads and flent's mixed tests inside the guest.
 //!
 //! CAKE-HOSTS's unshaped fq_codel sits at line rate in front of the modem: it never holds a
@@ -33,15 +34,17 @@ pub enum Metric {
     PingP50AboveIdle,
     /// The first host's goodput over the second's.
     HostRatio,
+    /// One connection's goodput (host by host, in start order), Mbit/s.
+    FlowGoodput(usize),
+    /// The goodput of some connections over others' (e.g. the CUBIC flows over the BBR ones).
+    FlowRatio(&'static [usize], &'static [usize]),
 }
 
 impl Metric {
     /// The figure from one side's run.
     pub fn of(self, m: &Measured) -> f64 {
         match self {
-            Metric::PingP50 => {
-                debloat_report::percentile::percentile(&m.ping_ms, 50.0).unwrap_or(f64::NAN)
-            }
+            Metric::PingP50 => m.ping_pct(50.0),
             Metric::Goodput => m.host_bps.iter().sum::<f64>() / 1e6,
             Metric::DroppedPct => m.up.drop_rate() * 100.0,
             Metric::MarkedPct => m.up.mark_rate() * 100.0,
@@ -50,6 +53,15 @@ impl Metric {
                 [a, b, ..] if *b > 0.0 => a / b,
                 _ => f64::NAN,
             },
+            Metric::FlowGoodput(i) => m.flow_bps.get(i).map_or(f64::NAN, |b| b / 1e6),
+            Metric::FlowRatio(num, den) => {
+                let sum = |ix: &[usize]| -> f64 {
+                    ix.iter()
+                        .map(|&i| m.flow_bps.get(i).copied().unwrap_or(f64::NAN))
+                        .sum()
+                };
+                sum(num) / sum(den)
+            }
         }
     }
 }
@@ -72,6 +84,7 @@ fn plan(spec: &str, up_bps: u64, down_bps: u64, delay: &str, n: u32, cc: &str) -
         delay: delay.to_string(),
         hosts: vec![n],
         cc: cc.to_string(),
+        starts: Vec::new(),
         seconds: 25,
         omit: 5,
         tos: Vec::new(),
@@ -175,18 +188,60 @@ fn cake_hosts() -> Vec<Run> {
     ]
 }
 
+fn sqw_20m() -> Vec<Run> {
+    // flent's tcp_4up_squarewave with -d 3: BBR at 0 s, CUBIC at 3 s, BBR at 9 s, CUBIC at
+    // 15 s, one host (address) each, 20 Mbit/s both ways, 48 ms; measured 15–60 s, all four
+    // running (every upload here ends at 60 s rather than 60 s after its start).
+    let p = |spec: &str| Plan {
+        hosts: vec![1, 1, 1, 1],
+        cc: "bbr,cubic,bbr,cubic".into(),
+        starts: vec![0, 3, 9, 15],
+        seconds: 60,
+        omit: 15,
+        ..plan(spec, 20_000_000, 20_000_000, "48ms", 0, "cubic")
+    };
+    let mut cake = vec![("cake: ping median".to_string(), Metric::PingP50)];
+    for (i, name) in ["BBR 1", "CUBIC 2", "BBR 4", "CUBIC 3"].iter().enumerate() {
+        cake.push((format!("cake: {name} throughput"), Metric::FlowGoodput(i)));
+    }
+    vec![
+        Run {
+            plan: p("cake bandwidth 20Mbit"),
+            checks: cake,
+        },
+        Run {
+            plan: p("pfifo limit 1000"),
+            checks: vec![
+                ("pfifo 1000: ping median".into(), Metric::PingP50),
+                (
+                    "pfifo 1000: CUBIC / BBR throughput".into(),
+                    Metric::FlowRatio(&[1, 3], &[0, 2]),
+                ),
+            ],
+        },
+        Run {
+            plan: p("pfifo limit 100"),
+            checks: vec![(
+                "pfifo 100: BBR / CUBIC throughput".into(),
+                Metric::FlowRatio(&[0, 2], &[1, 3]),
+            )],
+        },
+    ]
+}
+
 /// The kernel runs of an experiment (by its id), or None where it has none yet.
 pub fn runs(id: &str) -> Option<Vec<Run>> {
     match id {
         "PI-55" => Some(pi_55()),
         "FIFO-DEPTH" => Some(fifo_depth()),
         "CAKE-HOSTS" => Some(cake_hosts()),
+        "SQW-20M" => Some(sqw_20m()),
         _ => None,
     }
 }
 
 /// The experiments that have kernel runs.
-pub const IDS: [&str; 3] = ["PI-55", "FIFO-DEPTH", "CAKE-HOSTS"];
+pub const IDS: [&str; 4] = ["PI-55", "FIFO-DEPTH", "SQW-20M", "CAKE-HOSTS"];
 
 #[cfg(test)]
 mod tests {
@@ -217,7 +272,7 @@ mod tests {
     #[test]
     fn host_ratio_and_ping_above_idle_read_one_run() {
         let m = Measured {
-            ping_ms: vec![30.0, 40.0, 50.0],
+            ping_flows_ms: vec![vec![30.0, 40.0, 50.0]],
             idle_ms: 20.5,
             host_bps: vec![12e6, 6e6],
             ..Measured::default()
@@ -229,5 +284,26 @@ mod tests {
             ..Measured::default()
         };
         assert!(Metric::HostRatio.of(&one).is_nan());
+    }
+
+    #[test]
+    fn flow_figures_read_connections_in_start_order() {
+        let m = Measured {
+            flow_bps: vec![4e6, 6e6, 2e6, 8e6],
+            ..Measured::default()
+        };
+        assert_eq!(Metric::FlowGoodput(1).of(&m), 6.0);
+        assert!(Metric::FlowGoodput(4).of(&m).is_nan());
+        assert_eq!(Metric::FlowRatio(&[1, 3], &[0, 2]).of(&m), 14.0 / 6.0);
+    }
+
+    #[test]
+    fn squarewave_hosts_start_late_with_their_own_cc() {
+        let p = &sqw_20m()[0].plan;
+        let cc: Vec<&str> = (0..4).map(|i| p.cc_of(i)).collect();
+        assert_eq!(cc, ["bbr", "cubic", "bbr", "cubic"]);
+        assert_eq!((0..4).map(|i| p.start_of(i)).collect::<Vec<_>>(), [0, 3, 9, 15]);
+        let one = plan("pfifo", 1, 1, "1ms", 2, "reno");
+        assert_eq!((one.cc_of(1), one.start_of(1)), ("reno", 0));
     }
 }

@@ -85,9 +85,13 @@ pub struct CompareArgs {
     /// Let the client's TCP negotiate ECN (net.ipv4.tcp_ecn=1).
     #[arg(long)]
     ecn: bool,
-    /// Congestion control of the uploads.
+    /// Congestion control of the uploads: one for all, or one per host (`bbr,cubic`).
     #[arg(long, default_value = "cubic")]
     cc: String,
+    /// Second of the load at which each host starts, comma-separated like --hosts (e.g.
+    /// `0,3,9,15`, flent's tcp_4up_squarewave); every host's goodput counts from --omit.
+    #[arg(long)]
+    starts: Option<String>,
     /// Seconds of load per run.
     #[arg(long, default_value_t = 20)]
     seconds: u32,
@@ -180,6 +184,38 @@ fn spec(lab: &Lab, specs: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// `--cc`: one name, or one per host.
+fn per_host_cc(cc: &str, hosts: usize) -> Result<String> {
+    let n = cc.split(',').count();
+    if n != 1 && n != hosts {
+        bail!("--cc {cc}: give one congestion control, or one per host ({hosts})");
+    }
+    if cc.split(',').any(|x| x.trim().is_empty()) {
+        bail!("--cc {cc}: an empty name (e.g. --cc bbr,cubic)");
+    }
+    Ok(cc.to_string())
+}
+
+/// `--starts`: one second per host, each before the load ends.
+fn per_host_starts(starts: Option<&str>, hosts: usize, seconds: u32) -> Result<Vec<u32>> {
+    let Some(t) = starts else {
+        return Ok(Vec::new());
+    };
+    let v = t
+        .split(',')
+        .map(|x| match x.trim().parse::<u32>() {
+            Ok(s) if s < seconds => Ok(s),
+            _ => Err(anyhow!(
+                "--starts {t}: `{x}` is not a whole second before the load ends ({seconds} s)"
+            )),
+        })
+        .collect::<Result<Vec<u32>>>()?;
+    if v.len() != hosts {
+        bail!("--starts {t}: give one start per host ({hosts})");
+    }
+    Ok(v)
+}
+
 fn plan_of(c: &CompareArgs) -> Result<side::Plan> {
     let (up, down) = c.rate.split_once('/').unwrap_or((&c.rate, &c.rate));
     let rate =
@@ -202,8 +238,9 @@ fn plan_of(c: &CompareArgs) -> Result<side::Plan> {
         up_bps: rate(up)?,
         down_bps: rate(down)?,
         delay: c.delay.clone(),
+        cc: per_host_cc(&c.cc, hosts.len())?,
+        starts: per_host_starts(c.starts.as_deref(), hosts.len(), c.seconds)?,
         hosts,
-        cc: c.cc.clone(),
         seconds: c.seconds,
         omit: c.omit.min(c.seconds.saturating_sub(1)),
         match_rtt: !c.no_match_rtt,
@@ -243,7 +280,7 @@ fn compare(lab: &Lab, c: &CompareArgs) -> Result<()> {
     let plan = plan_of(c)?;
     let exe = std::env::current_exe().context("finding debloat's own path")?;
     eprintln!(
-        "booting the kernel lab; two runs of {} s each (kernel, then debloat) …",
+        "booting the kernel lab; two runs of {} s each (debloat's gateway, then the kernel's) …",
         plan.seconds
     );
     let s = side::in_lab(lab, &plan, &exe).map_err(anyhow::Error::msg)?;
@@ -278,4 +315,30 @@ fn side(plan: &std::path::Path) -> Result<()> {
     let s = side::run(&plan, &exe, &prefix).map_err(|e| anyhow!("{}", e.0))?;
     println!("{}", serde_json::to_string(&s)?);
     Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_host_cc_and_starts_name_the_bad_token() {
+        assert_eq!(per_host_cc("bbr,cubic", 2).unwrap(), "bbr,cubic");
+        assert_eq!(per_host_cc("bbr", 4).unwrap(), "bbr");
+        let e = per_host_cc("bbr,cubic", 3).unwrap_err().to_string();
+        assert!(e.contains("one per host (3)"), "{e}");
+        assert!(per_host_cc("bbr,", 2).is_err());
+        assert_eq!(
+            per_host_starts(Some("0,3,9,15"), 4, 60).unwrap(),
+            [0, 3, 9, 15]
+        );
+        assert!(per_host_starts(None, 4, 60).unwrap().is_empty());
+        let e = per_host_starts(Some("0,x"), 2, 60).unwrap_err().to_string();
+        assert!(e.contains("`x`"), "{e}");
+        let e = per_host_starts(Some("0,60"), 2, 60).unwrap_err().to_string();
+        assert!(e.contains("before the load ends (60 s)"), "{e}");
+        let e = per_host_starts(Some("0"), 2, 60).unwrap_err().to_string();
+        assert!(e.contains("one start per host (2)"), "{e}");
+    }
 }

@@ -15,6 +15,7 @@ mod report;
 mod reproduce;
 mod reproduce_kernel;
 mod seeds;
+mod sigpipe;
 mod sim;
 mod soak;
 mod soak_check;
@@ -94,6 +95,9 @@ struct SpecArgs {
 
 fn main() {
     let cli = Cli::parse();
+    if only_prints(&cli.command) {
+        sigpipe::quiet_on_closed_pipe();
+    }
     let res: Result<()> = match cli.command {
         Command::Demo(a) => demo::run(&a),
         Command::Replay(a) => replay::run(&a),
@@ -119,6 +123,21 @@ fn main() {
         }
         std::process::exit(2);
     }
+}
+
+/// The commands that compute, print and end (no sockets, no children to clean up after).
+fn only_prints(c: &Command) -> bool {
+    matches!(
+        c,
+        Command::Demo(_)
+            | Command::Replay(_)
+            | Command::Sim(_)
+            | Command::Reproduce(_)
+            | Command::Report(_)
+            | Command::Compare(_)
+            | Command::Spec(_)
+            | Command::Autorate(_)
+    )
 }
 
 fn spec(a: &SpecArgs) -> Result<()> {

@@ -959,3 +959,22 @@ fn wifi_sim_reports_stations_and_names_bad_rates() {
     assert!(!o.status.success());
     assert!(text(&o).contains("there are 1 stations"), "{}", text(&o));
 }
+
+/// `debloat spec … | head -1`: the reader gone, the command ends by SIGPIPE as `tc` would,
+/// not with a panic about a failed print. The pipe's read end is closed before debloat
+/// starts, so its first write fails every time.
+#[test]
+fn a_closed_pipe_ends_a_report_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let o = Command::new(env!("CARGO_BIN_EXE_debloat"))
+        .args(["spec", "cake bandwidth 20Mbit diffserv4"])
+        .stdout(writer)
+        .output()
+        .expect("debloat runs");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    const SIGPIPE: i32 = 13;
+    assert_eq!(o.status.signal(), Some(SIGPIPE), "{:?}: {err}", o.status);
+}

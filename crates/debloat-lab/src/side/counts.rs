@@ -15,7 +15,9 @@ pub struct Tin {
     pub ecn_mark: u64,
     /// ACKs the filter dropped.
     pub ack_drops: u64,
-    /// Average sojourn (EWMA), µs.
+    /// Average sojourn, µs: cake's EWMA (a gain of 1/256 per packet, so it follows the last
+    /// few hundred packets), averaged over the readings taken through the measured part of
+    /// the load ([`Counts::average_sojourns`]); one reading alone is a fraction of a second.
     pub avg_delay_us: u64,
     /// Peak sojourn (EWMA), µs.
     pub peak_delay_us: u64,
@@ -86,6 +88,21 @@ impl Counts {
         }
     }
 
+    /// Replace each tin's average sojourn by its mean over `readings` (taken through the
+    /// load): cake's EWMA at any one instant is one moment of TCP's sawtooth, so two runs of
+    /// the same discipline differ by more than the discipline does. No readings: unchanged.
+    pub fn average_sojourns<'a>(&mut self, readings: impl Iterator<Item = &'a Counts> + Clone) {
+        for (i, tin) in self.tins.iter_mut().enumerate() {
+            let seen: Vec<u64> = readings
+                .clone()
+                .filter_map(|r| r.tins.get(i).map(|t| t.avg_delay_us))
+                .collect();
+            if !seen.is_empty() {
+                tin.avg_delay_us = seen.iter().sum::<u64>() / seen.len() as u64;
+            }
+        }
+    }
+
     /// The qdisc of `kind` in `tc -s -j qdisc show dev D`'s output (the leaf under HTB).
     pub fn from_tc_json(json: &str, kind: &str) -> Result<Counts, String> {
         let v: Value = serde_json::from_str(json).map_err(|e| format!("tc's JSON: {e}"))?;
@@ -152,5 +169,29 @@ mod tests {
         let b = Counts::from_gateway_json(gw, "egress").unwrap();
         assert_eq!(a, b);
         assert_eq!((a.marks, a.tins.len(), a.tins[0].peak_delay_us), (3, 2, 9));
+    }
+
+    #[test]
+    fn sojourns_are_averaged_over_the_readings_and_nothing_else_moves() {
+        let tins = |d: &[u64]| Counts {
+            packets: 7,
+            tins: d
+                .iter()
+                .map(|&avg_delay_us| Tin {
+                    avg_delay_us,
+                    sent_packets: 3,
+                    ..Tin::default()
+                })
+                .collect(),
+            ..Counts::default()
+        };
+        let readings = [tins(&[1000, 10]), tins(&[3000, 30]), tins(&[8000])];
+        let mut last = tins(&[9000, 90]);
+        last.average_sojourns(readings.iter());
+        // Tin 0 from three readings, tin 1 from the two that had it.
+        assert_eq!(last, tins(&[4000, 20]));
+        let mut none = tins(&[5]);
+        none.average_sojourns([].iter());
+        assert_eq!(none, tins(&[5]));
     }
 }

@@ -14,9 +14,11 @@
 //!
 //! Both runs see the same base delay (netem on the client's `eth0`, outside what is compared),
 //! the same bulk TCP uploads per host (`testbed tcp-send`, one sink per host counting the last
-//! part after `omit`, as iperf3's `--omit`), and the same ping every 200 ms. The discipline's
-//! counters come from `tc -s -j qdisc show` and from `gateway stats --json`, read into one
-//! shape ([`counts`]); [`compare`] holds the tolerances.
+//! part after `omit`, as iperf3's `--omit`), and the same three ping flows, one from each of
+//! three addresses of their own, every 50 ms each (see [`Measured::ping_pct`]). The
+//! discipline's counters come from `tc -s -j qdisc show` and from `gateway stats --json`, read
+//! into one shape ([`counts`]) as the load ends, and once a second through the measured part
+//! for CAKE's sojourn average; [`compare`] holds the tolerances.
 
 pub mod compare;
 pub mod counts;
@@ -42,8 +44,14 @@ pub struct Plan {
     pub delay: String,
     /// Bulk uploads per client host (host i sends from 198.18.1.(2 + i)).
     pub hosts: Vec<u32>,
-    /// TCP congestion control of the uploads.
+    /// TCP congestion control of the uploads: one name for every host, or one per host,
+    /// comma-separated (`bbr,cubic`).
     pub cc: String,
+    /// Second of the load at which each host's uploads start (missing: 0), as flent's
+    /// `tcp_4up_squarewave` staggers its flows. Every upload ends with the load, and each
+    /// host's goodput counts from `omit` (absolute), so all figures cover the same window.
+    #[serde(default)]
+    pub starts: Vec<u32>,
     /// Seconds of load.
     pub seconds: u32,
     /// Seconds at the start of the load left out of goodput and ping.
@@ -76,8 +84,9 @@ pub struct Plan {
 /// What one run measured.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Measured {
-    /// Round trips of the pings after `omit`, ms, sorted.
-    pub ping_ms: Vec<f64>,
+    /// Round trips after `omit`, ms, sorted, one list per ping flow (each from its own
+    /// address, [`traffic::PING_FLOWS`] of them).
+    pub ping_flows_ms: Vec<Vec<f64>>,
     /// Idle round trip before the load (median of 10 pings), ms.
     pub idle_ms: f64,
     /// Goodput per host, bit/s (counted after `omit`).
@@ -88,6 +97,39 @@ pub struct Measured {
     pub up: Counts,
     /// The down direction's (the ACKs').
     pub down: Counts,
+}
+
+impl Plan {
+    /// Host `i`'s congestion control.
+    pub fn cc_of(&self, i: usize) -> &str {
+        let all: Vec<&str> = self.cc.split(',').map(str::trim).collect();
+        all.get(i).or(all.last()).copied().unwrap_or("cubic")
+    }
+    /// Second of the load at which host `i` starts (before the load ends).
+    pub fn start_of(&self, i: usize) -> u32 {
+        let s = self.starts.get(i).copied().unwrap_or(0);
+        s.min(self.seconds.saturating_sub(1))
+    }
+}
+
+impl Measured {
+    /// The `p`th percentile of the pings' round trips, ms: each flow's, then the median of
+    /// those. A flow queue hashes flows into buckets (fq_codel: 1024), so one ping flow in a
+    /// few hundred shares a bulk flow's queue for the whole run; with three flows that one is
+    /// outvoted rather than deciding the figure.
+    pub fn ping_pct(&self, p: f64) -> f64 {
+        let mut per_flow: Vec<f64> = self
+            .ping_flows_ms
+            .iter()
+            .filter_map(|f| debloat_report::percentile::percentile(f, p))
+            .collect();
+        per_flow.sort_by(f64::total_cmp);
+        match per_flow.len() {
+            0 => f64::NAN,
+            n if n % 2 == 1 => per_flow[n / 2],
+            n => (per_flow[n / 2 - 1] + per_flow[n / 2]) / 2.0,
+        }
+    }
 }
 
 /// Both runs.
@@ -169,6 +211,10 @@ fn prepare_hosts(plan: &Plan, prefix: &str) -> Result<(), TestbedError> {
     let [c, _, v] = testbed::namespaces(prefix);
     if plan.ecn {
         sysctl(&c, "net.ipv4.tcp_ecn=1")?;
+    }
+    for k in 0..traffic::PING_FLOWS {
+        let addr = format!("{}/24", traffic::ping_source(k));
+        sh(&["ip", "-n", &c, "addr", "add", &addr, "dev", "eth0"])?;
     }
     for i in 1..plan.hosts.len() {
         let addr = format!("198.18.1.{}/24", 2 + i);
