@@ -7,9 +7,12 @@
 //! same run through `debloat gateway`, whose forwarding in the guest adds 0.2–2 ms of round
 //! trip (docs/kernel-lab.md); on a real machine it adds tens of microseconds.
 //!
-//! Covered: PI-55, FIFO-DEPTH, SQW-20M and CAKE-HOSTS (uploads only, as published; SQW-20M's
-//! flows start staggered with their own congestion control, [`Plan::starts`]). Not yet:
-//! RRUL-110-10 and ACK-FILTER need downloads and flent's mixed tests inside the guest.
+//! Covered: every wired row but HASH and BQL (no traffic; no BQL in UML): PI-55, FIFO-DEPTH,
+//! SQW-20M (flows start staggered with their own congestion control, [`Plan::starts`]),
+//! CAKE-HOSTS, and RRUL-110-10 and ACK-FILTER with downloads ([`Plan::downloads`]) at rates
+//! the guest carries — RRUL at 44/4 Mbit/s (the published 11:1), ACK-FILTER at 40 Mbit/s /
+//! 800 kbit/s (the published 50:1) — while the simulator's column stays at the published
+//! rates. rrul's UDP probes are left out: the ping flows measure the induced delay.
 //!
 //! CAKE-HOSTS's unshaped fq_codel sits at line rate in front of the modem: it never holds a
 //! queue, the modem's 1000-packet FIFO at 20 Mbit/s does. The kernel has no second hop here, so
@@ -38,12 +41,24 @@ pub enum Metric {
     FlowGoodput(usize),
     /// The goodput of some connections over others' (e.g. the CUBIC flows over the BBR ones).
     FlowRatio(&'static [usize], &'static [usize]),
+    /// The downloads' goodput, Mbit/s.
+    DownloadGoodput,
+    /// The downloads' goodput over that of the row's run with this index (an earlier one).
+    DownloadOverRun(usize),
 }
 
 impl Metric {
     /// The figure from one side's run.
     pub fn of(self, m: &Measured) -> f64 {
+        self.of_after(m, &[])
+    }
+
+    /// The figure from one side's run, given the same side's earlier runs of the row.
+    pub fn of_after(self, m: &Measured, earlier: &[Measured]) -> f64 {
+        let down = |m: &Measured| m.download_bps.iter().sum::<f64>() / 1e6;
         match self {
+            Metric::DownloadGoodput => down(m),
+            Metric::DownloadOverRun(i) => earlier.get(i).map_or(f64::NAN, |e| down(m) / down(e)),
             Metric::PingP50 => m.ping_pct(50.0),
             Metric::Goodput => m.host_bps.iter().sum::<f64>() / 1e6,
             Metric::DroppedPct => m.up.drop_rate() * 100.0,
@@ -93,6 +108,8 @@ fn plan(spec: &str, up_bps: u64, down_bps: u64, delay: &str, n: u32, cc: &str) -
         match_rtt: false,
         upstream_rate: None,
         server_per_host: false,
+        downloads: Vec::new(),
+        client_rmem_max: None,
     }
 }
 
@@ -229,6 +246,73 @@ fn sqw_20m() -> Vec<Run> {
     ]
 }
 
+/// RRUL-110-10's rate in the guest: 44/4 Mbit/s, the published 11:1 at 2/5 of the rate (the
+/// userspace gateway under User-Mode Linux does not carry 110 Mbit/s; at 22/2 one upload
+/// packet alone would take 6 ms, past cake's 3 ms band).
+const RRUL_DOWN_BPS: u64 = 44_000_000;
+const RRUL_UP_BPS: u64 = 4_000_000;
+
+fn rrul_110_10() -> Vec<Run> {
+    // flent's rrul: 4 uploads and 4 downloads marked BE, BK (CS1), CS5, EF; each upload from
+    // an address of its own (the lab marks per host), the downloads to the first; 48 ms.
+    let marks = vec![0x00, 0x20, 0xa0, 0xb8];
+    let p = |up: &str, down: &str| Plan {
+        down: down.to_string(),
+        hosts: vec![1, 1, 1, 1],
+        tos: marks.clone(),
+        downloads: marks.clone(),
+        seconds: 30,
+        ..plan(up, RRUL_UP_BPS, RRUL_DOWN_BPS, "48ms", 0, "cubic")
+    };
+    let one = |up: &str, down: &str, name: &str| Run {
+        plan: p(up, down),
+        checks: vec![(
+            format!("{name}: ICMP induced delay"),
+            Metric::PingP50AboveIdle,
+        )],
+    };
+    vec![
+        one("cake bandwidth 4Mbit", "cake bandwidth 44Mbit", "cake"),
+        one("fq_codel", "fq_codel", "fq_codel"),
+        one("codel", "codel", "codel (single queue)"),
+    ]
+}
+
+/// ACK-FILTER's downloads' receive buffer in the guest: the published stack's 3 MiB windows
+/// (the simulator's cap, Linux 4.x's 6 MiB `tcp_rmem` at half) scaled with the rate, 1 Gbit/s
+/// to 40 Mbit/s: 126 kB windows, 252 kB of buffer. Four such windows fill 40 Mbit/s at the
+/// 100 ms base round trip and no more — as four 3 MiB ones filled 1 Gbit/s — so ACKs queued
+/// in the uplink slow the downloads as they did. Uncapped (6.1's 6 MiB), no window binds at
+/// 40 Mbit/s and the filter changes nothing (1.01 on the kernel, 2026-11-25).
+const ACK_FILTER_RMEM_MAX: u32 = 3 * 1024 * 1024 * 2 / 25;
+
+fn ack_filter() -> Vec<Run> {
+    // rrul_be (4 uploads, 4 downloads, best effort) at the published 50:1 asymmetry, 40 Mbit/s
+    // down and 800 kbit/s up (the guest does not carry 1 Gbit/s), 100 ms; cake both ways, the
+    // uplink's with and without ack-filter. The downloads' ACKs alone would need about as
+    // much as the uplink has.
+    let p = |up: &str| Plan {
+        down: "cake bandwidth 40Mbit".into(),
+        downloads: vec![0; 4],
+        client_rmem_max: Some(ACK_FILTER_RMEM_MAX),
+        seconds: 30,
+        ..plan(up, 800_000, 40_000_000, "100ms", 4, "cubic")
+    };
+    vec![
+        Run {
+            plan: p("cake bandwidth 800kbit"),
+            checks: Vec::new(),
+        },
+        Run {
+            plan: p("cake bandwidth 800kbit ack-filter"),
+            checks: vec![(
+                "download with ack-filter / without".into(),
+                Metric::DownloadOverRun(0),
+            )],
+        },
+    ]
+}
+
 /// The kernel runs of an experiment (by its id), or None where it has none yet.
 pub fn runs(id: &str) -> Option<Vec<Run>> {
     match id {
@@ -236,12 +320,21 @@ pub fn runs(id: &str) -> Option<Vec<Run>> {
         "FIFO-DEPTH" => Some(fifo_depth()),
         "CAKE-HOSTS" => Some(cake_hosts()),
         "SQW-20M" => Some(sqw_20m()),
+        "RRUL-110-10" => Some(rrul_110_10()),
+        "ACK-FILTER" => Some(ack_filter()),
         _ => None,
     }
 }
 
 /// The experiments that have kernel runs.
-pub const IDS: [&str; 4] = ["PI-55", "FIFO-DEPTH", "SQW-20M", "CAKE-HOSTS"];
+pub const IDS: [&str; 6] = [
+    "PI-55",
+    "FIFO-DEPTH",
+    "SQW-20M",
+    "CAKE-HOSTS",
+    "RRUL-110-10",
+    "ACK-FILTER",
+];
 
 #[cfg(test)]
 mod tests {
@@ -260,11 +353,17 @@ mod tests {
             names.sort_unstable();
             names.dedup();
             assert_eq!(names.len(), n, "{id}: a check answered twice");
-            for r in &runs {
+            for (j, r) in runs.iter().enumerate() {
                 assert_eq!(
                     crate::side::shapes(&r.plan.up),
                     Ok(r.plan.up.starts_with("cake"))
                 );
+                for (name, m) in &r.checks {
+                    if let Metric::DownloadOverRun(i) = m {
+                        assert!(*i < j, "{id}: `{name}` reads a later run");
+                        assert!(!runs[*i].plan.downloads.is_empty(), "{id}: {name}");
+                    }
+                }
             }
         }
     }
@@ -287,6 +386,21 @@ mod tests {
     }
 
     #[test]
+    fn download_ratio_reads_the_earlier_run() {
+        let m = |d: &[f64]| Measured {
+            download_bps: d.to_vec(),
+            ..Measured::default()
+        };
+        let (before, after) = (m(&[10e6, 10e6]), m(&[20e6, 16e6]));
+        assert_eq!(Metric::DownloadGoodput.of(&after), 36.0);
+        let earlier = [before];
+        assert_eq!(Metric::DownloadOverRun(0).of_after(&after, &earlier), 1.8);
+        assert!(Metric::DownloadOverRun(1)
+            .of_after(&after, &earlier)
+            .is_nan());
+    }
+
+    #[test]
     fn flow_figures_read_connections_in_start_order() {
         let m = Measured {
             flow_bps: vec![4e6, 6e6, 2e6, 8e6],
@@ -302,7 +416,10 @@ mod tests {
         let p = &sqw_20m()[0].plan;
         let cc: Vec<&str> = (0..4).map(|i| p.cc_of(i)).collect();
         assert_eq!(cc, ["bbr", "cubic", "bbr", "cubic"]);
-        assert_eq!((0..4).map(|i| p.start_of(i)).collect::<Vec<_>>(), [0, 3, 9, 15]);
+        assert_eq!(
+            (0..4).map(|i| p.start_of(i)).collect::<Vec<_>>(),
+            [0, 3, 9, 15]
+        );
         let one = plan("pfifo", 1, 1, "1ms", 2, "reno");
         assert_eq!((one.cc_of(1), one.start_of(1)), ("reno", 0));
     }

@@ -112,9 +112,11 @@ pub fn connect(cfg: &SendConfig) -> std::io::Result<TcpStream> {
 /// Returns the bytes written over all of them.
 pub fn send(cfg: &SendConfig) -> std::io::Result<u64> {
     let mut threads = Vec::new();
+    // One deadline from the start, as iperf3's -t: a connection slow to open (a SYN lost and
+    // sent again a second later) sends less rather than past the sink's end.
+    let end = Instant::now() + cfg.duration;
     for _ in 0..cfg.streams.max(1) {
         let s = connect(cfg)?;
-        let end = Instant::now() + cfg.duration;
         threads.push(std::thread::spawn(move || -> std::io::Result<u64> {
             s.set_write_timeout(Some(Duration::from_millis(200)))?;
             fill(&s, &[0x5a; 1 << 16], end, &AtomicBool::new(false), |_| {})

@@ -82,6 +82,18 @@ pub struct CompareArgs {
     /// Internet hosts: what cake's dsthost and triple-isolate tell apart.
     #[arg(long)]
     server_per_host: bool,
+    /// Bulk downloads from the server to the first host, beside the uploads (their data
+    /// crosses the down spec, their ACKs the up one).
+    #[arg(long, default_value_t = 0)]
+    downloads: u32,
+    /// TOS byte of each download, comma-separated (missing: 0), e.g. `0,0x20,0xa0,0xb8` as
+    /// rrul marks its four.
+    #[arg(long)]
+    download_tos: Option<String>,
+    /// Cap the client's TCP receive buffer (net.ipv4.tcp_rmem's max, bytes), and so the
+    /// downloads' windows at half of it (e.g. 262144).
+    #[arg(long, value_name = "BYTES")]
+    client_rmem_max: Option<u32>,
     /// Let the client's TCP negotiate ECN (net.ipv4.tcp_ecn=1).
     #[arg(long)]
     ecn: bool,
@@ -216,6 +228,40 @@ fn per_host_starts(starts: Option<&str>, hosts: usize, seconds: u32) -> Result<V
     Ok(v)
 }
 
+/// A comma-separated list of TOS bytes (`0x20,0`); None: empty.
+fn tos_list(flag: &str, list: Option<&str>) -> Result<Vec<u8>> {
+    let Some(t) = list else {
+        return Ok(Vec::new());
+    };
+    t.split(',')
+        .map(|x| {
+            let x = x.trim();
+            let v = match x.strip_prefix("0x") {
+                Some(h) => u8::from_str_radix(h, 16),
+                None => x.parse(),
+            };
+            v.map_err(|_| anyhow!("{flag} {t}: `{x}` is not a TOS byte (0–255 or 0x00–0xff)"))
+        })
+        .collect()
+}
+
+/// `--downloads N` with `--download-tos LIST`: one TOS byte per download (missing: 0).
+fn downloads(n: u32, list: Option<&str>) -> Result<Vec<u8>> {
+    if n > 16 {
+        bail!("--downloads {n}: give 0 to 16");
+    }
+    let mut tos = tos_list("--download-tos", list)?;
+    if tos.len() > n as usize {
+        bail!(
+            "--download-tos {}: {} bytes for --downloads {n}",
+            list.unwrap_or(""),
+            tos.len()
+        );
+    }
+    tos.resize(n as usize, 0);
+    Ok(tos)
+}
+
 fn plan_of(c: &CompareArgs) -> Result<side::Plan> {
     let (up, down) = c.rate.split_once('/').unwrap_or((&c.rate, &c.rate));
     let rate =
@@ -246,22 +292,9 @@ fn plan_of(c: &CompareArgs) -> Result<side::Plan> {
         match_rtt: !c.no_match_rtt,
         upstream_rate: c.upstream_rate.clone(),
         server_per_host: c.server_per_host,
-        tos: match &c.tos {
-            None => Vec::new(),
-            Some(t) => t
-                .split(',')
-                .map(|x| {
-                    let x = x.trim();
-                    let v = match x.strip_prefix("0x") {
-                        Some(h) => u8::from_str_radix(h, 16),
-                        None => x.parse(),
-                    };
-                    v.map_err(|_| {
-                        anyhow!("--tos {t}: `{x}` is not a TOS byte (0–255 or 0x00–0xff)")
-                    })
-                })
-                .collect::<Result<_>>()?,
-        },
+        downloads: downloads(c.downloads, c.download_tos.as_deref())?,
+        client_rmem_max: c.client_rmem_max,
+        tos: tos_list("--tos", c.tos.as_deref())?,
         ecn: c.ecn,
         netem: c.netem.clone(),
     };
@@ -323,6 +356,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn downloads_take_their_marks_or_best_effort() {
+        assert_eq!(downloads(4, Some("0,0x20")).unwrap(), [0, 0x20, 0, 0]);
+        assert_eq!(downloads(2, None).unwrap(), [0, 0]);
+        assert!(downloads(0, None).unwrap().is_empty());
+        let e = downloads(1, Some("0,0x20")).unwrap_err().to_string();
+        assert!(e.contains("2 bytes for --downloads 1"), "{e}");
+        let e = downloads(2, Some("0,0xzz")).unwrap_err().to_string();
+        assert!(e.contains("`0xzz` is not a TOS byte"), "{e}");
+        assert!(downloads(17, None).is_err());
+    }
+
+    #[test]
     fn per_host_cc_and_starts_name_the_bad_token() {
         assert_eq!(per_host_cc("bbr,cubic", 2).unwrap(), "bbr,cubic");
         assert_eq!(per_host_cc("bbr", 4).unwrap(), "bbr");
@@ -336,7 +381,9 @@ mod tests {
         assert!(per_host_starts(None, 4, 60).unwrap().is_empty());
         let e = per_host_starts(Some("0,x"), 2, 60).unwrap_err().to_string();
         assert!(e.contains("`x`"), "{e}");
-        let e = per_host_starts(Some("0,60"), 2, 60).unwrap_err().to_string();
+        let e = per_host_starts(Some("0,60"), 2, 60)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("before the load ends (60 s)"), "{e}");
         let e = per_host_starts(Some("0"), 2, 60).unwrap_err().to_string();
         assert!(e.contains("one start per host (2)"), "{e}");

@@ -56,11 +56,8 @@ pub fn run(chosen: &[&'static Experiment], json: bool) -> Result<()> {
         eprintln!("{}: the simulator …", e.id);
         let sim = (e.run)(1);
         // Every check a kernel run answers must be one of the simulator's, before the lab runs.
-        for (name, _) in runs.iter().flat_map(|r| r.checks.iter()) {
-            if !sim.checks.iter().any(|c| &c.what == name) {
-                bail!("{}: the simulator has no check `{name}`", e.id);
-            }
-        }
+        unanswerable(e.id, &runs, &sim.checks)?;
+        let (mut gw_runs, mut k_runs) = (Vec::new(), Vec::new());
         for (i, r) in runs.iter().enumerate() {
             eprintln!(
                 "{}: kernel and gateway {}/{} ({}, {} s each) …",
@@ -77,8 +74,11 @@ pub fn run(chosen: &[&'static Experiment], json: bool) -> Result<()> {
                     .iter()
                     .find(|c| &c.what == name)
                     .ok_or_else(|| anyhow!("{}: the simulator has no check `{name}`", e.id))?;
-                all.push(row(e, c, metric.of(&s.debloat), metric.of(&s.kernel)));
+                let gw = metric.of_after(&s.debloat, &gw_runs);
+                all.push(row(e, c, gw, metric.of_after(&s.kernel, &k_runs)));
             }
+            gw_runs.push(s.debloat);
+            k_runs.push(s.kernel);
         }
         if !json {
             print_table(e, &all, t.elapsed().as_secs_f64());
@@ -97,6 +97,16 @@ pub fn run(chosen: &[&'static Experiment], json: bool) -> Result<()> {
             "the simulator or the kernel is outside the band: {}",
             missed.join("; ")
         );
+    }
+    Ok(())
+}
+
+/// An error naming the first kernel check that is not one of the simulator's.
+fn unanswerable(id: &str, runs: &[rows::Run], sim: &[Check]) -> Result<()> {
+    for (name, _) in runs.iter().flat_map(|r| r.checks.iter()) {
+        if !sim.iter().any(|c| &c.what == name) {
+            bail!("{id}: the simulator has no check `{name}`");
+        }
     }
     Ok(())
 }
@@ -123,4 +133,31 @@ fn print_table(e: &Experiment, rows: &[Row], secs: f64) {
         );
     }
     println!("  (✗: outside the band; units as the band's)\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kernel rows name the simulator's checks exactly (seed 1 of each experiment).
+    #[test]
+    fn every_kernel_check_is_one_of_the_simulators() {
+        for id in rows::IDS {
+            let e = debloat_sim::reproduce::find(id).unwrap_or_else(|| panic!("{id}"));
+            let runs = rows::runs(id).unwrap_or_default();
+            let sim = (e.run)(1);
+            if let Err(err) = unanswerable(id, &runs, &sim.checks) {
+                panic!("{err}");
+            }
+        }
+        let fake = vec![rows::Run {
+            plan: rows::runs("PI-55").unwrap_or_default()[0].plan.clone(),
+            checks: vec![("no such check".into(), rows::Metric::PingP50)],
+        }];
+        let err = unanswerable("PI-55", &fake, &[]).map_err(|e| e.to_string());
+        assert_eq!(
+            err,
+            Err("PI-55: the simulator has no check `no such check`".into())
+        );
+    }
 }

@@ -10,7 +10,8 @@
 //!   Both are the median of three ping flows' percentiles ([`super::Measured::ping_pct`]),
 //!   each flow 300 samples, so a p99 is the fourth-worst sample rather than the worst: a
 //!   single stall of the guest's CPU no longer decides it;
-//! * total goodput within 5 %; each host's share within 5 points (when there are two or more);
+//! * total goodput within 5 % (uploads; downloads apart, when there are any); each host's
+//!   share within 5 points (when there are two or more);
 //! * drop and mark rates within 30 % relative, or both under 0.5 % of packets;
 //! * CAKE: each tin's share of the packets sent within 5 points; the busiest tin's average
 //!   sojourn (cake's EWMA, read once a second through the measured part and averaged) within
@@ -94,10 +95,7 @@ fn latency_and_goodput(s: &SideBySide, c: &mut Vec<Check>) {
         (50.0, 2.0, 0.15, "2 ms or 15 %"),
         (99.0, 5.0, 0.30, "5 ms or 30 %"),
     ] {
-        let (kp, dp) = (
-            k.ping_pct(p) - k.idle_ms,
-            d.ping_pct(p) - d.idle_ms,
-        );
+        let (kp, dp) = (k.ping_pct(p) - k.idle_ms, d.ping_pct(p) - d.idle_ms);
         c.push(Check {
             what: format!("ping p{p} added by load, ms"),
             kernel: kp,
@@ -117,6 +115,19 @@ fn latency_and_goodput(s: &SideBySide, c: &mut Vec<Check>) {
         tolerance: "5 %",
         ok: within_abs_or_rel(kg, dg, 0.0, 0.05),
     });
+    if !s.plan.downloads.is_empty() {
+        let (kd, dd) = (
+            k.download_bps.iter().sum::<f64>() / 1e6,
+            d.download_bps.iter().sum::<f64>() / 1e6,
+        );
+        c.push(Check {
+            what: "download goodput, Mbit/s".into(),
+            kernel: kd,
+            debloat: dd,
+            tolerance: "5 %",
+            ok: within_abs_or_rel(kd, dd, 0.0, 0.05),
+        });
+    }
     if k.host_bps.len() > 1 {
         for (i, (a, b)) in shares(&k.host_bps)
             .iter()

@@ -79,6 +79,16 @@ pub struct Plan {
     /// destination per host); false: every host to 198.18.2.2.
     #[serde(default)]
     pub server_per_host: bool,
+    /// Bulk downloads from the server (198.18.2.2) to host 1, one per entry, each with this
+    /// TOS byte (flent's rrul marks its four both ways). They cross the down spec; their ACKs
+    /// queue in the up one.
+    #[serde(default)]
+    pub downloads: Vec<u8>,
+    /// The client's largest TCP receive buffer, bytes (`net.ipv4.tcp_rmem`'s max in its
+    /// namespace), which caps the downloads' windows at half of it (6.1's
+    /// `tcp_adv_win_scale` 1). None: the kernel's default (6 MiB).
+    #[serde(default)]
+    pub client_rmem_max: Option<u32>,
 }
 
 /// What one run measured.
@@ -93,6 +103,9 @@ pub struct Measured {
     pub host_bps: Vec<f64>,
     /// Goodput per connection, bit/s, host by host.
     pub flow_bps: Vec<f64>,
+    /// Goodput of each download, bit/s (counted after `omit`).
+    #[serde(default)]
+    pub download_bps: Vec<f64>,
     /// The up direction's discipline counters.
     pub up: Counts,
     /// The down direction's (the ACKs').
@@ -211,6 +224,12 @@ fn prepare_hosts(plan: &Plan, prefix: &str) -> Result<(), TestbedError> {
     let [c, _, v] = testbed::namespaces(prefix);
     if plan.ecn {
         sysctl(&c, "net.ipv4.tcp_ecn=1")?;
+    }
+    if let Some(max) = plan.client_rmem_max {
+        sysctl(
+            &c,
+            &format!("net.ipv4.tcp_rmem=4096 {} {max}", max.min(131_072)),
+        )?;
     }
     for k in 0..traffic::PING_FLOWS {
         let addr = format!("{}/24", traffic::ping_source(k));

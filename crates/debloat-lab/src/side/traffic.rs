@@ -1,5 +1,6 @@
 //! One run's traffic: an idle ping, then bulk uploads per host (`testbed tcp-send`, one
-//! `testbed tcp-sink` per host) with [`PING_FLOWS`] ping flows beside them, each from an
+//! `testbed tcp-sink` per host) and any downloads (server to host 1, one sink) with
+//! [`PING_FLOWS`] ping flows beside them, each from an
 //! address of its own every 50 ms; the discipline's counters are read once a second through
 //! the measured part (for CAKE's sojourn average) and as the load ends.
 //!
@@ -173,6 +174,61 @@ fn start_senders(plan: &Plan, exe: &str, c: &str) -> Result<Vec<Child>, TestbedE
         .collect()
 }
 
+/// The download flows' port on the client (host 1, 198.18.1.2).
+const DOWNLOAD_PORT: u16 = 5300;
+
+/// The download flows' one sink, in the client namespace `c` (None without downloads).
+fn start_download_sink(plan: &Plan, exe: &str, c: &str) -> Result<Option<Child>, TestbedError> {
+    if plan.downloads.is_empty() {
+        return Ok(None);
+    }
+    let listen = format!("0.0.0.0:{DOWNLOAD_PORT}");
+    let (secs, omit) = ((plan.seconds + 3).to_string(), plan.omit.to_string());
+    let args = [
+        exe,
+        "testbed",
+        "tcp-sink",
+        "--listen",
+        &listen,
+        "--seconds",
+        &secs,
+        "--omit",
+        &omit,
+    ];
+    spawn(c, &args).map(Some)
+}
+
+/// One sender per download flow in the server namespace `v`, each with its TOS byte, to host
+/// 1 (as flent's rrul downloads, whose server marks them).
+fn start_downloads(plan: &Plan, exe: &str, v: &str) -> Result<Vec<Child>, TestbedError> {
+    let to = format!("198.18.1.2:{DOWNLOAD_PORT}");
+    let secs = plan.seconds.to_string();
+    plan.downloads
+        .iter()
+        .map(|tos| {
+            let tos = tos.to_string();
+            let args = [
+                exe,
+                "testbed",
+                "tcp-send",
+                "--to",
+                &to,
+                "--streams",
+                "1",
+                "--seconds",
+                &secs,
+                "--cc",
+                plan.cc_of(0),
+                "--bind",
+                testbed::SERVER_V4,
+                "--tos",
+                &tos,
+            ];
+            spawn(v, &args)
+        })
+        .collect()
+}
+
 /// Run the plan's load once through whatever forwards now; `counts` reads the discipline.
 pub(super) fn measure(
     plan: &Plan,
@@ -184,6 +240,7 @@ pub(super) fn measure(
     let exe = exe.to_string_lossy().into_owned();
     let idle_ms = idle_ms(prefix)?;
     let sinks = start_sinks(plan, &exe, &v)?;
+    let download_sink = start_download_sink(plan, &exe, &c)?;
     std::thread::sleep(Duration::from_millis(500));
     let secs = plan.seconds.to_string();
     let interval = PING_INTERVAL_S.to_string();
@@ -195,7 +252,8 @@ pub(super) fn measure(
         })
         .collect::<Result<Vec<_>, _>>()?;
     let started = Instant::now();
-    let senders = start_senders(plan, &exe, &c)?;
+    let mut senders = start_senders(plan, &exe, &c)?;
+    senders.extend(start_downloads(plan, &exe, &v)?);
     let readings = read_through_load(plan, started, &mut counts);
     for s in senders {
         finish(s, "tcp-send")?;
@@ -223,6 +281,9 @@ pub(super) fn measure(
         let per_flow = sink_bps(&finish(s, "tcp-sink")?);
         m.host_bps.push(per_flow.iter().sum());
         m.flow_bps.extend(per_flow);
+    }
+    if let Some(s) = download_sink {
+        m.download_bps = sink_bps(&finish(s, "tcp-sink (downloads)")?);
     }
     Ok(m)
 }
