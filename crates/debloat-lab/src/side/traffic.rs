@@ -105,27 +105,37 @@ pub(super) fn idle_ms(prefix: &str) -> Result<f64, TestbedError> {
     Ok(median(&mut v))
 }
 
+/// A `tcp-sink` in namespace `ns` on `port` that outlives the load by 3 s and counts each
+/// connection after its first `omit` seconds.
+fn sink(plan: &Plan, exe: &str, ns: &str, port: usize, omit: u32) -> Result<Child, TestbedError> {
+    let listen = format!("0.0.0.0:{port}");
+    let (secs, omit) = ((plan.seconds + 3).to_string(), omit.to_string());
+    let args = [
+        exe,
+        "testbed",
+        "tcp-sink",
+        "--listen",
+        &listen,
+        "--seconds",
+        &secs,
+        "--omit",
+        &omit,
+    ];
+    spawn(ns, &args)
+}
+
 /// One `tcp-sink` per host in the server namespace `v`, host i on port 5201 + i, counting
 /// from the load's second `omit` whenever the host starts.
 fn start_sinks(plan: &Plan, exe: &str, v: &str) -> Result<Vec<Child>, TestbedError> {
-    let sink_s = (plan.seconds + 3).to_string();
     (0..plan.hosts.len())
         .map(|i| {
-            let omit = plan.omit.saturating_sub(plan.start_of(i)).to_string();
-            let listen = format!("0.0.0.0:{}", 5201 + i);
-            let args = [
-                "testbed",
-                "tcp-sink",
-                "--listen",
-                &listen,
-                "--seconds",
-                &sink_s,
-                "--omit",
-                &omit,
-            ];
-            let mut a = vec![exe];
-            a.extend_from_slice(&args);
-            spawn(v, &a)
+            sink(
+                plan,
+                exe,
+                v,
+                5201 + i,
+                plan.omit.saturating_sub(plan.start_of(i)),
+            )
         })
         .collect()
 }
@@ -175,27 +185,14 @@ fn start_senders(plan: &Plan, exe: &str, c: &str) -> Result<Vec<Child>, TestbedE
 }
 
 /// The download flows' port on the client (host 1, 198.18.1.2).
-const DOWNLOAD_PORT: u16 = 5300;
+const DOWNLOAD_PORT: usize = 5300;
 
 /// The download flows' one sink, in the client namespace `c` (None without downloads).
 fn start_download_sink(plan: &Plan, exe: &str, c: &str) -> Result<Option<Child>, TestbedError> {
     if plan.downloads.is_empty() {
         return Ok(None);
     }
-    let listen = format!("0.0.0.0:{DOWNLOAD_PORT}");
-    let (secs, omit) = ((plan.seconds + 3).to_string(), plan.omit.to_string());
-    let args = [
-        exe,
-        "testbed",
-        "tcp-sink",
-        "--listen",
-        &listen,
-        "--seconds",
-        &secs,
-        "--omit",
-        &omit,
-    ];
-    spawn(c, &args).map(Some)
+    sink(plan, exe, c, DOWNLOAD_PORT, plan.omit).map(Some)
 }
 
 /// One sender per download flow in the server namespace `v`, each with its TOS byte, to host
