@@ -7,7 +7,7 @@ use std::path::PathBuf;
 /// Arguments of `debloat lab`.
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Examples:\n  debloat lab spec \"cake bandwidth 20Mbit diffserv4\" \"fq_codel limit 1001 noecn\"\n  debloat lab run script.sh --keep results/\n\nNeeds Debian's user-mode-linux and kmod (apt-get install user-mode-linux kmod); no root,\nno KVM. The guest is Linux 6.1 with the host's filesystem read-only, one CPU, no BQL."
+    after_help = "Examples:\n  debloat lab spec \"cake bandwidth 20Mbit diffserv4\" \"fq_codel limit 1001 noecn\"\n  debloat lab run script.sh --keep results/\n  debloat lab bench --qdisc cake\n\nNeeds Debian's user-mode-linux and kmod (apt-get install user-mode-linux kmod); no root,\nno KVM. The guest is Linux 6.1 with the host's filesystem read-only, one CPU, no BQL."
 )]
 pub struct Args {
     #[command(subcommand)]
@@ -39,6 +39,21 @@ enum What {
     /// the same spec, in one guest; compare latency, goodput, drops, marks and tins within
     /// stated tolerances (exit 2 where they differ).
     Compare(Box<CompareArgs>),
+    /// Forwarding cost in one guest: the kernel's bridge, the bridge with the kernel's
+    /// discipline, and `debloat gateway` with the same spec, by `bench gateway`'s rate search
+    /// with generator and forwarder sharing the guest's one CPU (a bed biased against a
+    /// userspace forwarder: see BENCHMARKS.md and scripts/lab/qemu-bench.sh).
+    Bench {
+        /// The discipline, tc's words, on both sides (unshaped unless it says otherwise).
+        #[arg(long, default_value = "cake")]
+        qdisc: String,
+        /// Seconds per trial.
+        #[arg(long, default_value_t = 2.0)]
+        trial: f64,
+        /// Pings for the idle latency.
+        #[arg(long, default_value_t = 500)]
+        pings: u32,
+    },
     /// Inside the lab: run a side-by-side plan (JSON) and print the result as JSON (what
     /// `compare` runs in the guest).
     Side {
@@ -129,6 +144,11 @@ pub fn run(a: &Args) -> Result<()> {
         What::Spec { specs } => spec(&lab, specs),
         What::Compare(c) => compare(&lab, c),
         What::Side { plan } => side(plan),
+        What::Bench {
+            qdisc,
+            trial,
+            pings,
+        } => bench(&mut lab, qdisc, *trial, *pings),
         What::Run { script, keep, mem } => {
             lab.mem_mb = *mem;
             let text = if script.as_os_str() == "-" {
@@ -154,6 +174,34 @@ pub fn run(a: &Args) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// `bench gateway` inside the guest, with the kernel's discipline beside the gateway's.
+fn bench(lab: &mut Lab, qdisc: &str, trial: f64, pings: u32) -> Result<()> {
+    qdisc
+        .parse::<debloat_core::QdiscSpec>()
+        .map_err(|e| anyhow!("--qdisc \"{qdisc}\": {e}"))?;
+    if qdisc.contains('\'') {
+        bail!("--qdisc \"{qdisc}\": a spec has no quotes");
+    }
+    let script = format!(
+        "\"$DEBLOAT\" bench gateway --one-cpu --kernel-qdisc --no-busy-poll --realtime 0 --qdisc '{qdisc}' --trial {trial} --pings {pings}\n"
+    );
+    lab.timeout = std::time::Duration::from_secs(1200);
+    let exe = std::env::current_exe().context("finding debloat's own path")?;
+    eprintln!("booting the kernel lab; three forwarders' rate searches and idle pings take 2–4 minutes, printed at the end …");
+    let o = lab.run_with_binary(&script, None, &exe)?;
+    print!("{}", o.stdout);
+    eprint!("{}", o.stderr);
+    eprintln!(
+        "lab: exit {} after {:.1} s",
+        o.status,
+        o.elapsed.as_secs_f64()
+    );
+    if o.status != 0 {
+        std::process::exit(o.status.clamp(1, 255));
+    }
+    Ok(())
 }
 
 fn spec(lab: &Lab, specs: &[String]) -> Result<()> {

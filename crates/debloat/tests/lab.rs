@@ -78,3 +78,73 @@ fn a_different_spec_is_reported_as_different() {
     assert!(tc.starts_with("qdisc codel 1: root refcnt 2 limit 1000p target 5ms"));
     assert_ne!(tc, String::from_utf8_lossy(&ours.stdout));
 }
+
+#[test]
+fn the_kernels_cake_and_the_gateways_are_costed_in_one_guest() {
+    if let Err(e) = debloat_lab::Lab::find() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have the kernel lab: {e}"
+        );
+        println!("SKIP the_kernels_cake_and_the_gateways_are_costed_in_one_guest: {e}");
+        return;
+    }
+    // Short trials: this checks that the comparison is made, not what it finds (a benchmark's
+    // figures belong in BENCHMARKS.md, from full runs).
+    let o = debloat(&[
+        "lab",
+        "bench",
+        "--qdisc",
+        "cake besteffort",
+        "--trial",
+        "0.5",
+        "--pings",
+        "50",
+    ]);
+    let t = text(&o);
+    println!("{t}");
+    assert!(o.status.success(), "{t}");
+    // The table, after the search's progress lines.
+    let table = t
+        .split("64 B: kpps")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no throughput table:\n{t}"));
+    let kpps_64 = |row: &str| -> f64 {
+        let line = table
+            .lines()
+            .find(|l| l.starts_with(row))
+            .unwrap_or_else(|| panic!("no row \"{row}\" in:\n{t}"));
+        line[row.len()..]
+            .split_whitespace()
+            .next()
+            .and_then(|w| w.trim_start_matches('≥').parse().ok())
+            .unwrap_or_else(|| panic!("no kpps in \"{line}\""))
+    };
+    for row in [
+        "kernel bridge  ",
+        "kernel bridge + cake besteffort",
+        "debloat gateway, cake besteffort",
+    ] {
+        assert!(kpps_64(row) > 1.0, "{row} forwarded nothing:\n{t}");
+    }
+    assert!(
+        t.contains("gateway / kernel bridge + cake besteffort"),
+        "{t}"
+    );
+    // The kernel's cake was in the path: it sent at least what the search's trials delivered.
+    let sent: u64 = t
+        .split("the kernel's cake on wan0 sent ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no count from the kernel's cake:\n{t}"));
+    let delivered = kpps_64("kernel bridge + cake besteffort") * 1e3 * 0.5;
+    assert!(
+        sent as f64 >= delivered,
+        "cake sent {sent}, trials delivered {delivered}:\n{t}"
+    );
+    assert!(t.contains("ns a system call (getpid)"), "{t}");
+    // A spec the gateway cannot take is named before anything runs.
+    let o = debloat(&["lab", "bench", "--qdisc", "cake bogus"]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("bogus"), "{}", text(&o));
+}

@@ -24,7 +24,9 @@ use debloat_gateway::testbed::{self, in_ns, sh, Setup};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+mod latency;
 mod table;
+use latency::{latency_variants, measure_latency, Latency};
 use table::print_table;
 
 /// What `debloat bench gateway` measures.
@@ -44,15 +46,18 @@ pub struct Config {
     pub realtime: u8,
     /// Skip the runs of `gateway --busy-poll` (throughput and idle latency).
     pub no_busy_poll: bool,
+    /// Also measure the kernel's bridge with the same discipline on its ports (`tc qdisc
+    /// replace dev wan0 root …`): the kernel's cost of the discipline beside debloat's.
+    pub kernel_qdisc: bool,
+    /// Generator and forwarder on one CPU (the default where there is only one): a bed such as
+    /// the kernel lab's one-CPU guest. CPU per packet then counts the generator's share too.
+    pub one_cpu: bool,
     /// The `debloat` binary that runs the gateway and the generator (`testbed blast`).
     pub exe: std::path::PathBuf,
 }
 
 /// The unicast MAC address the generator sends to: locally administered, owned by no one.
 const SINK_MAC: &str = "02:db:00:00:00:09";
-/// The generator's CPU and the forwarding CPU.
-const GEN_CPU: usize = 0;
-const FWD_CPU: usize = 1;
 /// Rounds of the idle-latency measurement (each forwarder once per round).
 const LATENCY_ROUNDS: u32 = 5;
 /// /proc/stat counts in USER_HZ, which Linux fixes at 100 for userspace.
@@ -60,8 +65,41 @@ const TICKS_PER_S: f64 = 100.0;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Forwarder {
+    /// The kernel's bridge, its ports with their default (no) queue.
     Kernel,
+    /// The kernel's bridge with the discipline under test on both ports.
+    KernelQdisc,
     Gateway,
+}
+
+/// Where the generator and the forwarder run.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Cpus {
+    gen: usize,
+    fwd: usize,
+}
+
+impl Cpus {
+    /// Apart: the generator on CPU 0, forwarding on CPU 1; together: both on CPU 0.
+    fn of(one_cpu: bool) -> Cpus {
+        Cpus {
+            gen: 0,
+            fwd: usize::from(!one_cpu),
+        }
+    }
+
+    fn shared(self) -> bool {
+        self.gen == self.fwd
+    }
+}
+
+/// One forwarder's throughput at 64 and 1500 bytes.
+struct Row {
+    name: String,
+    fwd: Forwarder,
+    /// It spins (its core is always busy, so CPU per packet says nothing).
+    spins: bool,
+    r: Vec<Throughput>,
 }
 
 /// The namespaces, removed when dropped (also on error or panic).
@@ -69,6 +107,7 @@ struct Rig {
     prefix: String,
     exe: std::path::PathBuf,
     qdisc: String,
+    cpus: Cpus,
 }
 
 impl Drop for Rig {
@@ -85,6 +124,9 @@ struct Trial {
     loss: f64,
     /// Forwarding core's busy time per delivered packet, µs.
     cpu_us: f64,
+    /// The same busy time per packet offered, µs (what the generator alone costs, when
+    /// nothing forwards and it shares the core).
+    gen_us: f64,
 }
 
 /// One forwarder's result at one frame size.
@@ -103,14 +145,21 @@ pub fn run(a: &Config) -> Result<()> {
         bail!("cannot run the gateway benchmark here: {why}");
     }
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if cpus < 2 {
-        bail!("the gateway benchmark needs two CPUs (one generates, one forwards); this machine has {cpus}");
+    if cpus < 2 && !a.one_cpu {
+        bail!("the gateway benchmark needs two CPUs (one generates, one forwards); this machine has {cpus} — add --one-cpu to run both on one (CPU per packet then includes the generator)");
     }
     a.qdisc
         .parse::<debloat_core::QdiscSpec>()
         .with_context(|| format!("--qdisc \"{}\"", a.qdisc))?;
+    let mut a = a.clone();
+    a.one_cpu |= cpus < 2;
+    if a.one_cpu && !a.no_busy_poll {
+        println!("One CPU: generator and forwarder share it, so no busy-polling gateway (it would starve the generator).");
+        a.no_busy_poll = true;
+    }
+    let a = &a;
     let rig = build_rig(a)?;
-    let rows = throughput_rows(&rig, a)?;
+    let (rows, generator_us) = throughput_rows(&rig, a)?;
     let mut variants = latency_variants(a);
     measure_latency(&rig, a, &mut variants)?;
     let path_ns = if a.latency_only {
@@ -118,19 +167,25 @@ pub fn run(a: &Config) -> Result<()> {
     } else {
         path_cost(&a.qdisc)?
     };
-    print_table(a, &rows, &variants, path_ns);
+    print_table(a, generator_us, &rows, &variants, path_ns);
+    let (syscall_ns, clock_ns) = bed_costs();
+    println!(
+        "\nThis bed charges a userspace process {syscall_ns:.0} ns a system call (getpid) and {clock_ns:.0} ns a clock read (a vDSO read where the kernel offers one): the gateway makes a few system calls a batch and reads the clock once a frame."
+    );
     Ok(())
 }
 
 /// The namespaces, with both veths' receive processing steered to the forwarding core and this
 /// process (and the generator and ping it starts) kept off it.
 fn build_rig(a: &Config) -> Result<Rig> {
+    let cpus = Cpus::of(a.one_cpu);
     // This process and its children (the generator, ping) stay off the forwarding core.
-    debloat_gateway::sys::pin_to_cpu(GEN_CPU)?;
+    debloat_gateway::sys::pin_to_cpu(cpus.gen)?;
     let rig = Rig {
         prefix: format!("dblb{}", std::process::id() % 100_000),
         exe: a.exe.clone(),
         qdisc: a.qdisc.clone(),
+        cpus,
     };
     println!(
         "Building namespaces {}-client, -gw, -server (veth pairs, offloads off)…",
@@ -138,6 +193,9 @@ fn build_rig(a: &Config) -> Result<Rig> {
     );
     testbed::build_namespaces(&rig.prefix)?;
     let [_, g, _] = testbed::namespaces(&rig.prefix);
+    if cpus.shared() {
+        return Ok(rig);
+    }
     // Steer lan0's and wan0's receive processing to the forwarding core.
     for dev in ["lan0", "wan0"] {
         sh(&[
@@ -149,7 +207,7 @@ fn build_rig(a: &Config) -> Result<Rig> {
             "-c",
             &format!(
                 "echo {:x} > /sys/class/net/{dev}/queues/rx-0/rps_cpus",
-                1u64 << FWD_CPU
+                1u64 << cpus.fwd
             ),
         ])?;
     }
@@ -157,112 +215,76 @@ fn build_rig(a: &Config) -> Result<Rig> {
 }
 
 /// Each forwarder's highest rate with at most `--loss` lost, at 64 and 1500 bytes.
-fn throughput_rows(rig: &Rig, a: &Config) -> Result<Vec<(String, bool, Vec<Throughput>)>> {
-    let sizes = [(64usize, 60usize), (1500, 1514)];
-    let mut rows = Vec::new();
-    let busy = ["--busy-poll"];
-    let mut forwarders: Vec<(Forwarder, Vec<String>)> =
-        vec![(Forwarder::Kernel, vec![]), (Forwarder::Gateway, vec![])];
-    if !a.no_busy_poll {
-        forwarders.push((Forwarder::Gateway, busy.map(String::from).to_vec()));
+fn throughput_rows(rig: &Rig, a: &Config) -> Result<(Vec<Row>, Option<[f64; 2]>)> {
+    if a.latency_only {
+        return Ok((Vec::new(), None));
     }
-    let throughput_runs = if a.latency_only {
-        &[][..]
+    let sizes = [(64usize, 60usize), (1500, 1514)];
+    // On a shared core the generator's own cost is in every figure: measure it alone (nothing
+    // forwards; lan0 drops what arrives) and take it out of each forwarder's CPU per packet.
+    let generator_us = if rig.cpus.shared() {
+        let mut us = [0.0; 2];
+        for (i, &(label, frame)) in sizes.iter().enumerate() {
+            let t = trial(rig, frame, 0, a.trial)?;
+            println!(
+                "generator alone, {label} B: {:.1} kpps offered, {:.2} µs CPU/packet (taken out of the forwarders' figures below)",
+                t.offered_pps / 1e3,
+                t.gen_us
+            );
+            us[i] = t.gen_us;
+        }
+        Some(us)
     } else {
-        &forwarders[..]
+        None
     };
-    for (fwd, extra) in throughput_runs {
+    let busy = "--busy-poll".to_string();
+    let mut forwarders: Vec<(Forwarder, Vec<String>)> = vec![(Forwarder::Kernel, vec![])];
+    if a.kernel_qdisc {
+        forwarders.push((Forwarder::KernelQdisc, vec![]));
+    }
+    forwarders.push((Forwarder::Gateway, vec![]));
+    if !a.no_busy_poll {
+        forwarders.push((Forwarder::Gateway, vec![busy.clone()]));
+    }
+    let mut rows = Vec::new();
+    for (fwd, extra) in forwarders {
         let name = match fwd {
             Forwarder::Kernel => "kernel bridge".to_string(),
+            Forwarder::KernelQdisc => format!("kernel bridge + {}", a.qdisc),
             Forwarder::Gateway => format!("debloat gateway, {} {}", a.qdisc, extra.join(" "))
                 .trim_end()
                 .to_string(),
         };
-        start(rig, *fwd, extra)?;
-        let mut row = Vec::new();
+        start(rig, fwd, &extra)?;
+        let mut r = Vec::new();
         for &(label, frame) in &sizes {
             println!(
                 "{name}, {label} B: searching for the highest rate with ≤ {} % loss",
                 a.loss
             );
-            row.push(search(rig, frame, a)?);
+            let mut t = search(rig, frame, a)?;
+            if let Some(g) = generator_us {
+                t.at.cpu_us = (t.at.cpu_us - g[r.len()]).max(0.0);
+            }
+            r.push(t);
         }
-        stop(rig, *fwd)?;
-        rows.push((name, extra.iter().any(|e| e == busy[0]), row));
-    }
-    Ok(rows)
-}
-
-/// The forwarders whose idle latency is measured, with what each is compared against.
-fn latency_variants(a: &Config) -> Vec<Latency> {
-    // Idle latency: the forwarders take turns in rounds, so a drift in the machine's state
-    // (seen here as ±50 µs between minutes) falls on all of them alike. A busy-polling gateway
-    // keeps the forwarding core out of its idle states, which by itself shortens the path
-    // (a VM's idle CPU wakes slowly); it is compared with the bridge on a core kept awake the
-    // same way (a SCHED_IDLE spinner that yields to everything), not with the sleeping bridge.
-    let busy = ["--busy-poll"];
-    let mut variants = vec![
-        Latency::new("kernel bridge", Forwarder::Kernel, &[], None),
-        Latency::new("debloat gateway", Forwarder::Gateway, &[], Some(0)),
-    ];
-    if !a.no_busy_poll {
-        variants.push(Latency {
-            keep_awake: true,
-            ..Latency::new(
-                "kernel bridge, core kept awake",
-                Forwarder::Kernel,
-                &[],
-                None,
-            )
+        stop(rig, fwd)?;
+        let spins = extra.contains(&busy);
+        rows.push(Row {
+            name,
+            fwd,
+            spins,
+            r,
         });
-        let awake_bridge = variants.len() - 1;
-        variants.push(Latency::new(
-            "debloat gateway --busy-poll",
-            Forwarder::Gateway,
-            &busy,
-            Some(awake_bridge),
-        ));
     }
-    if a.realtime > 0 {
-        let prio = a.realtime.to_string();
-        variants.push(Latency::new(
-            &format!("debloat gateway --realtime {prio}"),
-            Forwarder::Gateway,
-            &["--realtime", &prio],
-            Some(0),
-        ));
-    }
-    variants
-}
-
-/// Pings through each variant, taking turns in rounds; the RTTs sorted.
-fn measure_latency(rig: &Rig, a: &Config, variants: &mut [Latency]) -> Result<()> {
-    let per_round = a.pings.div_ceil(LATENCY_ROUNDS);
-    println!(
-        "Idle latency: {} pings 5 ms apart through each forwarder, in {LATENCY_ROUNDS} rounds",
-        per_round * LATENCY_ROUNDS
-    );
-    for _ in 0..LATENCY_ROUNDS {
-        for v in variants.iter_mut() {
-            start(rig, v.fwd, &v.extra)?;
-            let awake = v.keep_awake.then(KeepAwake::start);
-            let got = ping(rig, per_round);
-            drop(awake);
-            stop(rig, v.fwd)?;
-            v.rtts.extend(got?);
-        }
-    }
-    for v in variants.iter_mut() {
-        v.rtts.sort_by(f64::total_cmp);
-    }
-    Ok(())
+    Ok((rows, generator_us))
 }
 
 /// Start a forwarder (the gateway with `extra` arguments).
 fn start(rig: &Rig, fwd: Forwarder, extra: &[String]) -> Result<()> {
     let [_, g, _] = testbed::namespaces(&rig.prefix);
     match fwd {
-        Forwarder::Kernel => {
+        Forwarder::Kernel | Forwarder::KernelQdisc => {
             sh(&["ip", "-n", &g, "link", "add", "br0", "type", "bridge"])?;
             for dev in ["lan0", "wan0"] {
                 sh(&["ip", "-n", &g, "link", "set", dev, "master", "br0"])?;
@@ -272,9 +294,19 @@ fn start(rig: &Rig, fwd: Forwarder, extra: &[String]) -> Result<()> {
             sh(&[
                 "bridge", "-n", &g, "fdb", "add", SINK_MAC, "dev", "wan0", "master", "static",
             ])?;
+            if fwd == Forwarder::KernelQdisc {
+                // The same words as the gateway's spec: debloat's specs are tc's.
+                for dev in ["lan0", "wan0"] {
+                    let mut tc = vec!["tc", "-n", &g, "qdisc", "replace", "dev", dev, "root"];
+                    tc.extend(rig.qdisc.split_whitespace());
+                    sh(&tc).with_context(|| {
+                        format!("the kernel has no \"{}\" here (tc refused it)", rig.qdisc)
+                    })?;
+                }
+            }
         }
         Forwarder::Gateway => {
-            let cpu = FWD_CPU.to_string();
+            let cpu = rig.cpus.fwd.to_string();
             let mut gateway_args = [
                 "--egress",
                 &rig.qdisc,
@@ -301,8 +333,20 @@ fn start(rig: &Rig, fwd: Forwarder, extra: &[String]) -> Result<()> {
 fn stop(rig: &Rig, fwd: Forwarder) -> Result<()> {
     let [_, g, _] = testbed::namespaces(&rig.prefix);
     match fwd {
-        Forwarder::Kernel => {
+        Forwarder::Kernel | Forwarder::KernelQdisc => {
             sh(&["ip", "-n", &g, "link", "del", "br0"])?;
+            if fwd == Forwarder::KernelQdisc {
+                let shown = sh(&["tc", "-n", &g, "-s", "-j", "qdisc", "show", "dev", "wan0"])?;
+                let v: serde_json::Value = serde_json::from_str(&shown)?;
+                println!(
+                    "  (the kernel's {} on wan0 sent {} packets in all)",
+                    v[0]["kind"].as_str().unwrap_or("?"),
+                    v[0]["packets"].as_u64().unwrap_or(0)
+                );
+                for dev in ["lan0", "wan0"] {
+                    sh(&["tc", "-n", &g, "qdisc", "del", "dev", dev, "root"])?;
+                }
+            }
         }
         Forwarder::Gateway => testbed::stop_gateway(&rig.prefix),
     }
@@ -323,9 +367,9 @@ fn counter(ns: &str, dir: &str) -> Result<u64> {
 /// fields are sampled by a tick that sleeps with the CPU: work done in short wake-ups between
 /// idle periods (a softirq from an inter-processor interrupt) is missed by them. So busy time
 /// is taken as wall time minus idle time.
-fn idle_s() -> Result<f64> {
+fn idle_s(cpu: usize) -> Result<f64> {
     let stat = std::fs::read_to_string("/proc/stat")?;
-    let name = format!("cpu{FWD_CPU}");
+    let name = format!("cpu{cpu}");
     let line = stat
         .lines()
         .find(|l| l.split_whitespace().next() == Some(name.as_str()))
@@ -339,11 +383,28 @@ fn idle_s() -> Result<f64> {
     Ok(idle as f64 / TICKS_PER_S)
 }
 
+/// The server's received-packet counter once it has not moved for 100 ms (at most 5 s on).
+fn settled(ns: &str) -> Result<u64> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut last = counter(ns, "rx")?;
+    loop {
+        std::thread::sleep(Duration::from_millis(100));
+        let now = counter(ns, "rx")?;
+        if now == last || Instant::now() > deadline {
+            return Ok(now);
+        }
+        last = now;
+    }
+}
+
 /// Offer `pps` (0: as fast as the generator goes) for one trial.
 fn trial(rig: &Rig, frame: usize, pps: u64, secs: f64) -> Result<Trial> {
     let [c, _, v] = testbed::namespaces(&rig.prefix);
     let exe = rig.exe.to_string_lossy().into_owned();
-    let (rx0, idle0, t0) = (counter(&v, "rx")?, idle_s()?, Instant::now());
+    // A forwarder slower than the offered load holds a backlog in its receive ring that it
+    // forwards after the generator stops: let the last trial's drain before counting this one.
+    let rx0 = settled(&v)?;
+    let (idle0, t0) = (idle_s(rig.cpus.fwd)?, Instant::now());
     let out = in_ns(
         &c,
         &[
@@ -361,7 +422,7 @@ fn trial(rig: &Rig, frame: usize, pps: u64, secs: f64) -> Result<Trial> {
             "--seconds",
             &secs.to_string(),
             "--cpu",
-            &GEN_CPU.to_string(),
+            &rig.cpus.gen.to_string(),
         ],
     )
     .stderr(Stdio::inherit())
@@ -369,9 +430,10 @@ fn trial(rig: &Rig, frame: usize, pps: u64, secs: f64) -> Result<Trial> {
     if !out.status.success() {
         bail!("the load generator failed");
     }
-    // What is still in the forwarder's queues arrives within a few milliseconds.
-    std::thread::sleep(Duration::from_millis(100));
-    let (rx1, idle1) = (counter(&v, "rx")?, idle_s()?);
+    // What is still in the forwarder's queues arrives within a few milliseconds (seconds for
+    // a forwarder far behind, as in a one-CPU guest).
+    let rx1 = settled(&v)?;
+    let idle1 = idle_s(rig.cpus.fwd)?;
     let busy_s = (t0.elapsed().as_secs_f64() - (idle1 - idle0)).max(0.0);
     let r: serde_json::Value =
         serde_json::from_slice(&out.stdout).context("the load generator's report")?;
@@ -388,6 +450,7 @@ fn trial(rig: &Rig, frame: usize, pps: u64, secs: f64) -> Result<Trial> {
             0.0
         },
         cpu_us: busy_s * 1e6 / delivered.max(1.0),
+        gen_us: busy_s * 1e6 / offered.max(1.0),
     })
 }
 
@@ -443,39 +506,6 @@ fn search(rig: &Rig, frame: usize, a: &Config) -> Result<Throughput> {
     })
 }
 
-/// Round-trip times of `n` pings from client to server, µs.
-fn ping(rig: &Rig, n: u32) -> Result<Vec<f64>> {
-    let [c, _, _] = testbed::namespaces(&rig.prefix);
-    let out = in_ns(
-        &c,
-        &[
-            "ping",
-            "-n",
-            "-i",
-            "0.005",
-            "-c",
-            &n.to_string(),
-            "-W",
-            "1",
-            testbed::SERVER_V4,
-        ],
-    )
-    .output()?;
-    let rtts: Vec<f64> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split("time=").nth(1))
-        .filter_map(|t| t.split_whitespace().next()?.parse::<f64>().ok())
-        .map(|ms| ms * 1e3)
-        .collect();
-    if rtts.len() < (n as usize) / 2 {
-        bail!(
-            "only {} of {n} pings were answered through the forwarder",
-            rtts.len()
-        );
-    }
-    Ok(rtts)
-}
-
 /// The p-th percentile (0..=100), nearest rank, as every number debloat prints.
 fn pct(sorted: &[f64], p: f64) -> f64 {
     debloat_report::percentile::percentile(sorted, p).unwrap_or(f64::NAN)
@@ -501,8 +531,13 @@ fn path_cost(qdisc: &str) -> Result<f64> {
     let n = 2_000_000u64;
     let start = Instant::now();
     let mut out = 0u64;
+    let mut now = 0;
     for i in 0..n {
-        let now = start.elapsed().as_nanos() as u64;
+        // The clock once per 64 frames: this times the path, not the clock (which costs a
+        // system call where there is no vDSO, as under User-Mode Linux).
+        if i % 64 == 0 {
+            now = start.elapsed().as_nanos() as u64;
+        }
         path.on_frame(frames[(i % 64) as usize].clone(), now);
         path.poll(now, &mut |f| out += f.len() as u64);
     }
@@ -511,68 +546,21 @@ fn path_cost(qdisc: &str) -> Result<f64> {
     Ok(ns)
 }
 
-/// One forwarder's idle-latency measurement.
-struct Latency {
-    name: String,
-    fwd: Forwarder,
-    /// The gateway's extra arguments.
-    extra: Vec<String>,
-    /// Keep the forwarding core out of its idle states while pinging.
-    keep_awake: bool,
-    /// Which variant this one is compared with.
-    baseline: Option<usize>,
-    /// Round trips, µs.
-    rtts: Vec<f64>,
-}
-
-impl Latency {
-    fn new(name: &str, fwd: Forwarder, extra: &[&str], baseline: Option<usize>) -> Latency {
-        Latency {
-            name: name.to_string(),
-            fwd,
-            extra: extra.iter().map(|s| s.to_string()).collect(),
-            keep_awake: false,
-            baseline,
-            rtts: Vec::new(),
-        }
+/// What the bed charges a userspace forwarder: one system call (`getpid`) and one read of the
+/// monotonic clock, in nanoseconds, each the mean over 100,000 in a row.
+fn bed_costs() -> (f64, f64) {
+    let n = 100_000u32;
+    let t = Instant::now();
+    let mut acc = 0u64;
+    for _ in 0..n {
+        acc = acc.wrapping_add(u64::from(std::process::id()));
     }
-}
-
-/// A thread on the forwarding core under SCHED_IDLE that spins until dropped: the core never
-/// enters an idle state, yet any other task or softirq runs before it.
-struct KeepAwake {
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl KeepAwake {
-    fn start() -> KeepAwake {
-        use std::sync::atomic::{AtomicBool, Ordering};
-        let stop = std::sync::Arc::new(AtomicBool::new(false));
-        let flag = std::sync::Arc::clone(&stop);
-        let thread = std::thread::spawn(move || {
-            if let Err(e) = debloat_gateway::sys::pin_to_cpu(FWD_CPU)
-                .and_then(|()| debloat_gateway::sys::idle_priority())
-            {
-                eprintln!("warning: cannot keep CPU {FWD_CPU} awake ({e}): the \"core kept awake\" bridge row is a sleeping bridge");
-                return;
-            }
-            while !flag.load(Ordering::Relaxed) {
-                std::hint::spin_loop();
-            }
-        });
-        KeepAwake {
-            stop,
-            thread: Some(thread),
-        }
+    let syscall = t.elapsed().as_nanos() as f64 / f64::from(n);
+    let t = Instant::now();
+    for _ in 0..n {
+        acc = acc.wrapping_add(Instant::now().duration_since(t).as_nanos() as u64);
     }
-}
-
-impl Drop for KeepAwake {
-    fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
+    let clock = t.elapsed().as_nanos() as f64 / f64::from(n);
+    std::hint::black_box(acc);
+    (syscall, clock)
 }

@@ -5,12 +5,13 @@ use super::*;
 
 pub(super) fn print_table(
     a: &Config,
-    rows: &[(String, bool, Vec<Throughput>)],
+    generator_us: Option<[f64; 2]>,
+    rows: &[Row],
     lat: &[Latency],
     path_ns: f64,
 ) {
     if !rows.is_empty() {
-        print_throughput(a, rows, path_ns);
+        print_throughput(a, generator_us, rows, path_ns);
     }
     print_latency(a, lat);
     println!(
@@ -18,64 +19,108 @@ pub(super) fn print_table(
     );
 }
 
-/// `rows`: name, whether the forwarder spins (its core is always busy, so CPU per packet says
-/// nothing), and the result at 64 and 1500 bytes.
-pub(super) fn print_throughput(a: &Config, rows: &[(String, bool, Vec<Throughput>)], path_ns: f64) {
+/// Each forwarder's throughput and CPU per packet at 64 and 1500 bytes, then each gateway's
+/// against each kernel forwarder.
+fn print_throughput(a: &Config, generator_us: Option<[f64; 2]>, rows: &[Row], path_ns: f64) {
+    let bed = match generator_us {
+        Some([g64, g1500]) => format!(
+            "the generator's too; CPU per packet is the core's busy time less the generator's own, measured alone: {g64:.2} µs at 64 B, {g1500:.2} µs at 1500 B"
+        ),
+        None => {
+            let c = Cpus::of(false);
+            format!("CPU {}; the generator on CPU {}", c.fwd, c.gen)
+        }
+    };
     println!(
-        "\nForwarding between two veth pairs on one core (CPU {FWD_CPU}; the generator on CPU {GEN_CPU}), throughput at ≤ {} % loss:\n",
+        "\nForwarding between two veth pairs on one core ({bed}), throughput at ≤ {} % loss:\n",
         a.loss
     );
     println!(
-        "{:<34} {:>14} {:>12} {:>14} {:>10} {:>12}",
+        "{:<44} {:>14} {:>12} {:>14} {:>10} {:>12}",
         "", "64 B: kpps", "µs CPU/pkt", "1500 B: kpps", "Gbit/s", "µs CPU/pkt"
     );
-    for (name, spins, r) in rows {
+    let cpu = |row: &Row, t: &Throughput| {
+        if row.spins {
+            "(spins)".to_string()
+        } else {
+            format!("{:.2}", t.at.cpu_us)
+        }
+    };
+    for row in rows {
+        let r = &row.r;
         let mark = |t: &Throughput| if t.generator_bound { "≥" } else { "" };
-        let cpu = |t: &Throughput| {
-            if *spins {
-                "(spins)".to_string()
-            } else {
-                format!("{:.2}", t.at.cpu_us)
-            }
-        };
         println!(
-            "{:<34} {:>14} {:>12} {:>14} {:>10.2} {:>12}",
-            name,
+            "{:<44} {:>14} {:>12} {:>14} {:>10.2} {:>12}",
+            row.name,
             format!("{}{:.1}", mark(&r[0]), r[0].at.delivered_pps / 1e3),
-            cpu(&r[0]),
+            cpu(row, &r[0]),
             format!("{}{:.1}", mark(&r[1]), r[1].at.delivered_pps / 1e3),
             r[1].at.delivered_pps * 1500.0 * 8.0 / 1e9,
-            cpu(&r[1]),
+            cpu(row, &r[1]),
         );
     }
-    if let [(_, _, k), (_, _, g), ..] = rows {
-        println!(
-            "{:<34} {:>14.2} {:>12.2} {:>14.2} {:>10} {:>12.2}",
-            "gateway / kernel",
-            g[0].at.delivered_pps / k[0].at.delivered_pps,
-            g[0].at.cpu_us / k[0].at.cpu_us,
-            g[1].at.delivered_pps / k[1].at.delivered_pps,
-            "",
-            g[1].at.cpu_us / k[1].at.cpu_us,
-        );
-        if let Some((_, _, b)) = rows.get(2) {
-            println!(
-                "{:<34} {:>14.2} {:>12} {:>14.2}",
-                "busy-polling gateway / kernel",
-                b[0].at.delivered_pps / k[0].at.delivered_pps,
-                "",
-                b[1].at.delivered_pps / k[1].at.delivered_pps,
-            );
-        }
-        println!(
-            "\n(≥: the generator could not offer more; Gbit/s counts the 1500-byte IP packets; a busy-polling gateway keeps its core 100 % busy, so its CPU per packet is not measured)"
-        );
+    print_ratios(rows);
+    println!(
+        "\n(≥: the generator could not offer more; Gbit/s counts the 1500-byte IP packets; a busy-polling gateway keeps its core 100 % busy, so its CPU per packet is not measured)"
+    );
+    if let Some(g) = rows
+        .iter()
+        .find(|r| r.fwd == Forwarder::Gateway && !r.spins)
+    {
         println!(
             "\ndebloat's own per-packet work (parse, classify, {} enqueue + dequeue), timed in this process: {:.0} ns = {:.1} % of the gateway's CPU per 64 B packet",
             a.qdisc,
             path_ns,
-            path_ns / (g[0].at.cpu_us * 1e3) * 100.0
+            path_ns / (g.r[0].at.cpu_us * 1e3) * 100.0
         );
+    }
+}
+
+/// One throughput over another; where the generator bound one of them the ratio is a bound
+/// (≥ or ≤), and where it bound both there is none ("—": compare CPU per packet instead).
+fn throughput_ratio(g: &Throughput, k: &Throughput) -> String {
+    let x = g.at.delivered_pps / k.at.delivered_pps;
+    match (g.generator_bound, k.generator_bound) {
+        (false, false) => format!("{x:.2}"),
+        (true, false) => format!("≥{x:.2}"),
+        (false, true) => format!("≤{x:.2}"),
+        (true, true) => "—".to_string(),
+    }
+}
+
+/// Throughput (and CPU per packet) of each gateway row over each kernel row.
+fn print_ratios(rows: &[Row]) {
+    let kernels = rows.iter().filter(|r| r.fwd != Forwarder::Gateway);
+    for k in kernels {
+        for g in rows.iter().filter(|r| r.fwd == Forwarder::Gateway) {
+            let name = format!(
+                "{} / {}",
+                if g.spins {
+                    "busy-polling gateway"
+                } else {
+                    "gateway"
+                },
+                k.name
+            );
+            let cpu_ratio = |i: usize| {
+                if g.spins || k.r[i].at.cpu_us < 0.05 {
+                    // A figure at the resolution of the busy time (a short trial on a shared
+                    // core can leave nothing once the generator's share is out) has no ratio.
+                    String::from("—")
+                } else {
+                    format!("{:.2}", g.r[i].at.cpu_us / k.r[i].at.cpu_us)
+                }
+            };
+            println!(
+                "{:<44} {:>14} {:>12} {:>14} {:>10} {:>12}",
+                name,
+                throughput_ratio(&g.r[0], &k.r[0]),
+                cpu_ratio(0),
+                throughput_ratio(&g.r[1], &k.r[1]),
+                "",
+                cpu_ratio(1),
+            );
+        }
     }
 }
 
@@ -101,7 +146,7 @@ pub(super) fn print_latency(a: &Config, lat: &[Latency]) {
                 )
             });
         println!(
-            "{:<34} p50 {p50:>5.0} µs, p99 {p99:>5.0} µs, p99.9 {p999:>5.0} µs{added}",
+            "{:<44} p50 {p50:>5.0} µs, p99 {p99:>5.0} µs, p99.9 {p999:>5.0} µs{added}",
             v.name
         );
     }

@@ -44,7 +44,7 @@ struct SimArgs {
 /// Arguments of `debloat bench gateway`.
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Needs root (network namespaces) and two CPUs. Example:\n  debloat bench gateway\n  debloat bench gateway --qdisc \"cake besteffort\" --trial 3"
+    after_help = "Needs root (network namespaces) and two CPUs (or --one-cpu). Examples:\n  debloat bench gateway\n  debloat bench gateway --qdisc \"cake besteffort\" --trial 3\n  the kernel's cake beside the gateway's, in the kernel lab's one-CPU guest:\n  debloat lab bench --qdisc cake"
 )]
 struct GatewayArgs {
     /// The gateway's discipline, both directions (unshaped unless it says otherwise).
@@ -68,6 +68,15 @@ struct GatewayArgs {
     /// Skip the runs of `gateway --busy-poll` (throughput and idle latency).
     #[arg(long)]
     no_busy_poll: bool,
+    /// Also measure the kernel's bridge with the same discipline on its ports (`tc qdisc
+    /// replace`): the kernel's cost of the discipline beside debloat's (needs the kernel's
+    /// module, e.g. inside `debloat lab`).
+    #[arg(long)]
+    kernel_qdisc: bool,
+    /// Generator and forwarder on one CPU (automatic where there is only one, as in the kernel
+    /// lab's guest); CPU per packet then includes the generator's share.
+    #[arg(long)]
+    one_cpu: bool,
 }
 
 /// Run the benchmark.
@@ -94,6 +103,8 @@ pub fn run(a: &Args) -> anyhow::Result<()> {
             latency_only: g.latency_only,
             realtime: g.realtime,
             no_busy_poll: g.no_busy_poll,
+            kernel_qdisc: g.kernel_qdisc,
+            one_cpu: g.one_cpu,
             exe: std::env::current_exe()?,
         }),
     }
