@@ -151,3 +151,48 @@ pub(super) fn print_latency(a: &Config, lat: &[Latency]) {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(pps: f64, generator_bound: bool) -> Throughput {
+        Throughput {
+            at: Trial {
+                offered_pps: pps,
+                delivered_pps: pps,
+                loss: 0.0,
+                cpu_us: 1.0,
+                gen_us: 1.0,
+            },
+            generator_bound,
+        }
+    }
+
+    #[test]
+    fn a_ratio_against_a_generator_bound_figure_is_a_bound() {
+        assert_eq!(
+            throughput_ratio(&at(50.0, false), &at(100.0, false)),
+            "0.50"
+        );
+        // The kernel could have done more than the generator offered: the gateway's share is
+        // at most this.
+        assert_eq!(
+            throughput_ratio(&at(50.0, false), &at(100.0, true)),
+            "≤0.50"
+        );
+        assert_eq!(
+            throughput_ratio(&at(150.0, true), &at(100.0, false)),
+            "≥1.50"
+        );
+        assert_eq!(throughput_ratio(&at(50.0, true), &at(100.0, true)), "—");
+    }
+
+    #[test]
+    fn one_cpu_puts_generator_and_forwarder_together() {
+        assert!(Cpus::of(true).shared());
+        let apart = Cpus::of(false);
+        assert!(!apart.shared());
+        assert_eq!((apart.gen, apart.fwd), (0, 1));
+    }
+}
