@@ -36,6 +36,7 @@ pub fn run(length: f64) -> Result<()> {
             device: Default::default(),
             wire: Default::default(),
             tcp_window: None,
+            bbr_ack_aggregation: true,
             host_rtts_ns: Vec::new(),
             adaptive: Default::default(),
             classify: None,

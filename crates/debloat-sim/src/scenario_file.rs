@@ -266,6 +266,7 @@ fn config(f: &ScenarioFile, load: TraceLoader<'_>) -> Result<Config, String> {
         device,
         wire,
         tcp_window: None,
+        bbr_ack_aggregation: true,
         host_rtts_ns: Vec::new(),
         adaptive,
         classify: None,

@@ -32,6 +32,7 @@ fn rrul(classify: Option<debloat_core::classify::qosify::Config>) -> Summary {
         device: Default::default(),
         wire: Default::default(),
         tcp_window: None,
+        bbr_ack_aggregation: true,
         host_rtts_ns: Vec::new(),
         adaptive: Default::default(),
         classify,

@@ -36,6 +36,7 @@ fn cfg(
         device: Default::default(),
         wire: Default::default(),
         tcp_window: None,
+        bbr_ack_aggregation: true,
         host_rtts_ns: Vec::new(),
         adaptive: Default::default(),
         classify: None,
@@ -310,6 +311,38 @@ fn bbr_keeps_the_fifo_near_one_bdp_rather_than_full() {
     c.cc = Algorithm::Cubic;
     let cubic = debloat_sim::run(&c, |_| {});
     assert_eq!(cubic.queues[0].max_backlog_pkts, 1000, "CUBIC fills it");
+}
+
+/// Linux's BBR (since 5.1) adds the recent ACK aggregation to its window; in a deep FIFO shared
+/// with CUBIC that head-room is queue BBR keeps. flent's tcp_4up_squarewave (BBR, CUBIC, BBR,
+/// CUBIC) through a 1000-packet FIFO: CUBIC's share over BBR's falls when it is on.
+#[test]
+fn bbr_ack_aggregation_head_room_keeps_more_of_a_deep_fifo() {
+    let mut c = cfg(
+        Test::Tcp4UpSquarewave,
+        20_000_000,
+        20_000_000,
+        48_000_000,
+        "pfifo limit 1000",
+        60.0,
+        0,
+        false,
+    );
+    c.delay_s = 3.0;
+    let cubic_over_bbr = |c: &Config| {
+        let s = debloat_sim::run(c, |_| {});
+        let t: Vec<f64> = s.flows.iter().map(|f| f.throughput_mbps).collect();
+        // In start order: BBR 1, CUBIC 2, BBR 4, CUBIC 3.
+        (t[1] + t[3]) / (t[0] + t[2])
+    };
+    let today = cubic_over_bbr(&c);
+    c.bbr_ack_aggregation = false;
+    let first_release = cubic_over_bbr(&c);
+    eprintln!("CUBIC / BBR: {today:.3} with the head-room, {first_release:.3} without");
+    assert!(
+        today < first_release - 0.05,
+        "CUBIC / BBR with the head-room {today:.3}, without {first_release:.3}"
+    );
 }
 
 /// The device model: a 256-descriptor TX ring below fq_codel holds 256 packets (≈155 ms at

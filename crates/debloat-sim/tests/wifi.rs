@@ -43,6 +43,7 @@ fn run_on(test: Test, wc: WifiConfig, rtts: &[u64]) -> Summary {
         device: Default::default(),
         wire: Default::default(),
         tcp_window: None,
+        bbr_ack_aggregation: true,
         host_rtts_ns: rtts.iter().map(|r| r * MS).collect(),
         adaptive: Default::default(),
         classify: None,

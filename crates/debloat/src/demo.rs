@@ -65,6 +65,7 @@ fn config(up: &str, down: &str, length: f64, seed: u64) -> Result<Config> {
         device: Default::default(),
         wire: Default::default(),
         tcp_window: None,
+        bbr_ack_aggregation: true,
         host_rtts_ns: Vec::new(),
         adaptive: Default::default(),
         classify: None,

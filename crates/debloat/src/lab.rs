@@ -161,17 +161,7 @@ pub fn run(a: &Args) -> Result<()> {
             let exe = std::env::current_exe().context("finding debloat's own path")?;
             eprintln!("booting the kernel lab (≈2 s) …");
             let o = lab.run_with_binary(&text, keep.as_deref(), &exe)?;
-            print!("{}", o.stdout);
-            eprint!("{}", o.stderr);
-            eprintln!(
-                "lab: exit {} after {:.1} s",
-                o.status,
-                o.elapsed.as_secs_f64()
-            );
-            if o.status != 0 {
-                std::process::exit(o.status.clamp(1, 255));
-            }
-            Ok(())
+            pass_on(&o)
         }
     }
 }
@@ -191,6 +181,11 @@ fn bench(lab: &mut Lab, qdisc: &str, trial: f64, pings: u32) -> Result<()> {
     let exe = std::env::current_exe().context("finding debloat's own path")?;
     eprintln!("booting the kernel lab; three forwarders' rate searches and idle pings take 2–4 minutes, printed at the end …");
     let o = lab.run_with_binary(&script, None, &exe)?;
+    pass_on(&o)
+}
+
+/// Print what the guest's script printed and end with its exit status.
+fn pass_on(o: &debloat_lab::Output) -> Result<()> {
     print!("{}", o.stdout);
     eprint!("{}", o.stderr);
     eprintln!(

@@ -109,6 +109,7 @@ pub(crate) fn build_world(
         }
     }
     w.set_tcp_window(cfg.tcp_window);
+    w.set_bbr_ack_aggregation(cfg.bbr_ack_aggregation);
     w.set_classifier(cfg.classify.clone().map(|c| {
         debloat_core::classify::qosify::Classifier::new(
             c,

@@ -169,6 +169,9 @@ pub struct Config {
     /// (tcp_rmem max 32 MiB, tcp_wmem max 4 MiB) limit only long fat paths; Linux 4.x's
     /// receive side (tcp_rmem max 6 MiB, half of it advertised) capped a flow at 3 MiB.
     pub tcp_window: Option<u64>,
+    /// BBR with Linux's ACK-aggregation head-room (since 5.1, 2019; the default) or as released
+    /// in 2016 without it (`false`: what the published 2016 BBR runs used).
+    pub bbr_ack_aggregation: bool,
     /// Base RTT of each remote host for the rtt_fair tests, ns (empty: every host at `rtt_ns`;
     /// rtt_fair_up always has 4 hosts, the var tests one per entry, or when empty one host, or
     /// over Wi-Fi one per station).
@@ -225,6 +228,7 @@ impl Config {
             device: crate::world::DeviceConfig::default(),
             wire: Default::default(),
             tcp_window: None,
+            bbr_ack_aggregation: true,
             host_rtts_ns: Vec::new(),
             adaptive: Adaptive::default(),
             classify: None,

@@ -9,9 +9,14 @@
 //! packets for at least 200 ms and a round) when the min RTT is 10 s old. Pacing runs at 99 % of
 //! the computed rate (Linux's pacing margin). Loss: packet conservation for the first round of
 //! recovery, then the window grows back, and it is restored on leaving recovery. CE marks are
-//! ignored (BBR v1). Deviations: the PROBE_BW cycle starts at phase 2 (Linux draws it at random),
-//! the quantization budget is 3 × max(2, packets per ms at the pacing rate), and no
-//! long-term-bandwidth (policer) detection.
+//! ignored (BBR v1). Since Linux 5.1 the window also carries the recent ACK aggregation
+//! (`bbr_update_ack_aggregation`): data ACKed beyond what the estimated bandwidth explains over an
+//! epoch, its max over two windows of 5 rounds, capped at the window and at 100 ms of bandwidth,
+//! added to the target once the pipe is full — so bursty delivery (a late shaper, Wi-Fi
+//! aggregates, stretch ACKs) lets BBR keep more in flight; the 2016 BBR had none of it.
+//! Deviations: the PROBE_BW cycle starts at phase 2 (Linux draws it at random), the quantization
+//! budget is 3 × max(2, packets per ms at the pacing rate), and no long-term-bandwidth (policer)
+//! detection.
 
 use debloat_core::packet::Nanos;
 use std::collections::VecDeque;
@@ -27,6 +32,12 @@ const CWND_MIN: f64 = 4.0;
 const FULL_BW_THRESH: f64 = 1.25;
 const FULL_BW_CNT: u32 = 3;
 const PACING_MARGIN: f64 = 0.99;
+/// Rounds per half of the ACK-aggregation max filter (`bbr_extra_acked_win_rtts`).
+const EXTRA_ACKED_WIN_RTTS: u32 = 5;
+/// The aggregation head-room is at most this much time at the estimated bandwidth.
+const EXTRA_ACKED_MAX: Nanos = 100_000_000;
+/// An epoch that has counted this many segments starts over (`bbr_ack_epoch_acked_reset_thresh`).
+const ACK_EPOCH_RESET: f64 = (1u64 << 20) as f64;
 
 /// BBR's state machine mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,6 +92,16 @@ pub struct Bbr {
     was_in_recovery: bool,
     conservation_until: u64,
     has_seen_rtt: bool,
+    /// ACK aggregation: when the current epoch began, what it has ACKed, the two halves of the
+    /// max filter of the excess, and which half is current.
+    ack_epoch_stamp: Nanos,
+    ack_epoch_acked: f64,
+    extra_acked: [f64; 2],
+    extra_acked_win_rtts: u32,
+    extra_acked_win_idx: usize,
+    /// Whether the window carries the ACK-aggregation head-room (Linux since 5.1; the BBR of
+    /// 2016, which the published 2016 runs used, had none).
+    pub ack_aggregation: bool,
     /// Window, segments.
     pub cwnd: f64,
     /// Pacing rate, segments per second.
@@ -108,6 +129,12 @@ impl Default for Bbr {
             was_in_recovery: false,
             conservation_until: 0,
             has_seen_rtt: false,
+            ack_epoch_stamp: 0,
+            ack_epoch_acked: 0.0,
+            extra_acked: [0.0; 2],
+            extra_acked_win_rtts: 0,
+            extra_acked_win_idx: 0,
+            ack_aggregation: true,
             cwnd: 10.0,
             // Before any RTT sample: IW10 over a nominal 1 ms, times the high gain (as Linux).
             pacing_rate: HIGH_GAIN * 10.0 / 1e-3,
@@ -195,10 +222,49 @@ impl Bbr {
                 self.min_rtt_stamp = now;
             }
         }
+        self.update_ack_aggregation(rs, now);
         self.check_full_bw();
         self.update_mode(rs, now, expired);
         self.set_pacing(rs.rtt);
         self.set_cwnd(rs);
+    }
+
+    /// Linux's `bbr_update_ack_aggregation`: how much more this epoch's ACKs delivered than the
+    /// bandwidth estimate accounts for.
+    fn update_ack_aggregation(&mut self, rs: &RateSample, now: Nanos) {
+        if rs.acked == 0 || rs.rate.is_none() {
+            return;
+        }
+        if self.round_start {
+            self.extra_acked_win_rtts = (self.extra_acked_win_rtts + 1).min(0x1F);
+            if self.extra_acked_win_rtts >= EXTRA_ACKED_WIN_RTTS {
+                self.extra_acked_win_rtts = 0;
+                self.extra_acked_win_idx ^= 1;
+                self.extra_acked[self.extra_acked_win_idx] = 0.0;
+            }
+        }
+        let epoch_s = now.saturating_sub(self.ack_epoch_stamp) as f64 / 1e9;
+        let mut expected = self.btl_bw() * epoch_s;
+        let acked = rs.acked as f64;
+        // A new epoch when ACKs came no faster than expected, or after very many.
+        if self.ack_epoch_acked <= expected || self.ack_epoch_acked + acked >= ACK_EPOCH_RESET {
+            self.ack_epoch_acked = 0.0;
+            self.ack_epoch_stamp = now;
+            expected = 0.0;
+        }
+        self.ack_epoch_acked = (self.ack_epoch_acked + acked).min(f64::from(0xF_FFFFu32));
+        let extra = (self.ack_epoch_acked - expected).min(self.cwnd);
+        let slot = &mut self.extra_acked[self.extra_acked_win_idx];
+        *slot = slot.max(extra);
+    }
+
+    /// Linux's `bbr_ack_aggregation_cwnd`: the head-room for aggregation, once the pipe is full.
+    fn ack_aggregation_cwnd(&self) -> f64 {
+        if !self.full_bw_reached || !self.ack_aggregation {
+            return 0.0;
+        }
+        let cap = self.btl_bw() * EXTRA_ACKED_MAX as f64 / 1e9;
+        self.extra_acked[0].max(self.extra_acked[1]).min(cap)
     }
 
     fn check_full_bw(&mut self) {
@@ -289,7 +355,7 @@ impl Bbr {
 
     fn set_cwnd(&mut self, rs: &RateSample) {
         let quanta = 3.0 * (self.pacing_rate / 1000.0).max(2.0);
-        let mut target = self.bdp(self.cwnd_gain()) + quanta;
+        let mut target = self.bdp(self.cwnd_gain()) + self.ack_aggregation_cwnd() + quanta;
         if self.mode == Mode::ProbeBw && self.cycle_idx == 0 {
             target += 2.0;
         }
@@ -359,6 +425,62 @@ mod tests {
             "cwnd {}",
             b.cwnd
         );
+    }
+
+    /// BBR through STARTUP and DRAIN into PROBE_BW at 1000 segments/s and 50 ms, then 20 more
+    /// rounds of 50 ACKs, each ACK for `per_ack` segments every `per_ack` ms: smooth delivery
+    /// with 1, aggregated with more. Returns the window.
+    fn window_after(per_ack: u64) -> f64 {
+        run_windows(per_ack, true)
+    }
+
+    fn window_after_2016(per_ack: u64) -> f64 {
+        run_windows(per_ack, false)
+    }
+
+    fn run_windows(per_ack: u64, ack_aggregation: bool) -> f64 {
+        let mut b = Bbr {
+            ack_aggregation,
+            ..Bbr::default()
+        };
+        let (mut delivered, mut t) = (0u64, 0);
+        for round in 0..12u64 {
+            let rate = (100.0 * 2f64.powi(round as i32)).min(1000.0);
+            delivered += 10;
+            t += 50_000_000;
+            b.on_ack(&sample(rate, delivered, delivered - 10, 40), t);
+        }
+        assert_eq!(b.mode(), Mode::ProbeBw);
+        for _ in 0..20 {
+            let round_began = delivered;
+            for _ in 0..50 / per_ack {
+                delivered += per_ack;
+                t += per_ack * 1_000_000;
+                let mut rs = sample(1000.0, delivered, round_began, 100);
+                rs.acked = per_ack;
+                b.on_ack(&rs, t);
+            }
+        }
+        b.cwnd
+    }
+
+    #[test]
+    fn aggregated_acks_buy_head_room_in_the_window() {
+        // 2 × BDP (100) + quanta (6), plus 2 in the 1.25 phase: no aggregation, no extra.
+        let smooth = window_after(1);
+        assert!(smooth <= 108.0 + 1e-9, "smooth {smooth}");
+        // One ACK per 10 segments every 10 ms: each is 10 segments the bandwidth (1/ms) does
+        // not explain until the epoch's time catches up — about 10 segments of head-room.
+        let bursty = window_after(10);
+        assert!(
+            bursty >= smooth + 9.0 && bursty <= smooth + 11.0,
+            "bursty {bursty}, smooth {smooth}"
+        );
+        // Never more than 100 ms at the estimated bandwidth (100 segments here).
+        let huge = window_after(50);
+        assert!(huge <= smooth + 100.0 + 1e-9, "huge {huge}");
+        // The BBR of 2016 had no such head-room.
+        assert!(window_after_2016(10) <= 108.0 + 1e-9);
     }
 
     #[test]

@@ -137,6 +137,14 @@ struct Basis {
 }
 
 impl Sender {
+    /// BBR's ACK-aggregation head-room on or off (Linux since 5.1: on; the 2016 BBR: off). No
+    /// effect on the other algorithms.
+    pub fn set_bbr_ack_aggregation(&mut self, on: bool) {
+        if let Some(b) = &mut self.bbr {
+            b.ack_aggregation = on;
+        }
+    }
+
     /// A sender with algorithm `alg` and Linux's IW10.
     pub fn new(alg: Algorithm) -> Sender {
         Sender {

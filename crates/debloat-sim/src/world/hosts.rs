@@ -109,6 +109,15 @@ impl World {
         }
     }
 
+    /// BBR as Linux has it since 5.1 (`true`, the default: the window carries the recent ACK
+    /// aggregation) or as released in 2016 (`false`), for every BBR flow present and future.
+    pub fn set_bbr_ack_aggregation(&mut self, on: bool) {
+        self.bbr_ack_aggregation = on;
+        for f in &mut self.flows {
+            f.sender.set_bbr_ack_aggregation(on);
+        }
+    }
+
     /// Limit TCP flow `i` alone to a window of `bytes` of payload (None: no limit).
     pub fn set_flow_window(&mut self, i: usize, bytes: Option<u64>) {
         if let Some(f) = self.flows.get_mut(i) {
@@ -142,6 +151,7 @@ impl World {
             sender: {
                 let mut s = Sender::new(cc);
                 s.set_window(self.tcp_window);
+                s.set_bbr_ack_aggregation(self.bbr_ack_aggregation);
                 s
             },
             receiver: Receiver::new(),

@@ -104,6 +104,8 @@ pub struct World {
     air_out: Vec<(bool, SimPacket)>,
     /// Every TCP flow's window limit, segments (see [`World::set_tcp_window`]).
     tcp_window: Option<u64>,
+    /// BBR flows' ACK-aggregation head-room (see [`World::set_bbr_ack_aggregation`]).
+    bbr_ack_aggregation: bool,
     /// The marking stage, shared by both directions.
     marker: Option<Box<debloat_core::classify::qosify::Classifier>>,
     /// Shaper-rate controllers, per direction (`autorate.rs`).
@@ -160,6 +162,7 @@ impl World {
             wired_ns: 0,
             air_out: Vec::new(),
             tcp_window: None,
+            bbr_ack_aggregation: true,
             marker: None,
             autorate: [None, None],
         };

@@ -82,6 +82,10 @@ pub struct Args {
     /// most 3mb (tcp_rmem max 6 MiB, half of it); 6.18's send buffer holds at most 4mb.
     #[arg(long, value_name = "SIZE")]
     pub(crate) tcp_window: Option<String>,
+    /// BBR as first released (2016), without the ACK-aggregation head-room Linux added to its
+    /// window in 5.1: what the published 2016 BBR runs used. Default: BBR as Linux has it now.
+    #[arg(long)]
+    pub(crate) bbr_2016: bool,
     /// Mark DSCP with qosify's rules (its UCI file or one map file) before the discipline,
     /// both directions (up is egress), as `gateway --classify` does.
     #[arg(long, value_name = "FILE")]
@@ -340,6 +344,7 @@ pub fn config(a: &Args) -> Result<Config> {
         ecn: a.ecn,
         seed: a.seed,
         tcp_window: tcp_window(a)?,
+        bbr_ack_aggregation: !a.bbr_2016,
         classify: crate::classify::load(a.classify.as_deref())?,
         host_rtts_ns: a
             .rtts
