@@ -71,6 +71,27 @@ impl AsRawFd for ControlServer {
     }
 }
 
+/// A client's one request on the control socket at `path`: the gateway's reply.
+///
+/// In-process, so a caller that reads the statistics often (the kernel lab, once a second
+/// through a load) spawns no `debloat gateway stats` process each time.
+pub fn ask(path: &Path, line: &str) -> io::Result<String> {
+    let mut s = UnixStream::connect(path).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!(
+                "connecting to {} ({e}; is a gateway running with --control {}?)",
+                path.display(),
+                path.display()
+            ),
+        )
+    })?;
+    s.write_all(format!("{line}\n").as_bytes())?;
+    let mut out = String::new();
+    s.read_to_string(&mut out)?;
+    Ok(out)
+}
+
 /// The thread: until the loop is gone.
 fn serve(listener: &UnixListener, tx: &Sender<Request>, wake: &UnixStream) {
     for stream in listener.incoming() {
@@ -113,13 +134,7 @@ mod tests {
         assert_eq!(mode, 0o600);
         let _silent = UnixStream::connect(&path).unwrap();
         let p2 = path.clone();
-        let client = std::thread::spawn(move || {
-            let mut s = UnixStream::connect(&p2).unwrap();
-            s.write_all(b"json\n").unwrap();
-            let mut out = String::new();
-            s.read_to_string(&mut out).unwrap();
-            out
-        });
+        let client = std::thread::spawn(move || ask(&p2, "json").unwrap());
         // The loop's side: poll until the request shows up (the silent client times out
         // after a second first, since the thread serves connections in order).
         let t = std::time::Instant::now();

@@ -8,7 +8,7 @@ use crate::sys::{PacketSocket, Received};
 use debloat_core::classify::qosify::{Classifier, Direction};
 use serde::Serialize;
 use std::io;
-use std::time::Instant;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 /// Largest plain frame accepted: a 9000-byte jumbo frame plus headers. Longer ones that are not
 /// super-frames (frames longer than the interface's MTU allows for) are counted as oversized
@@ -68,18 +68,66 @@ impl RingWait {
 /// Frames stamped with one clock read (see `receive`).
 const CLOCK_EVERY: usize = 16;
 
+/// The gateway's time: nanoseconds since it started (monotonic, what the data path runs on),
+/// and the wall clock the receive ring stamps frames with, derived from it so that a frame's
+/// ring wait costs no clock read of its own. The wall clock's offset is read again by
+/// [`Clock::resync`] (the forwarding loop does it four times a second), so an NTP step
+/// skews the ring-wait statistic for at most that long.
+#[derive(Clone, Copy, Debug)]
+pub struct Clock {
+    start: Instant,
+    wall_at_start_ns: u64,
+}
+
+impl Clock {
+    /// Time starts now.
+    pub fn new() -> Clock {
+        let mut c = Clock {
+            start: Instant::now(),
+            wall_at_start_ns: 0,
+        };
+        c.resync();
+        c
+    }
+
+    /// Nanoseconds since the start (one clock read).
+    pub fn now(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+
+    /// Seconds since the start.
+    pub fn uptime_s(&self) -> f64 {
+        self.start.elapsed().as_secs_f64()
+    }
+
+    /// Read the wall clock's offset from the monotonic one again.
+    pub fn resync(&mut self) {
+        let wall = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        self.wall_at_start_ns = wall.saturating_sub(self.now());
+    }
+
+    /// The wall clock, ns since the epoch, at `now` (ns since the start).
+    fn wall(&self, now: u64) -> u64 {
+        self.wall_at_start_ns + now
+    }
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Clock::new()
+    }
+}
+
 /// Read what is waiting (at most a batch, so the other direction is not starved).
 pub(crate) fn receive(
     sock: &mut PacketSocket,
     intake: &mut Intake,
     path: &mut Path,
-    start: Instant,
+    clock: &Clock,
     mut marker: Option<(&mut Classifier, Direction)>,
 ) -> io::Result<()> {
-    // The ring's stamps are CLOCK_REALTIME; the wait is read against it once per batch.
-    let wall = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
     let mut now = 0;
     for i in 0..256 {
         let Some(got) = sock.recv_frame()? else {
@@ -94,13 +142,15 @@ pub(crate) fn receive(
         // kernel stamps each skb, but a clock read is a system call where there is no vDSO
         // (User-Mode Linux: 24–37 µs, most of a frame's cost there, so a burst of TCP segments
         // kept a ping waiting in the ring for milliseconds). The stamp is early by at most the
-        // work on the frames before it in the group (tens of µs on a real host).
+        // work on the frames before it in the group (tens of µs on a real host). An empty
+        // ring reads no clock. The ring's stamps are CLOCK_REALTIME: the wait is measured
+        // against the same read, through the clock's wall offset.
         if i % CLOCK_EVERY == 0 {
-            now = start.elapsed().as_nanos() as u64;
+            now = clock.now();
         }
         intake
             .ring_wait
-            .record(wall.saturating_sub(sock.last_stamp_ns()));
+            .record(clock.wall(now).saturating_sub(sock.last_stamp_ns()));
         match got {
             Received::Frame(mut f) if f.len() <= MAX_FRAME => {
                 if sock.last_csum_not_ready() {
@@ -131,4 +181,36 @@ pub(crate) fn receive(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wall_ns() -> u64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+    }
+
+    /// The wall clock derived from the monotonic one reads what the wall clock reads, and a
+    /// ring stamp taken just before is measured as a short wait, not as a wall-against-
+    /// monotonic difference. The slack (50 ms) is for a preemption between the two reads
+    /// `resync` makes, on a loaded machine; a wrong offset would be off by decades.
+    #[test]
+    fn the_derived_wall_clock_matches_the_real_one() {
+        let c = Clock::new();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let before = wall_ns();
+        let derived = c.wall(c.now());
+        let after = wall_ns();
+        assert!(
+            derived + 50_000_000 >= before && derived <= after + 50_000_000,
+            "derived {derived} outside [{before}, {after}] ± 50 ms"
+        );
+        let mut w = RingWait::default();
+        let stamp = wall_ns();
+        w.record(c.wall(c.now()).saturating_sub(stamp));
+        assert!(w.max_us < 50_000, "a fresh frame waited {} µs", w.max_us);
+    }
 }

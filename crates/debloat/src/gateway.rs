@@ -6,7 +6,6 @@ use debloat_core::link::ModemSpec;
 use debloat_core::QdiscSpec;
 use debloat_gateway::pinger::PingerConfig;
 use debloat_gateway::{Config, Emulation, Gateway};
-use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -411,17 +410,7 @@ fn metrics_addr(s: &str) -> Result<std::net::SocketAddr> {
 
 /// One request on the control socket; the reply.
 pub(crate) fn ask(control: &std::path::Path, line: &str) -> Result<String> {
-    let mut s = std::os::unix::net::UnixStream::connect(control).with_context(|| {
-        format!(
-            "connecting to {} (is a gateway running with --control {}?)",
-            control.display(),
-            control.display()
-        )
-    })?;
-    s.write_all(format!("{line}\n").as_bytes())?;
-    let mut out = String::new();
-    s.read_to_string(&mut out)?;
-    Ok(out)
+    Ok(debloat_gateway::control::ask(control, line)?)
 }
 
 fn stats(a: &StatsArgs) -> Result<()> {

@@ -182,7 +182,7 @@ pub fn run(plan: &Plan, exe: &std::path::Path, prefix: &str) -> Result<SideBySid
         exe: exe.to_path_buf(),
         gateway_args: gateway_args(plan)?,
     })?;
-    let debloat = traffic::measure(plan, exe, prefix, || gateway_counts(exe, prefix));
+    let debloat = traffic::measure(plan, exe, prefix, || gateway_counts(prefix));
     testbed::stop_gateway(prefix);
     let debloat = debloat?;
     kernel_up(plan, prefix)?;
@@ -360,17 +360,14 @@ fn kernel_counts(plan: &Plan, prefix: &str) -> Result<(Counts, Counts), TestbedE
     Ok((up, read("lan0", &plan.down)?))
 }
 
-/// Each direction's discipline (and emulated wire), as `gateway stats --json` counts it.
-fn gateway_counts(exe: &std::path::Path, prefix: &str) -> Result<(Counts, Counts), TestbedError> {
+/// Each direction's discipline (and emulated wire), as `gateway stats --json` counts it,
+/// asked on the control socket from this process: a `debloat gateway stats` process spawned
+/// once a second through the load stalled the forwarder (the guest's one CPU, a kernel that
+/// does not preempt: the ping p99 rose from +1.8 ms to +9.9 ms, docs/kernel-lab.md).
+fn gateway_counts(prefix: &str) -> Result<(Counts, Counts), TestbedError> {
     let sock = testbed::control_socket(prefix);
-    let json = sh(&[
-        &exe.to_string_lossy(),
-        "gateway",
-        "stats",
-        "--control",
-        &sock.to_string_lossy(),
-        "--json",
-    ])?;
+    let json = debloat_gateway::control::ask(&sock, "json")
+        .map_err(|e| TestbedError(format!("the gateway's statistics: {e}")))?;
     let read = |dir| Counts::from_gateway_json(&json, dir).map_err(TestbedError);
     Ok((read("egress")?, read("ingress")?))
 }
