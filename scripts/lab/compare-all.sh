@@ -1,6 +1,6 @@
 #!/bin/sh
 # Every discipline family side by side with the real kernel's (issue 26):
-#   scripts/lab/compare-all.sh [OUTDIR]     (about 55 s per line; needs user-mode-linux and kmod)
+#   scripts/lab/compare-all.sh [OUTDIR]     (30 lines, about 55 s each; needs user-mode-linux and kmod)
 # Each line is one `debloat lab compare`: the same real TCP uploads through the kernel's
 # discipline and through debloat's gateway in one guest. OUTDIR gets NAME.txt (the table) and
 # NAME.json (both runs' figures); the last line printed says how many differed.
@@ -38,5 +38,6 @@ c cake-ptm              "cake bandwidth 10Mbit ptm overhead 30 mpu 64" --down "c
 c cake-ingress          "cake bandwidth 10Mbit ingress" --down "cake bandwidth 2Mbit" $C
 c netem-delay-jitter    "pfifo" --netem "delay 20ms 5ms rate 10Mbit" --rate 10Mbit/2Mbit --delay 1ms --no-match-rtt
 c netem-loss            "pfifo" --netem "rate 10Mbit loss 1%" --rate 10Mbit/2Mbit --delay 10ms
+c cake-autorate-ingress "cake bandwidth 100Mbit autorate-ingress besteffort" --down fq_codel --upstream-rate 8Mbit $C
 c netem-slot            "pfifo" --netem "rate 10Mbit slot 2ms 4ms" --rate 10Mbit/2Mbit --delay 10ms
 echo "$fail differed"
