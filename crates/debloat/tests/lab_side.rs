@@ -181,3 +181,46 @@ fn cake_besteffort_diffserv4_and_host_isolation_match_the_kernels() {
         }
     }
 }
+
+#[test]
+fn netem_delay_jitter_rate_and_limit_behave_as_the_kernels() {
+    // The kernel's netem as the uplink's root against the gateway's `--emulate-egress` with the
+    // same words behind `pfifo limit 1000` (netem's own default limit): one run exercises the
+    // delay, its jitter, the rate, and the limit the uploads fill. Round trips are not matched:
+    // with 5 ms of jitter a 10-ping idle median is too noisy to match by, and against a second
+    // of queue the gateway's extra millisecond does not count. (Loss and slots are compared by
+    // `scripts/lab/compare-all.sh`; docs/kernel-lab.md has why loss is not here.)
+    let Some(v) = compare(
+        "netem delay, jitter, rate and limit",
+        &[
+            "pfifo",
+            "--netem",
+            "delay 20ms 5ms rate 10Mbit",
+            "--rate",
+            "10Mbit/2Mbit",
+            "--delay",
+            "1ms",
+            "--no-match-rtt",
+        ],
+    ) else {
+        return;
+    };
+    for side in ["kernel", "debloat"] {
+        // Idle, a ping crosses netem's 20 ms ± 5 ms and the client's 1 ms base delay.
+        let idle = num(&v, side, &["idle_ms"]);
+        assert!((16.0..35.0).contains(&idle), "{side}: idle RTT {idle} ms");
+        // The rate is what bounds the uploads: goodput just under 10 Mbit/s.
+        let g: f64 = v[side]["host_bps"]
+            .as_array()
+            .map_or(0.0, |h| h.iter().filter_map(|x| x.as_f64()).sum());
+        assert!((8.0e6..10.0e6).contains(&g), "{side}: goodput {g} bit/s");
+        // The uploads fill the 1000 packets (1.2 s at 10 Mbit/s) and overflow them.
+        let flow: Vec<f64> = v[side]["ping_flows_ms"][0]
+            .as_array()
+            .map_or(vec![], |f| f.iter().filter_map(|x| x.as_f64()).collect());
+        let median = flow.get(flow.len() / 2).copied().unwrap_or(0.0);
+        assert!(median > 600.0, "{side}: a loaded ping's median {median} ms");
+        let d = num(&v, side, &["up", "drops"]);
+        assert!(d > 50.0, "{side}: {d} tail drops");
+    }
+}

@@ -27,6 +27,9 @@
 //!   it (netem does this only when `rate` is set). Use `reorder` to reorder.
 //! - **A reordered frame skips the delay, not the rate** (it has already been serialised).
 //! - **`limit` has no default** (see [`spec`]).
+//! - **The delay line is not in a limit.** netem's `limit` counts the packets waiting out their
+//!   delay too; here the discipline in front holds only those waiting for the rate, so with a
+//!   full queue a frame waits the delay on top of it (docs/kernel-lab.md measures this).
 //! - The random generator differs (see [`random`]); the distributions do not.
 
 mod display;
