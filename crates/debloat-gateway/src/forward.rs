@@ -244,10 +244,7 @@ impl Gateway {
             if self.reload_asked.swap(false, Ordering::Relaxed) {
                 eprintln!("{}", self.reload());
             }
-            // Only with a controller: a clock read is a system call where there is no vDSO.
-            if self.egress.autorate.is_some() || self.ingress.autorate.is_some() {
-                self.feed_autorate(self.now());
-            }
+            self.feed_autorate();
         }
         Ok(self.snapshot())
     }
@@ -310,7 +307,13 @@ impl Gateway {
     }
 
     /// Hand the controllers what the paths and the pinger saw ([`crate::autorate::feed`]).
-    fn feed_autorate(&mut self, now: u64) {
+    /// Feed the shaper-rate controllers, if any. Without one no clock is read: a clock read
+    /// is a system call where there is no vDSO.
+    fn feed_autorate(&mut self) {
+        if self.egress.autorate.is_none() && self.ingress.autorate.is_none() {
+            return;
+        }
+        let now = self.now();
         let (e, i) = (&mut self.egress, &mut self.ingress);
         let (egress, ingress) = (
             (&mut e.path, &mut e.autorate),

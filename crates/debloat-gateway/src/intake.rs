@@ -102,16 +102,20 @@ impl Clock {
 
     /// Read the wall clock's offset from the monotonic one again.
     pub fn resync(&mut self) {
-        let wall = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
-        self.wall_at_start_ns = wall.saturating_sub(self.now());
+        self.wall_at_start_ns = wall_clock_ns().saturating_sub(self.now());
     }
 
     /// The wall clock, ns since the epoch, at `now` (ns since the start).
     fn wall(&self, now: u64) -> u64 {
         self.wall_at_start_ns + now
     }
+}
+
+/// The wall clock (CLOCK_REALTIME, what the receive ring stamps with), ns since the epoch.
+fn wall_clock_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 impl Default for Clock {
@@ -187,12 +191,6 @@ pub(crate) fn receive(
 mod tests {
     use super::*;
 
-    fn wall_ns() -> u64 {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64)
-    }
-
     /// The wall clock derived from the monotonic one reads what the wall clock reads, and a
     /// ring stamp taken just before is measured as a short wait, not as a wall-against-
     /// monotonic difference. The slack (50 ms) is for a preemption between the two reads
@@ -201,15 +199,15 @@ mod tests {
     fn the_derived_wall_clock_matches_the_real_one() {
         let c = Clock::new();
         std::thread::sleep(std::time::Duration::from_millis(20));
-        let before = wall_ns();
+        let before = wall_clock_ns();
         let derived = c.wall(c.now());
-        let after = wall_ns();
+        let after = wall_clock_ns();
         assert!(
             derived + 50_000_000 >= before && derived <= after + 50_000_000,
             "derived {derived} outside [{before}, {after}] ± 50 ms"
         );
         let mut w = RingWait::default();
-        let stamp = wall_ns();
+        let stamp = wall_clock_ns();
         w.record(c.wall(c.now()).saturating_sub(stamp));
         assert!(w.max_us < 50_000, "a fresh frame waited {} µs", w.max_us);
     }

@@ -4,6 +4,7 @@
 use anyhow::{bail, Context, Result};
 use debloat_core::link::ModemSpec;
 use debloat_core::QdiscSpec;
+use debloat_gateway::control::ask;
 use debloat_gateway::pinger::PingerConfig;
 use debloat_gateway::{Config, Emulation, Gateway};
 use std::path::PathBuf;
@@ -406,11 +407,6 @@ fn metrics_addr(s: &str) -> Result<std::net::SocketAddr> {
             "--metrics \"{s}\": expected a port (9464, bound to 127.0.0.1) or an address:port (198.18.0.1:9464, [::1]:9464)"
         )
     })
-}
-
-/// One request on the control socket; the reply.
-pub(crate) fn ask(control: &std::path::Path, line: &str) -> Result<String> {
-    Ok(debloat_gateway::control::ask(control, line)?)
 }
 
 fn stats(a: &StatsArgs) -> Result<()> {

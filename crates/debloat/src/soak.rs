@@ -299,7 +299,8 @@ fn sample_until_end(
             turn += 1;
             let r = &plan.rates[turn % plan.rates.len()];
             for dir in ["egress", "ingress"] {
-                let reply = crate::gateway::ask(&control, &format!("set {dir} bandwidth {r}"))?;
+                let reply =
+                    debloat_gateway::control::ask(&control, &format!("set {dir} bandwidth {r}"))?;
                 if reply.starts_with("error") {
                     bail!("set {dir} bandwidth {r}: {reply}");
                 }
@@ -329,7 +330,7 @@ fn sample_until_end(
 
 /// The gateway's `stats --json`.
 fn stats(control: &Path) -> Result<serde_json::Value> {
-    let j = crate::gateway::ask(control, "json")?;
+    let j = debloat_gateway::control::ask(control, "json")?;
     serde_json::from_str(&j).with_context(|| format!("the gateway's stats: {j}"))
 }
 
