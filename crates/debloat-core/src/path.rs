@@ -4,11 +4,15 @@
 //! sits here.
 //!
 //! ```text
-//! arrive(p, now) ─► qdisc ─► [buffer: drop-tail, N packets] ─► link: rate, framing ─► wire ─► poll(now)
-//!                     │ drops        │ drops                     (Sent)               │ lost, over limit,
-//!                     ▼              ▼                                                ▼ duplicated…
-//!                  Dropped        Dropped                                          counted     Delivered
+//! arrive(p, now) ─► qdisc ─► loss ─► [buffer: drop-tail, N packets] ─► link: rate, framing ─► wire ─► poll(now)
+//!                     │ drops  │                │ drops                     (Sent)              │ over limit,
+//!                     ▼        ▼                ▼                                               ▼ duplicated…
+//!                  Dropped   Dropped (Lost)   Dropped                                        counted   Delivered
 //! ```
+//!
+//! The emulation's loss model meets each packet as it enters the link — the buffer when there
+//! is one, else the transmitter (then the loss sits after the discipline and before the
+//! serialisation) — so a lost packet costs the link no time, as in netem ([`crate::link::netem`]).
 //!
 //! The link asks the stage in front of it for a packet whenever it is idle and something is
 //! queued, as the kernel's `qdisc_run` does after every enqueue and every completed
@@ -35,6 +39,9 @@ pub enum PathDrop {
     Qdisc(DropReason),
     /// By the link's full buffer.
     Buffer,
+    /// By the emulated link's loss model as the packet entered the link (its buffer, or the
+    /// transmitter): counted in the wire's counters (`lost`), as netem counts its losses.
+    Lost,
 }
 
 /// Something that happened on the path.
@@ -49,7 +56,7 @@ pub enum Event<'a, P> {
         /// End of transmission.
         end: Nanos,
     },
-    /// A packet was dropped in front of the link.
+    /// A packet was dropped in front of the link, or lost as it entered it ([`PathDrop::Lost`]).
     Dropped {
         /// The packet.
         packet: P,
@@ -269,13 +276,23 @@ impl<P: Packet + Clone, Q: Qdisc<P>> DataPath<P, Q> {
                 self.buffer_enqueue(p, at, out);
                 Some(at)
             }
-            Dequeue::Packet(p) => Some(self.send(p, at, out)),
+            Dequeue::Packet(mut p) => {
+                if self.link.admit(&mut p) {
+                    Some(self.send(p, at, out))
+                } else {
+                    Self::lost(p, at, out);
+                    Some(at)
+                }
+            }
             Dequeue::Empty => None,
             Dequeue::NotBefore(t) => Some(t.max(at + 1)),
         };
     }
 
-    fn buffer_enqueue(&mut self, p: P, at: Nanos, out: &mut impl FnMut(Event<'_, P>)) {
+    fn buffer_enqueue(&mut self, mut p: P, at: Nanos, out: &mut impl FnMut(Event<'_, P>)) {
+        if !self.link.admit(&mut p) {
+            return Self::lost(p, at, out);
+        }
         let Some(buffer) = self.buffer.as_mut() else {
             return;
         };
@@ -302,7 +319,16 @@ impl<P: Packet + Clone, Q: Qdisc<P>> DataPath<P, Q> {
         };
     }
 
-    /// The link starts sending `p` at `at`; returns when it is free again.
+    /// The loss model took `p` as it entered the link (the wire counted it).
+    fn lost(packet: P, at: Nanos, out: &mut impl FnMut(Event<'_, P>)) {
+        out(Event::Dropped {
+            packet,
+            reason: PathDrop::Lost,
+            at,
+        });
+    }
+
+    /// The link starts sending `p` (admitted) at `at`; returns when it is free again.
     fn send(&mut self, p: P, at: Nanos, out: &mut impl FnMut(Event<'_, P>)) -> Nanos {
         let end = self.link.tx_end(p.meta(), at);
         out(Event::Sent {
@@ -393,5 +419,74 @@ mod replace_tests {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod loss_tests {
+    use super::*;
+    use crate::testutil::pkt;
+    use crate::{FlowHasher, QdiscSpec, Record};
+
+    fn path(words: &str) -> DataPath<Record, Box<dyn Qdisc<Record>>> {
+        let q = "pfifo limit 1000".parse::<QdiscSpec>().unwrap();
+        DataPath::new(
+            q.build(FlowHasher::new([1, 2]), 3),
+            words.parse().unwrap(),
+            0,
+            7,
+        )
+    }
+
+    /// Without a buffer the loss model stands between the discipline and the transmitter: a
+    /// lost packet leaves the queue and costs the link no time (netem loses at enqueue).
+    #[test]
+    fn a_lost_packet_leaves_the_queue_without_taking_link_time() {
+        let mut p = path("rate 8Mbit loss 30%");
+        let (mut last_end, mut sent, mut lost) = (0, 0u64, 0u64);
+        let mut rec = |e: Event<'_, Record>| match e {
+            Event::Sent { end, .. } => (last_end, sent) = (end, sent + 1),
+            Event::Dropped {
+                reason: PathDrop::Lost,
+                ..
+            } => lost += 1,
+            _ => {}
+        };
+        for i in 0..1000 {
+            p.arrive(pkt(i, 1000), 0, &mut rec);
+        }
+        p.finish(&mut rec);
+        assert!(p.accounted());
+        assert_eq!(sent + lost, 1000);
+        assert_eq!(lost, p.wire_counters().lost);
+        assert!((250..350).contains(&lost), "{lost}");
+        // 1000 bytes at 8 Mbit/s: 1 ms each, for the survivors only.
+        assert_eq!(last_end, sent * 1_000_000);
+    }
+
+    /// With a buffer (netem's own queue) the loss model meets a packet at the buffer's entry,
+    /// before its tail drop, as netem draws loss before it looks at its `limit`.
+    #[test]
+    fn with_a_buffer_loss_comes_before_the_tail_drop() {
+        let mut p = path("rate 8Mbit loss 100% buffer 5");
+        let mut rec = |_: Event<'_, Record>| {};
+        for i in 0..100 {
+            p.arrive(pkt(i, 1000), 0, &mut rec);
+        }
+        p.finish(&mut rec);
+        let (c, w) = (p.counters(), p.wire_counters());
+        assert_eq!((w.lost, c.buffer_dropped, w.delivered), (100, 0, 0));
+        assert!(p.accounted());
+        let mut p = path("rate 8Mbit buffer 5");
+        for i in 0..100 {
+            p.arrive(pkt(i, 1000), 0, &mut rec);
+        }
+        p.finish(&mut rec);
+        assert_eq!(
+            p.counters().buffer_dropped,
+            94,
+            "one on the link, five in the buffer"
+        );
     }
 }

@@ -110,6 +110,7 @@ fn plan(spec: &str, up_bps: u64, down_bps: u64, delay: &str, n: u32, cc: &str) -
         server_per_host: false,
         downloads: Vec::new(),
         client_rmem_max: None,
+        gateway_bps: None,
     }
 }
 

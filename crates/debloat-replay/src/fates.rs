@@ -25,6 +25,13 @@ enum Outcome {
         at: u64,
         reason: &'static str,
     },
+    /// Lost by the emulated link's loss model as it entered the link (no time on it).
+    Lost {
+        at: u64,
+        ecn_out: u8,
+        dscp_out: u8,
+        len: u32,
+    },
 }
 
 impl Fate {
@@ -55,8 +62,9 @@ pub struct Row {
     pub id: u64,
     /// When it reached the discipline.
     pub t_enq_ns: u64,
-    /// `sent`, `dropped` (by the discipline, or malformed) or `lost` (sent by the discipline,
-    /// lost after it: the modem's full FIFO or the wire's emulated loss).
+    /// `sent`, `dropped` (by the discipline, or malformed) or `lost` (let go by the
+    /// discipline, lost after it: the emulated link's loss model as it entered the link —
+    /// `t_deq_ns` is then that moment — or the modem's full FIFO, the wire's `limit`).
     pub fate: &'static str,
     /// Why it was dropped or lost (empty when sent).
     pub reason: String,
@@ -98,11 +106,20 @@ pub fn record(
         }
         Event::Dropped { packet, reason, at } => (
             packet.id,
-            Outcome::Dropped {
-                at,
-                reason: match reason {
-                    PathDrop::Qdisc(r) => r.as_str(),
-                    PathDrop::Buffer => "buffer",
+            match reason {
+                PathDrop::Qdisc(r) => Outcome::Dropped {
+                    at,
+                    reason: r.as_str(),
+                },
+                PathDrop::Buffer => Outcome::Dropped {
+                    at,
+                    reason: "buffer",
+                },
+                PathDrop::Lost => Outcome::Lost {
+                    at,
+                    ecn_out: packet.meta.ecn.bits(),
+                    dscp_out: packet.meta.dscp,
+                    len: packet.meta.len,
                 },
             },
         ),
@@ -153,6 +170,20 @@ pub fn finish(fates: Vec<Option<Fate>>, lost_reason: &str) -> Option<Vec<Row>> {
                     if f.arrived.is_some() { "" } else { lost_reason },
                     Some(start),
                     Some(start.saturating_sub(f.t_enq)),
+                    Some(ecn_out),
+                    Some(dscp_out),
+                    len,
+                ),
+                Outcome::Lost {
+                    at,
+                    ecn_out,
+                    dscp_out,
+                    len,
+                } => row(
+                    "lost",
+                    "wire",
+                    Some(at),
+                    Some(at.saturating_sub(f.t_enq)),
                     Some(ecn_out),
                     Some(dscp_out),
                     len,

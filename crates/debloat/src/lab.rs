@@ -74,6 +74,11 @@ pub struct CompareArgs {
     /// The link's rate, UP/DOWN or one for both.
     #[arg(long, default_value = "10Mbit/2Mbit")]
     rate: String,
+    /// The gateway's emulated link at another rate than --rate, UP/DOWN or one for both (the
+    /// kernel's run keeps --rate): e.g. the rate the kernel's HTB was measured to deliver, to
+    /// tell a shaper's shortfall from the discipline's behaviour.
+    #[arg(long, value_name = "RATE")]
+    gateway_rate: Option<String>,
     /// Base delay netem adds on the client's egress (both runs).
     #[arg(long, default_value = "10ms")]
     delay: String,
@@ -85,7 +90,7 @@ pub struct CompareArgs {
     tos: Option<String>,
     /// netem's words for the up link instead of UP and --rate (e.g. "delay 20ms 5ms rate
     /// 10Mbit loss 1%"): the kernel's netem on the bridge against the gateway's
-    /// --emulate-egress with the same words behind pfifo limit 1000 (netem's own limit).
+    /// --emulate-egress with the same words and `buffer 1000` (netem's own queue and limit).
     #[arg(long, value_name = "WORDS")]
     netem: Option<String>,
     /// A rate for the client's egress netem (both runs): a bottleneck in front of the
@@ -305,10 +310,16 @@ fn downloads(n: u32, list: Option<&str>) -> Result<Vec<u8>> {
     Ok(tos)
 }
 
-fn plan_of(c: &CompareArgs) -> Result<side::Plan> {
-    let (up, down) = c.rate.split_once('/').unwrap_or((&c.rate, &c.rate));
+/// `--rate`'s words, UP/DOWN or one for both, as bit/s.
+fn rates(flag: &str, words: &str) -> Result<(u64, u64)> {
+    let (up, down) = words.split_once('/').unwrap_or((words, words));
     let rate =
-        |s: &str| debloat_core::units::parse_rate(s).map_err(|e| anyhow!("--rate {}: {e}", c.rate));
+        |s: &str| debloat_core::units::parse_rate(s).map_err(|e| anyhow!("{flag} {words}: {e}"));
+    Ok((rate(up)?, rate(down)?))
+}
+
+fn plan_of(c: &CompareArgs) -> Result<side::Plan> {
+    let (up_bps, down_bps) = rates("--rate", &c.rate)?;
     let hosts = c
         .hosts
         .split(',')
@@ -324,8 +335,8 @@ fn plan_of(c: &CompareArgs) -> Result<side::Plan> {
     let plan = side::Plan {
         up: c.up.clone(),
         down: c.down.clone().unwrap_or_else(|| c.up.clone()),
-        up_bps: rate(up)?,
-        down_bps: rate(down)?,
+        up_bps,
+        down_bps,
         delay: c.delay.clone(),
         cc: per_host_cc(&c.cc, hosts.len())?,
         starts: per_host_starts(c.starts.as_deref(), hosts.len(), c.seconds)?,
@@ -340,6 +351,10 @@ fn plan_of(c: &CompareArgs) -> Result<side::Plan> {
         tos: tos_list("--tos", c.tos.as_deref())?,
         ecn: c.ecn,
         netem: c.netem.clone(),
+        gateway_bps: match &c.gateway_rate {
+            Some(w) => Some(rates("--gateway-rate", w)?),
+            None => None,
+        },
     };
     for s in [&plan.up, &plan.down] {
         side::shapes(s).map_err(anyhow::Error::msg)?;
@@ -430,5 +445,18 @@ mod tests {
         assert!(e.contains("before the load ends (60 s)"), "{e}");
         let e = per_host_starts(Some("0"), 2, 60).unwrap_err().to_string();
         assert!(e.contains("one start per host (2)"), "{e}");
+    }
+
+    #[test]
+    fn rates_take_up_slash_down_or_one_and_name_the_flag() {
+        assert_eq!(rates("--rate", "20Mbit").unwrap(), (20_000_000, 20_000_000));
+        assert_eq!(
+            rates("--gateway-rate", "19600kbit/500kbit").unwrap(),
+            (19_600_000, 500_000)
+        );
+        let e = rates("--gateway-rate", "20Mbit/fast")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("--gateway-rate 20Mbit/fast:"), "{e}");
     }
 }

@@ -4,10 +4,11 @@
 //! and the gateway's emulated links all send through [`Link`].
 //!
 //! ```text
-//! transmit(p, now) ─► busy until now + tx_time(framed length, rate) ─► wire: duplicate, loss/ECN,
-//!                     (returns that time)                               corrupt, limit, reorder or
-//!                                                                       delay + propagation
-//!                                                              pop_due(now) ◄─┘ (slot-gated)
+//! transmit(p, now) ─► admit: loss/ECN ─► busy until now + tx_time(framed length, rate) ─► wire:
+//!                     (lost: no time)     (returns that time)                    duplicate, corrupt,
+//!                                                                                limit, reorder or
+//!                                                                                delay + propagation
+//!                                                                     pop_due(now) ◄─┘ (slot-gated)
 //! ```
 //!
 //! The driver decides when to transmit (the link must be idle: [`Link::busy_until`]); the data
@@ -132,15 +133,28 @@ impl<P: Packet + Clone> Link<P> {
         now.saturating_add(self.rate_bps.map_or(0, |r| tx_time_bytes(len, r)))
     }
 
-    /// Start sending `p` at `now` (the link is idle); returns when it is done. The packet then
-    /// goes onto the wire; `released` is called with the release time of each copy placed.
-    pub fn transmit(&mut self, p: P, now: Nanos, released: &mut impl FnMut(Nanos)) -> Nanos {
+    /// A frame enters the link (its `buffer`, or the transmitter when it has none): netem's
+    /// loss model decides here, before the frame costs the link any time. False: lost
+    /// (counted in [`Link::wire`]'s counters); true: it goes on, perhaps CE-marked.
+    pub fn admit(&mut self, p: &mut P) -> bool {
+        self.wire.admit(p)
+    }
+
+    /// Take `p` at `now` (the link is idle) and send it; returns when the link is free again:
+    /// `now` when the loss model took it ([`Link::admit`]), else the end of its serialisation,
+    /// after which it goes onto the wire; `released` is called with the release time of each
+    /// copy placed.
+    pub fn transmit(&mut self, mut p: P, now: Nanos, released: &mut impl FnMut(Nanos)) -> Nanos {
+        if !self.admit(&mut p) {
+            return now;
+        }
         let end = self.tx_end(p.meta(), now);
         self.transmit_until(p, now, end, released);
         end
     }
 
-    /// [`Link::transmit`] when the caller has already asked [`Link::tx_end`] for `end`.
+    /// Send an admitted frame ([`Link::admit`]) when the caller has already asked
+    /// [`Link::tx_end`] for `end`.
     pub fn transmit_until(
         &mut self,
         p: P,
@@ -199,13 +213,22 @@ mod tests {
         }
     }
 
+    /// netem loses a packet at enqueue, before its rate: a lost packet costs the link no time.
     #[test]
-    fn a_lost_packet_still_costs_its_transmission_time() {
+    fn a_lost_packet_costs_the_link_no_time() {
         let mut l = link("rate 8Mbit loss 100%", 0);
         let mut placed = 0;
-        assert_eq!(l.transmit(pkt(1, 1000), 0, &mut |_| placed += 1), 1_000_000);
-        assert_eq!((placed, l.wire().counters.lost), (0, 1));
+        assert_eq!(l.transmit(pkt(1, 1000), 5, &mut |_| placed += 1), 5);
+        assert_eq!((placed, l.wire().counters.lost, l.busy_until()), (0, 1, 0));
         assert!(l.next_release().is_none());
+        // With `ecn`, an ECN-capable packet is marked instead and costs its time as any other.
+        let mut l = link("rate 8Mbit loss 100% ecn", 0);
+        assert_eq!(
+            l.transmit(crate::testutil::ect(pkt(1, 1000)), 0, &mut |_| placed += 1),
+            1_000_000
+        );
+        let c = l.wire().counters;
+        assert_eq!((placed, c.lost, c.ecn_marked), (1, 0, 1));
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! The wire behind the link's transmitter: netem's impairments and the delay line, sans-IO.
 //!
-//! A packet that finished serialising at `end` is handed to [`Wire::place`]; netem's decisions
-//! are made in netem's order (see [`super::netem`]) and each copy that survives is held until
-//! its release time; [`Wire::pop_due`] hands packets out when due, reordered ones first (netem
+//! A packet entering the link meets the loss model first ([`Wire::admit`]: lost, marked, or
+//! on); one that finished serialising at `end` is handed to [`Wire::place`], where netem's other
+//! decisions are made in netem's order (see [`super::netem`]) and each copy that survives is
+//! held until its release time; [`Wire::pop_due`] hands packets out when due, reordered ones first (netem
 //! hands its requeued packets out before the delayed ones), delayed ones gated by `slot`.
 //!
 //! Every packet placed is exactly one of: lost (the loss model; or, for a packet without bytes,
@@ -103,8 +104,23 @@ impl<P: Packet + Clone> Wire<P> {
         self.len() == 0
     }
 
-    /// The link started sending `p` at `now` and finishes at `end`: netem's decisions, in
-    /// netem's order. `released` is called with the release time of every copy placed on the
+    /// A frame enters the link: netem's loss model (step 2). True when it goes on (CE-marked
+    /// instead of lost with `ecn`); false when it is lost (counted). Draws nothing on a plain
+    /// wire.
+    pub fn admit(&mut self, p: &mut P) -> bool {
+        if self.plain || !self.netem.lose() {
+            return true;
+        }
+        if self.netem.emulation().ecn && p.set_ce() {
+            self.counters.ecn_marked += 1;
+            return true;
+        }
+        self.counters.lost += 1;
+        false
+    }
+
+    /// The link started sending `p` (admitted: [`Wire::admit`]) at `now` and finishes at
+    /// `end`: netem's other decisions, in netem's order. `released` is called with the release time of every copy placed on the
     /// wire (0, 1 or 2 of them).
     ///
     /// netem looks at its slot whenever it is dequeued, and the kernel dequeues right after
@@ -135,21 +151,12 @@ impl<P: Packet + Clone> Wire<P> {
         original: bool,
         released: &mut impl FnMut(Nanos),
     ) {
-        let admit = self.netem.admit(original);
-        let mut copies = 1 + u8::from(admit.duplicate);
-        if admit.lost {
-            if self.netem.emulation().ecn && p.set_ce() {
-                self.counters.ecn_marked += 1;
-            } else {
-                copies -= 1;
-            }
-        }
-        if copies == 0 {
-            self.counters.lost += 1;
+        // The original met the loss model as it entered the link; a copy meets it now.
+        if !original && !self.admit(&mut p) {
             return;
         }
         p.write_back();
-        let copy = (copies > 1).then(|| p.clone());
+        let copy = (original && self.netem.duplicate()).then(|| p.clone());
         if self.corrupt(&mut p) {
             return;
         }

@@ -212,6 +212,11 @@ pub fn table(s: &SideBySide, checks: &[Check]) -> String {
             s.kernel_added_delay_ms
         ));
     }
+    if let Some((up, down)) = s.plan.gateway_bps {
+        t.push_str(&format!(
+            "  the gateway's emulated link ran at {up} / {down} bit/s (up / down), not the kernel's rates\n"
+        ));
+    }
     if let Some((mean, max)) = d.up.ring_wait_us {
         t.push_str(&format!(
             "  debloat's frames waited in the kernel's receive ring: mean {mean:.0} µs, max {max} µs\n"

@@ -116,8 +116,9 @@ impl Counts {
     }
 
     /// One direction (`egress` or `ingress`) of `debloat gateway stats --json`: the
-    /// discipline's counters, with the frames its emulated wire lost or refused counted as
-    /// drops, as the kernel's netem counts its losses.
+    /// discipline's counters, with the frames its emulated link lost or refused (loss model,
+    /// full buffer, the wire's `limit`) counted as drops and not as sent, and what waits in
+    /// the link's buffer not yet sent, as the kernel's netem counts them.
     pub fn from_gateway_json(json: &str, dir: &str) -> Result<Counts, String> {
         let v: Value =
             serde_json::from_str(json).map_err(|e| format!("the gateway's JSON: {e}"))?;
@@ -132,7 +133,11 @@ impl Counts {
                 .unwrap_or(0)
         };
         let frames = e.and_then(|e| e.get("frames"));
-        c.drops += n(frames, "lost") + n(frames, "overlimit");
+        let refused = n(frames, "lost") + n(frames, "overlimit") + n(frames, "buffer_dropped");
+        c.drops += refused;
+        // What waits in the link's buffer has left the discipline but not the link, as what
+        // waits in netem's queue is not yet `Sent` there.
+        c.packets = c.packets.saturating_sub(refused + n(e, "in_buffer"));
         c.ring_wait_us = e.and_then(|e| e.get("ring_wait")).map(|w| {
             let w = Some(w);
             (
@@ -169,6 +174,16 @@ mod tests {
         let b = Counts::from_gateway_json(gw, "egress").unwrap();
         assert_eq!(a, b);
         assert_eq!((a.marks, a.tins.len(), a.tins[0].peak_delay_us), (3, 2, 9));
+    }
+
+    /// A frame the discipline let go and the emulated link lost is a drop, not a packet sent,
+    /// as netem (the kernel's side of a `--netem` comparison) counts it.
+    #[test]
+    fn the_links_losses_are_drops_not_packets_sent() {
+        let gw = r#"{"egress":{"stats":{"kind":"pfifo","packets":1000,"drops":0},"in_buffer":20,"frames":{"lost":10,"overlimit":0,"buffer_dropped":5}}}"#;
+        let c = Counts::from_gateway_json(gw, "egress").unwrap();
+        assert_eq!((c.packets, c.drops), (965, 15));
+        assert!((c.drop_rate() - 15.0 / 980.0).abs() < 1e-12);
     }
 
     #[test]

@@ -64,7 +64,7 @@ pub struct Plan {
     pub ecn: bool,
     /// netem's words for the up direction's link instead of a discipline and a rate: the
     /// kernel's `netem` as `wan0`'s root against the gateway's `--emulate-egress` of the same
-    /// words behind `pfifo limit 1000` (netem's own default limit).
+    /// words with `buffer 1000` (netem's own queue at its default limit) as the link's queue.
     #[serde(default)]
     pub netem: Option<String>,
     /// Give the kernel's run the extra delay that makes its idle round trip the gateway's.
@@ -89,6 +89,11 @@ pub struct Plan {
     /// `tcp_adv_win_scale` 1). None: the kernel's default (6 MiB).
     #[serde(default)]
     pub client_rmem_max: Option<u32>,
+    /// The gateway's emulated link rates, up and down, bit/s, where they should differ from
+    /// `up_bps`/`down_bps` (the kernel's run keeps those): to run debloat's link at what the
+    /// kernel's shaper was measured to deliver rather than at what it was told. None: the same.
+    #[serde(default)]
+    pub gateway_bps: Option<(u64, u64)>,
 }
 
 /// What one run measured.
@@ -387,13 +392,25 @@ fn gateway_args(plan: &Plan) -> Result<Vec<String>, TestbedError> {
         "--realtime".into(),
         "50".into(),
     ];
+    let (up_bps, down_bps) = plan.gateway_bps.unwrap_or((plan.up_bps, plan.down_bps));
     for (flag, spec, bps) in [
-        ("--emulate-egress", &plan.up, plan.up_bps),
-        ("--emulate-ingress", &plan.down, plan.down_bps),
+        ("--emulate-egress", &plan.up, up_bps),
+        ("--emulate-ingress", &plan.down, down_bps),
     ] {
         if let (Some(w), "--emulate-egress") = (&plan.netem, flag) {
-            a[1] = "pfifo limit 1000".into();
-            a.extend([flag.to_string(), w.clone()]);
+            // netem's own queue is the link's buffer (its default limit, 1000): the loss model
+            // meets a packet as it enters that queue, as at netem's enqueue. The discipline
+            // in front hands every packet on at once.
+            a[1] = "pfifo".into();
+            let buffered = words(w).contains(&"buffer");
+            a.extend([
+                flag.to_string(),
+                if buffered {
+                    w.clone()
+                } else {
+                    format!("{w} buffer 1000")
+                },
+            ]);
         } else if !shapes(spec).map_err(TestbedError)? {
             a.extend([flag.to_string(), format!("rate {bps}bit")]);
         }
@@ -419,4 +436,49 @@ pub fn in_lab(lab: &crate::Lab, plan: &Plan, exe: &std::path::Path) -> Result<Si
     }
     let text = std::fs::read_to_string(keep.path().join("side.json")).map_err(|e| e.to_string())?;
     serde_json::from_str(&text).map_err(|e| format!("side.json: {e}"))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn plan(extra: &str) -> Plan {
+        let json = format!(
+            r#"{{"up":"pfifo limit 1000","down":"pfifo limit 1000","up_bps":20000000,
+            "down_bps":20000000,"delay":"48ms","hosts":[1,1],"cc":"bbr,cubic","seconds":60,
+            "omit":15,"match_rtt":false{extra}}}"#
+        );
+        serde_json::from_str(&json).unwrap()
+    }
+
+    fn emulated(a: &[String], flag: &str) -> String {
+        let i = a.iter().position(|w| w == flag).unwrap();
+        a[i + 1].clone()
+    }
+
+    #[test]
+    fn the_gateway_link_runs_at_the_plans_rate_unless_told_another() {
+        let a = gateway_args(&plan("")).unwrap();
+        assert_eq!(emulated(&a, "--emulate-egress"), "rate 20000000bit");
+        assert_eq!(emulated(&a, "--emulate-ingress"), "rate 20000000bit");
+        let p = plan(r#","gateway_bps":[19600000,19800000]"#);
+        let a = gateway_args(&p).unwrap();
+        assert_eq!(emulated(&a, "--emulate-egress"), "rate 19600000bit");
+        assert_eq!(emulated(&a, "--emulate-ingress"), "rate 19800000bit");
+        // The kernel's run keeps the plan's own rates.
+        assert_eq!((p.up_bps, p.down_bps), (20_000_000, 20_000_000));
+    }
+
+    #[test]
+    fn netem_words_get_netems_queue_as_the_links_buffer() {
+        let a = gateway_args(&plan(r#","netem":"rate 10Mbit loss 1%""#)).unwrap();
+        assert_eq!(emulated(&a, "--egress"), "pfifo");
+        assert_eq!(
+            emulated(&a, "--emulate-egress"),
+            "rate 10Mbit loss 1% buffer 1000"
+        );
+        let a = gateway_args(&plan(r#","netem":"rate 10Mbit buffer 50""#)).unwrap();
+        assert_eq!(emulated(&a, "--emulate-egress"), "rate 10Mbit buffer 50");
+    }
 }

@@ -53,6 +53,8 @@ pub struct PingSummary {
     pub idle_latency_ms: Option<Latency>,
     /// Unanswered requests, %.
     pub loss_pct: f64,
+    /// Unanswered requests (the request or its reply lost).
+    pub lost: u64,
 }
 
 /// Per-queue results.
@@ -411,6 +413,7 @@ fn ping_summary(p: &crate::world::Probe, load: &dyn Fn(u64) -> bool, delay: u64)
         } else {
             (1.0 - answered / p.sent as f64).max(0.0) * 100.0
         },
+        lost: p.sent.saturating_sub(p.samples.len() as u64),
     }
 }
 

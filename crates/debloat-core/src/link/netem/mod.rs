@@ -14,22 +14,32 @@
 //! waits one slot gap. Reordered frames skip slots, as netem's requeued frames do.
 //!
 //! The duplicate goes through steps 2–5 itself and is never duplicated again (netem re-enqueues
-//! it at the root with duplication off). [`crate::path::Path`] applies these decisions to frames
-//! as the link finishes serialising them.
+//! it at the root with duplication off).
+//!
+//! Where the decisions are made ([`crate::link::Link`]): the loss model (step 2) when a frame
+//! *enters the link* — at the entry of the link's `buffer` when it has one (netem's own queue:
+//! the draw comes before the buffer's tail drop, as netem's comes before its `limit`), else when
+//! the link takes the frame from the discipline, before serialising it; a lost frame costs the
+//! link no time, as a packet netem loses at enqueue never meets its rate. Steps 1 and 3–5 as the
+//! link finishes serialising the frame ([`crate::path::DataPath`] applies them on the wire).
 //!
 //! Where debloat differs from netem, on purpose:
 //! - **Order of rate and delay.** The rate is the link behind the discipline (frames leave the
 //!   discipline as fast as the link serialises them, `rate` counting the framing overhead);
-//!   loss, corruption, duplication, reordering and delay happen on the wire after it. netem
+//!   duplication, corruption, reordering and delay happen on the wire after it. netem
 //!   applies its impairments at enqueue, then delays and rate-limits its own queue; with a
 //!   constant delay both give the same departure times.
+//! - **Duplication is drawn after loss**, on the wire: a frame the loss model chose has no copy
+//!   (netem draws the copy first, so a lost packet's copy may survive), and the copy takes no
+//!   time of the link's.
 //! - **Jitter never reorders**: a delayed frame leaves no earlier than the delayed frame before
 //!   it (netem does this only when `rate` is set). Use `reorder` to reorder.
 //! - **A reordered frame skips the delay, not the rate** (it has already been serialised).
 //! - **`limit` has no default** (see [`spec`]).
 //! - **The delay line is not in a limit.** netem's `limit` counts the packets waiting out their
-//!   delay too; here the discipline in front holds only those waiting for the rate, so with a
-//!   full queue a frame waits the delay on top of it (docs/kernel-lab.md measures this).
+//!   delay too; here the link's `buffer` (or the discipline in front) holds only those waiting
+//!   for the rate, so with a full queue a frame waits the delay on top of it
+//!   (docs/kernel-lab.md measures this).
 //! - The random generator differs (see [`random`]); the distributions do not.
 
 mod display;
@@ -46,15 +56,6 @@ pub use spec::{EmulateError, Emulation, Slot, SlotGap};
 use crate::rng::SplitMix64;
 use loss::LossState;
 use random::Correlated;
-
-/// What netem decided at admission (steps 1 and 2).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Admit {
-    /// Send one more copy.
-    pub duplicate: bool,
-    /// The loss model chose this frame (to lose, or with `ecn` to mark).
-    pub lost: bool,
-}
 
 /// When a frame leaves the wire (step 5).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -181,13 +182,14 @@ impl Netem {
         &self.emu
     }
 
-    /// Steps 1–2 for one frame; `may_duplicate` is false for a frame that is itself a copy.
-    pub fn admit(&mut self, may_duplicate: bool) -> Admit {
-        let duplicate = may_duplicate
-            && self.emu.duplicate.is_set()
-            && self.duplicate.happens(self.emu.duplicate, &mut self.rng);
-        let lost = self.loss.lose(&mut self.rng);
-        Admit { duplicate, lost }
+    /// Step 1 for one frame (never asked for a frame that is itself a copy): one more copy?
+    pub fn duplicate(&mut self) -> bool {
+        self.emu.duplicate.is_set() && self.duplicate.happens(self.emu.duplicate, &mut self.rng)
+    }
+
+    /// Step 2 for one frame: does the loss model choose it (to lose, or with `ecn` to mark)?
+    pub fn lose(&mut self) -> bool {
+        self.loss.lose(&mut self.rng)
     }
 
     /// Step 3: maybe flip one bit of one byte of `data`; true if it did.
@@ -293,10 +295,15 @@ mod tests {
     }
 
     #[test]
-    fn a_copy_is_never_duplicated_again() {
-        let mut n = netem("duplicate 100%");
-        assert!(n.admit(true).duplicate);
-        assert!(!n.admit(false).duplicate);
+    fn duplicate_and_lose_draw_at_their_rates() {
+        let mut n = netem("duplicate 100% loss 100%");
+        assert!(n.duplicate() && n.lose());
+        let mut n = netem("duplicate 20% loss 5%");
+        let (d, l) = (0..100_000).fold((0, 0), |(d, l), _| {
+            (d + usize::from(n.duplicate()), l + usize::from(n.lose()))
+        });
+        assert!((d as f64 / 1e5 - 0.20).abs() < 0.006, "{d}");
+        assert!((l as f64 / 1e5 - 0.05).abs() < 0.003, "{l}");
     }
 
     /// The seed fixes every decision: same seed, same sequence; the spec's `seed` wins.
@@ -305,7 +312,7 @@ mod tests {
         let run = |s: &str, seed| {
             let mut n = Netem::new(s.parse().unwrap(), seed);
             (0..1000)
-                .map(|_| (n.admit(true), n.place()))
+                .map(|_| (n.duplicate(), n.lose(), n.place()))
                 .collect::<Vec<_>>()
         };
         let s = "delay 10ms 5ms loss 10% duplicate 5% reorder 10%";
