@@ -4,6 +4,7 @@
 # Each line is one `debloat lab compare`: the same real TCP uploads through the kernel's
 # discipline and through debloat's gateway in one guest. OUTDIR gets NAME.txt (the table) and
 # NAME.json (both runs' figures); the last line printed says how many differed.
+# `python3 scripts/lab/compare-table.py OUTDIR` makes the run's Markdown table (docs/kernel-lab.md).
 D=${DEBLOAT:-debloat}
 OUT=${1:-lab-compare}
 mkdir -p "$OUT"
