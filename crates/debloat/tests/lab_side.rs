@@ -68,6 +68,13 @@ fn drop_rate(v: &serde_json::Value, side: &str) -> f64 {
     d / (p + d)
 }
 
+/// One side's goodput, every host together, bit/s.
+fn goodput(v: &serde_json::Value, side: &str) -> f64 {
+    v[side]["host_bps"]
+        .as_array()
+        .map_or(0.0, |h| h.iter().filter_map(|x| x.as_f64()).sum())
+}
+
 #[test]
 fn fq_codel_without_ecn_drops_as_the_kernels_on_pi_55s_link() {
     let Some(v) = compare(
@@ -216,9 +223,7 @@ fn netem_delay_jitter_rate_and_limit_behave_as_the_kernels() {
         let idle = num(&v, side, &["idle_ms"]);
         assert!((16.0..35.0).contains(&idle), "{side}: idle RTT {idle} ms");
         // The rate is what bounds the uploads: goodput just under 10 Mbit/s.
-        let g: f64 = v[side]["host_bps"]
-            .as_array()
-            .map_or(0.0, |h| h.iter().filter_map(|x| x.as_f64()).sum());
+        let g = goodput(&v, side);
         assert!((8.0e6..10.0e6).contains(&g), "{side}: goodput {g} bit/s");
         // The uploads fill the 1000 packets (1.2 s at 10 Mbit/s) and overflow them.
         let flow: Vec<f64> = v[side]["ping_flows_ms"][0]
@@ -266,9 +271,7 @@ fn netem_loss_behaves_as_the_kernels() {
         // A lost packet costs the link nothing: goodput is the rate less the framing, 10 Mbit/s
         // × 1448 / 1514 = 9.56 (9.54 measured on both); a loss after serialising wasted 1 % of
         // the link (9.45–9.47 measured).
-        let g: f64 = v[side]["host_bps"]
-            .as_array()
-            .map_or(0.0, |h| h.iter().filter_map(|x| x.as_f64()).sum());
+        let g = goodput(&v, side);
         assert!((9.50e6..9.60e6).contains(&g), "{side}: goodput {g} bit/s");
     }
 }
