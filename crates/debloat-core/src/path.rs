@@ -183,14 +183,16 @@ impl<P: Packet + Clone, Q: Qdisc<P>> DataPath<P, Q> {
     /// Replace the discipline at `t` with `new`, moving every packet the old one holds into it
     /// (each flow's in order, flows in turn: [`Qdisc::drain`]), so nothing queued is lost.
     /// Packets `new` refuses (a smaller limit) are its drops, counted and handed out as such.
-    /// Returns the old discipline (for its statistics) and how many packets moved. A moved
-    /// packet's sojourn restarts at `t` in disciplines that stamp arrival on enqueue.
+    /// Returns the old discipline (for its statistics), how many packets moved and how many of
+    /// those `new` refused. The path is first run up to `t` with the old discipline, whose own
+    /// drops on the way (an AQM's, at dequeue) are counted as its drops, not as refusals. A
+    /// moved packet's sojourn restarts at `t` in disciplines that stamp arrival on enqueue.
     pub fn replace_qdisc(
         &mut self,
         new: Q,
         t: Nanos,
         out: &mut impl FnMut(Event<'_, P>),
-    ) -> (Q, u64) {
+    ) -> (Q, u64, u64) {
         let t = t.max(self.now);
         self.advance_to(t, out);
         self.drain_qdisc_drops(t, out);
@@ -201,7 +203,9 @@ impl<P: Packet + Clone, Q: Qdisc<P>> DataPath<P, Q> {
         for p in held {
             self.qdisc.enqueue(p, t);
         }
+        let before = self.counters.qdisc_dropped;
         self.drain_qdisc_drops(t, out);
+        let refused = self.counters.qdisc_dropped - before;
         if self.qdisc_next.is_none() && self.qdisc.qlen() > 0 {
             let free = if self.buffer.is_some() {
                 t
@@ -210,7 +214,7 @@ impl<P: Packet + Clone, Q: Qdisc<P>> DataPath<P, Q> {
             };
             self.qdisc_next = Some(t.max(free));
         }
-        (old, moved)
+        (old, moved, refused)
     }
 
     /// Run the path up to `now` and hand out what the wire delivers by then.
@@ -397,8 +401,9 @@ mod replace_tests {
                     p.arrive(r, 0, &mut rec);
                 }
                 let queued = p.qdisc().qlen();
-                let (_old, moved) = p.replace_qdisc(build(to), 1_000_000, &mut rec);
+                let (_old, moved, refused) = p.replace_qdisc(build(to), 1_000_000, &mut rec);
                 assert_eq!(moved as usize, queued, "{from} → {to}");
+                assert_eq!(refused, 0, "{from} → {to}");
                 assert_eq!(p.counters().qdisc_dropped, 0, "{from} → {to}");
                 assert!(p.accounted(), "{from} → {to}");
                 p.finish(&mut rec);
@@ -418,6 +423,40 @@ mod replace_tests {
                     );
                 }
             }
+        }
+    }
+
+    /// The old discipline's own drops while the path runs up to the change (CoDel's, at
+    /// dequeue) are not refusals by the new one; a smaller limit's are.
+    #[test]
+    fn only_the_new_disciplines_drops_count_as_refused() {
+        for (from, to, expect_refused) in [
+            ("codel", "pfifo limit 1000", None),
+            ("fq_codel", "cake bandwidth 10Mbit", None),
+            ("fq_codel", "pfifo limit 10", Some(10)),
+        ] {
+            let build = |s: &str| -> Box<dyn Qdisc<Record>> {
+                s.parse::<QdiscSpec>()
+                    .unwrap()
+                    .build(FlowHasher::new([1, 2]), 3)
+            };
+            let mut p = DataPath::new(build(from), "rate 1Mbit".parse().unwrap(), 0, 1);
+            let mut ignore = |_: Event<'_, Record>| {};
+            let f = crate::flow::FlowKey::ip(addr(0, 1), addr(1, 1), 1000, 80, 17);
+            // One flow, 200 × 1000 bytes at t = 0: 8 ms each on the wire, so by 600 ms the
+            // head has waited far past CoDel's target for more than an interval.
+            for i in 0..200u64 {
+                p.arrive(pkt_in(i, 1000, f), 0, &mut ignore);
+            }
+            let (_old, moved, refused) = p.replace_qdisc(build(to), 600_000_000, &mut ignore);
+            let aqm = p.counters().qdisc_dropped - refused;
+            assert!(aqm > 0, "{from}: CoDel dropped nothing before the change");
+            let want = expect_refused.map_or(0, |keep| moved - keep);
+            assert_eq!(
+                refused, want,
+                "{from} → {to}: {moved} moved, {aqm} AQM drops"
+            );
+            assert!(p.accounted(), "{from} → {to}");
         }
     }
 }

@@ -170,12 +170,11 @@ impl Path {
     /// refused at once — its drops, counted as such).
     pub fn replace_qdisc(&mut self, spec: &QdiscSpec, now: u64) -> (u64, u64) {
         let new = spec.build(self.hasher, self.qdisc_seed);
-        let before = self.path.counters().qdisc_dropped;
         let log = &mut self.tcp_log;
-        let (_old, moved) = self
+        let (_old, moved, refused) = self
             .path
             .replace_qdisc(new, now, &mut |e| log_sent(log, &e));
-        (moved, self.path.counters().qdisc_dropped - before)
+        (moved, refused)
     }
 
     /// Change the discipline at run time, keeping every queued frame: only a shaper's rate can
