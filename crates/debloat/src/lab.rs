@@ -79,6 +79,16 @@ pub struct CompareArgs {
     /// tell a shaper's shortfall from the discipline's behaviour.
     #[arg(long, value_name = "RATE")]
     gateway_rate: Option<String>,
+    /// The kernel's run forwards through a pass-through `debloat gateway` (pfifo, no emulated
+    /// link) instead of a bridge, the kernel's disciplines on its veths: the kernel's qdiscs
+    /// with the userspace forwarder's timing, to tell the forwarder's effect from debloat's
+    /// disciplines'.
+    #[arg(long)]
+    kernel_via_gateway: bool,
+    /// Run the kernel's side first, the gateway's second (default: the other way round): to
+    /// see whether the order of the runs moves a figure. Needs --no-match-rtt.
+    #[arg(long, requires = "no_match_rtt")]
+    kernel_first: bool,
     /// Base delay netem adds on the client's egress (both runs).
     #[arg(long, default_value = "10ms")]
     delay: String,
@@ -355,6 +365,8 @@ fn plan_of(c: &CompareArgs) -> Result<side::Plan> {
             Some(w) => Some(rates("--gateway-rate", w)?),
             None => None,
         },
+        kernel_via_gateway: c.kernel_via_gateway,
+        kernel_first: c.kernel_first,
     };
     for s in [&plan.up, &plan.down] {
         side::shapes(s).map_err(anyhow::Error::msg)?;
@@ -370,8 +382,13 @@ fn plan_of(c: &CompareArgs) -> Result<side::Plan> {
 fn compare(lab: &Lab, c: &CompareArgs) -> Result<()> {
     let plan = plan_of(c)?;
     let exe = std::env::current_exe().context("finding debloat's own path")?;
+    let order = if plan.kernel_first {
+        "the kernel's, then debloat's gateway"
+    } else {
+        "debloat's gateway, then the kernel's"
+    };
     eprintln!(
-        "booting the kernel lab; two runs of {} s each (debloat's gateway, then the kernel's) …",
+        "booting the kernel lab; two runs of {} s each ({order}) …",
         plan.seconds
     );
     let s = side::in_lab(lab, &plan, &exe).map_err(anyhow::Error::msg)?;

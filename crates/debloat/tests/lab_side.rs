@@ -4,6 +4,7 @@
 //! test asserts that every figure agrees within the tolerances of
 //! `debloat_lab::side::compare` (latency added by load, goodput, host shares, drop and mark
 //! rates, CAKE's tin shares) and that the figure the family is about was really exercised.
+//! One test runs the diagnostic arrangement (`--kernel-via-gateway --kernel-first`).
 //!
 //! Needs `user-mode-linux` and `kmod`; without them each test prints SKIP, and under CI (`CI`
 //! set) it fails, since `.ci/run` installs them. The runs take turns (one guest at a time), so
@@ -136,6 +137,38 @@ fn codel_and_a_short_fifo_behave_as_the_kernels() {
                 "{name}: {side} never dropped"
             );
         }
+    }
+}
+
+/// The diagnostic arrangement: the kernel's FIFO on the veth behind a pass-through `debloat
+/// gateway`, and the kernel's run first. The kernel's qdisc must see and drop the traffic the
+/// forwarder hands it, and the two runs still agree.
+#[test]
+fn the_kernels_fifo_behind_the_forwarder_run_first_behaves_as_debloats() {
+    let Some(v) = compare(
+        "pfifo limit 50, the kernel's behind the forwarder, first",
+        &[
+            "pfifo limit 50",
+            "--rate",
+            "10Mbit/2Mbit",
+            "--delay",
+            "10ms",
+            "--kernel-via-gateway",
+            "--kernel-first",
+            "--no-match-rtt",
+        ],
+    ) else {
+        return;
+    };
+    assert_eq!(v["plan"]["kernel_via_gateway"], true);
+    assert_eq!(v["plan"]["kernel_first"], true);
+    for side in ["kernel", "debloat"] {
+        assert!(
+            num(&v, side, &["up", "drops"]) > 0.0,
+            "{side}: the FIFO never dropped"
+        );
+        let mbps = goodput(&v, side) / 1e6;
+        assert!((9.0..10.0).contains(&mbps), "{side}: {mbps:.2} Mbit/s");
     }
 }
 

@@ -217,6 +217,14 @@ pub fn table(s: &SideBySide, checks: &[Check]) -> String {
             "  the gateway's emulated link ran at {up} / {down} bit/s (up / down), not the kernel's rates\n"
         ));
     }
+    if s.plan.kernel_first {
+        t.push_str("  the kernel's run came first, the gateway's second\n");
+    }
+    if s.plan.kernel_via_gateway {
+        t.push_str(
+            "  the kernel's qdiscs sat behind a pass-through debloat gateway, not a bridge\n",
+        );
+    }
     if let Some((mean, max)) = d.up.ring_wait_us {
         t.push_str(&format!(
             "  debloat's frames waited in the kernel's receive ring: mean {mean:.0} µs, max {max} µs\n"

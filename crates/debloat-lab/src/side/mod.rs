@@ -94,6 +94,17 @@ pub struct Plan {
     /// kernel's shaper was measured to deliver rather than at what it was told. None: the same.
     #[serde(default)]
     pub gateway_bps: Option<(u64, u64)>,
+    /// The kernel's run forwards through `debloat gateway` as a pass-through (`pfifo`, no
+    /// emulated link) instead of a bridge, with the kernel's disciplines on the gateway's
+    /// veths: the kernel's qdiscs with the userspace forwarder's timing, to tell what the
+    /// forwarder does to the traffic from what debloat's disciplines and link do.
+    #[serde(default)]
+    pub kernel_via_gateway: bool,
+    /// Run the kernel's side first (the gateway's is first by default, for its idle round
+    /// trip): to see whether the order of the two runs in one guest moves a figure. Needs
+    /// `match_rtt` off.
+    #[serde(default)]
+    pub kernel_first: bool,
 }
 
 /// What one run measured.
@@ -171,10 +182,17 @@ pub fn shapes(spec: &str) -> Result<bool, String> {
     Ok(matches!(q, debloat_core::QdiscSpec::Cake(c) if c.bandwidth_bytes_per_s.is_some()))
 }
 
-/// Run both sides, kernel first. `exe` is the debloat binary; `prefix` names the namespaces.
+/// Run both sides, the gateway first unless the plan says `kernel_first`. `exe` is the
+/// debloat binary; `prefix` names the namespaces.
 pub fn run(plan: &Plan, exe: &std::path::Path, prefix: &str) -> Result<SideBySide, TestbedError> {
     for s in [&plan.up, &plan.down] {
         shapes(s).map_err(TestbedError)?;
+    }
+    if plan.kernel_first && plan.match_rtt {
+        return Err(TestbedError(
+            "matching the round trip needs the gateway's run first: kernel_first needs match_rtt off"
+                .into(),
+        ));
     }
     testbed::build_namespaces(prefix)?;
     let _down = Teardown(prefix.to_string());
@@ -182,18 +200,14 @@ pub fn run(plan: &Plan, exe: &std::path::Path, prefix: &str) -> Result<SideBySid
     // The gateway first, for its idle round trip: under User-Mode Linux a userspace forwarder
     // adds a millisecond or two each way, and TCP's dynamics (and so the drop rate) follow the
     // round trip. With `match_rtt` the kernel's run gets that much more netem delay.
-    testbed::start_gateway(&Setup {
-        prefix: prefix.to_string(),
-        exe: exe.to_path_buf(),
-        gateway_args: gateway_args(plan)?,
-    })?;
-    let debloat = traffic::measure(plan, exe, prefix, || gateway_counts(prefix));
-    testbed::stop_gateway(prefix);
-    let debloat = debloat?;
-    kernel_up(plan, prefix)?;
-    let (kernel, added_ms) = match_and_measure(plan, exe, prefix, debloat.idle_ms);
-    kernel_down(prefix)?;
-    let kernel = kernel?;
+    let (kernel, debloat, added_ms) = if plan.kernel_first {
+        let (kernel, added_ms) = kernel_run(plan, exe, prefix, 0.0)?;
+        (kernel?, debloat_run(plan, exe, prefix)?, added_ms)
+    } else {
+        let debloat = debloat_run(plan, exe, prefix)?;
+        let (kernel, added_ms) = kernel_run(plan, exe, prefix, debloat.idle_ms)?;
+        (kernel?, debloat, added_ms)
+    };
     let kernel_release = sh(&["uname", "-r"]).unwrap_or_default().trim().to_string();
     Ok(SideBySide {
         plan: plan.clone(),
@@ -202,6 +216,32 @@ pub fn run(plan: &Plan, exe: &std::path::Path, prefix: &str) -> Result<SideBySid
         kernel_added_delay_ms: added_ms,
         kernel_release,
     })
+}
+
+/// debloat's gateway with the plan's specs, measured.
+fn debloat_run(plan: &Plan, exe: &std::path::Path, prefix: &str) -> Result<Measured, TestbedError> {
+    testbed::start_gateway(&Setup {
+        prefix: prefix.to_string(),
+        exe: exe.to_path_buf(),
+        gateway_args: gateway_args(plan)?,
+    })?;
+    let debloat = traffic::measure(plan, exe, prefix, || gateway_counts(prefix));
+    testbed::stop_gateway(prefix);
+    debloat
+}
+
+/// The kernel's disciplines set up, measured and taken down again; the measurement and the
+/// delay added to match `gateway_idle_ms`. Err only when setting up or taking down failed.
+fn kernel_run(
+    plan: &Plan,
+    exe: &std::path::Path,
+    prefix: &str,
+    gateway_idle_ms: f64,
+) -> Result<(Result<Measured, TestbedError>, f64), TestbedError> {
+    kernel_up(plan, prefix, exe)?;
+    let measured = match_and_measure(plan, exe, prefix, gateway_idle_ms);
+    kernel_down(plan, prefix)?;
+    Ok(measured)
 }
 
 fn sysctl(ns: &str, setting: &str) -> Result<(), TestbedError> {
@@ -299,13 +339,23 @@ fn words(s: &str) -> Vec<&str> {
 }
 
 /// The bridge, and each direction's discipline on its egress port.
-fn kernel_up(plan: &Plan, prefix: &str) -> Result<(), TestbedError> {
+fn kernel_up(plan: &Plan, prefix: &str, exe: &std::path::Path) -> Result<(), TestbedError> {
     let [_, g, _] = testbed::namespaces(prefix);
-    sh(&["ip", "-n", &g, "link", "add", "br0", "type", "bridge"])?;
-    for dev in ["lan0", "wan0"] {
-        sh(&["ip", "-n", &g, "link", "set", dev, "master", "br0"])?;
+    if plan.kernel_via_gateway {
+        // debloat's forwarder hands every frame on at once (no emulated link) into the veth,
+        // whose qdisc is the kernel's: AF_PACKET's sends go through it (no QDISC_BYPASS).
+        testbed::start_gateway(&Setup {
+            prefix: prefix.to_string(),
+            exe: exe.to_path_buf(),
+            gateway_args: pass_through_args(),
+        })?;
+    } else {
+        sh(&["ip", "-n", &g, "link", "add", "br0", "type", "bridge"])?;
+        for dev in ["lan0", "wan0"] {
+            sh(&["ip", "-n", &g, "link", "set", dev, "master", "br0"])?;
+        }
+        sh(&["ip", "-n", &g, "link", "set", "br0", "up"])?;
     }
-    sh(&["ip", "-n", &g, "link", "set", "br0", "up"])?;
     for (dev, spec, bps) in [
         ("wan0", &plan.up, plan.up_bps),
         ("lan0", &plan.down, plan.down_bps),
@@ -341,13 +391,32 @@ fn kernel_up(plan: &Plan, prefix: &str) -> Result<(), TestbedError> {
     Ok(())
 }
 
-fn kernel_down(prefix: &str) -> Result<(), TestbedError> {
+fn kernel_down(plan: &Plan, prefix: &str) -> Result<(), TestbedError> {
     let [_, g, _] = testbed::namespaces(prefix);
     for dev in ["lan0", "wan0"] {
         let _ = sh(&["tc", "-n", &g, "qdisc", "del", "dev", dev, "root"]);
     }
+    if plan.kernel_via_gateway {
+        testbed::stop_gateway(prefix);
+        return Ok(());
+    }
     sh(&["ip", "-n", &g, "link", "del", "br0"]).map(|_| ())
 }
+
+/// The gateway as a plain forwarder: a FIFO that is never more than a send batch deep, no
+/// link of its own, the same CPU and priority as when it is the one under test.
+fn pass_through_args() -> Vec<String> {
+    ["--egress", "pfifo", "--ingress", "pfifo"]
+        .into_iter()
+        .chain(REALTIME_ON_CPU0)
+        .map(String::from)
+        .collect()
+}
+
+/// The guest has one CPU, shared by the hosts' TCP and the forwarder. The kernel's bridge
+/// and qdisc run in softirq, ahead of every process; the gateway gets the same standing by
+/// running under SCHED_FIFO, as a router on its own CPU would have it.
+const REALTIME_ON_CPU0: [&str; 4] = ["--cpu", "0", "--realtime", "50"];
 
 /// Each direction's leaf discipline, as the kernel counts it.
 fn kernel_counts(plan: &Plan, prefix: &str) -> Result<(Counts, Counts), TestbedError> {
@@ -379,19 +448,13 @@ fn gateway_counts(prefix: &str) -> Result<(Counts, Counts), TestbedError> {
 
 /// The gateway's arguments: the same specs, and a link at the rate where the spec does not shape.
 fn gateway_args(plan: &Plan) -> Result<Vec<String>, TestbedError> {
-    // The guest has one CPU, shared by the hosts' TCP and the forwarder. The kernel's bridge
-    // and qdisc run in softirq, ahead of every process; the gateway gets the same standing by
-    // running under SCHED_FIFO, as a router on its own CPU would have it.
     let mut a: Vec<String> = vec![
         "--egress".into(),
         plan.up.clone(),
         "--ingress".into(),
         plan.down.clone(),
-        "--cpu".into(),
-        "0".into(),
-        "--realtime".into(),
-        "50".into(),
     ];
+    a.extend(REALTIME_ON_CPU0.map(String::from));
     let (up_bps, down_bps) = plan.gateway_bps.unwrap_or((plan.up_bps, plan.down_bps));
     for (flag, spec, bps) in [
         ("--emulate-egress", &plan.up, up_bps),
@@ -468,6 +531,26 @@ mod tests {
         assert_eq!(emulated(&a, "--emulate-ingress"), "rate 19800000bit");
         // The kernel's run keeps the plan's own rates.
         assert_eq!((p.up_bps, p.down_bps), (20_000_000, 20_000_000));
+    }
+
+    #[test]
+    fn the_pass_through_gateway_has_no_link_and_the_same_standing() {
+        let a = pass_through_args();
+        assert!(!a.iter().any(|w| w.starts_with("--emulate")), "{a:?}");
+        assert_eq!(emulated(&a, "--egress"), "pfifo");
+        assert_eq!(emulated(&a, "--ingress"), "pfifo");
+        let b = gateway_args(&plan("")).unwrap();
+        assert_eq!(emulated(&a, "--realtime"), emulated(&b, "--realtime"));
+        assert_eq!(emulated(&a, "--cpu"), emulated(&b, "--cpu"));
+        assert!(!plan("").kernel_via_gateway);
+    }
+
+    #[test]
+    fn the_kernel_cannot_go_first_when_its_round_trip_is_matched_to_the_gateways() {
+        let mut p = plan(r#","kernel_first":true"#);
+        p.match_rtt = true;
+        let e = run(&p, std::path::Path::new("/nonexistent"), "t").unwrap_err();
+        assert!(e.0.contains("match_rtt"), "{}", e.0);
     }
 
     #[test]
