@@ -338,7 +338,9 @@ fn words(s: &str) -> Vec<&str> {
     s.split_whitespace().collect()
 }
 
-/// The bridge, and each direction's discipline on its egress port.
+/// The bridge (or, with `kernel_via_gateway`, a pass-through gateway), and each direction's
+/// discipline on its egress port. A failure part-way leaves the rest to [`Teardown`], which
+/// stops any gateway with the namespaces.
 fn kernel_up(plan: &Plan, prefix: &str, exe: &std::path::Path) -> Result<(), TestbedError> {
     let [_, g, _] = testbed::namespaces(prefix);
     if plan.kernel_via_gateway {
