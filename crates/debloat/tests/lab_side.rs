@@ -174,9 +174,15 @@ fn the_kernels_fifo_behind_the_forwarder_run_first_behaves_as_debloats() {
 
 #[test]
 fn cake_besteffort_diffserv4_and_host_isolation_match_the_kernels() {
-    let runs: [(&str, Vec<&str>); 3] = [
+    // diffserv4 runs 60 s a side: its Bulk tin's two flows run with windows of two or three
+    // packets and 70-80 ms of sojourn, and how many of their packets COBALT drops in 15 s
+    // scatters from run to run on either side (kernel 115-229, debloat 110-254 in twelve
+    // pairs), taking the total drop rate from 2.2 to 3.2 % and, once in CI, past 30 % apart.
+    // Over 55 s the eight rates of four pairs fell within 2.13-2.42 %.
+    let runs: [(&str, &str, Vec<&str>); 3] = [
         (
             "cake besteffort",
+            "20",
             vec![
                 "cake bandwidth 10Mbit besteffort",
                 "--down",
@@ -185,6 +191,7 @@ fn cake_besteffort_diffserv4_and_host_isolation_match_the_kernels() {
         ),
         (
             "cake diffserv4, one host's uploads CS1",
+            "60",
             vec![
                 "cake bandwidth 10Mbit diffserv4",
                 "--down",
@@ -197,6 +204,7 @@ fn cake_besteffort_diffserv4_and_host_isolation_match_the_kernels() {
         ),
         (
             "cake dual-srchost, 1 upload against 4",
+            "20",
             vec![
                 "cake bandwidth 10Mbit dual-srchost",
                 "--down",
@@ -206,9 +214,9 @@ fn cake_besteffort_diffserv4_and_host_isolation_match_the_kernels() {
             ],
         ),
     ];
-    for (name, mut args) in runs {
+    for (name, seconds, mut args) in runs {
         args.extend_from_slice(&["--delay", "10ms"]);
-        let Some(v) = compare(name, &args) else {
+        let Some(v) = compare_for(name, &args, seconds) else {
             return;
         };
         if name.starts_with("cake diffserv4") {
