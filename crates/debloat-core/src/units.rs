@@ -144,9 +144,16 @@ pub fn fmt_time(ns: u64) -> String {
     format!("{}{unit}", g3(v))
 }
 
-/// C's `%.3g` for a value in [1, 1000), as iproute2 prints times: three significant digits,
-/// trailing zeros dropped (109.5 → "110", 5.8125 → "5.81", 14.5 → "14.5", 5 → "5").
+/// C's `%.3g` for a value ≥ 1, as iproute2 prints times: three significant digits, trailing
+/// zeros dropped (109.5 → "110", 5.8125 → "5.81", 14.5 → "14.5", 5 → "5"), and from 999.5 on
+/// the exponent form (1001 → "1e+03", 12345 → "1.23e+04": seconds past 1000 print so).
 fn g3(v: f64) -> String {
+    if v >= 999.5 {
+        let sci = format!("{v:.2e}");
+        let (mant, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+        let mant = mant.trim_end_matches('0').trim_end_matches('.');
+        return format!("{mant}e+{:0>2}", exp);
+    }
     let decimals = if v >= 100.0 {
         0
     } else if v >= 10.0 {
@@ -155,15 +162,9 @@ fn g3(v: f64) -> String {
         2
     };
     let s = format!("{v:.decimals$}");
-    // Rounding can carry into a fourth digit (99.95 → "100.0", 999.5 → "1000"): %.3g then
-    // prints "100" and "1e+03".
-    let s = if s.contains('.') {
+    // Rounding can carry into a fourth digit (99.95 → "100.0"): %.3g then prints "100".
+    if s.contains('.') {
         s.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        s
-    };
-    if s == "1000" {
-        "1e+03".into()
     } else {
         s
     }
@@ -289,6 +290,9 @@ mod tests {
         assert_eq!(fmt_time(9_080_000), "9.08ms");
         assert_eq!(fmt_time(290_700_000), "291ms");
         assert_eq!(fmt_time(50_000), "50us");
+        assert_eq!(fmt_time(1_024_000_000), "1.02s");
+        assert_eq!(fmt_time(1_001_000_000_000), "1e+03s");
+        assert_eq!(fmt_time(12_345_000_000_000), "1.23e+04s");
         assert_eq!(fmt_usecs(0), "0us");
         assert_eq!(fmt_rate(15_312_500), "15312Kbit");
         assert_eq!(fmt_rate(17_500_000), "17500Kbit");

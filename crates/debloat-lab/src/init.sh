@@ -8,12 +8,13 @@ mount -t sysfs sys /sys
 for d in /run /tmp /var/tmp /root; do mount -t tmpfs tmpfs "$d"; done
 OUT=$(sed -n 's/.* lab_out=\([^ ]*\).*/\1/p' /proc/cmdline)
 MODPROBE=$(sed -n 's/.* lab_modprobe=\([^ ]*\).*/\1/p' /proc/cmdline)
+MODULES=$(sed -n 's/.* lab_modules=\([^ ]*\).*/\1/p' /proc/cmdline)
 mkdir -p /run/out
 mount -t hostfs none /run/out -o "$OUT"
 # The host may have no /lib/modules (and the root is read-only): the guest's module tree under
 # /run, and a modprobe the kernel calls when tc asks for a qdisc.
 mkdir -p "/run/modroot/lib/modules/$(uname -r)"
-mount --bind "/usr/lib/uml/modules/$(uname -r)" "/run/modroot/lib/modules/$(uname -r)"
+mount --bind "$MODULES/$(uname -r)" "/run/modroot/lib/modules/$(uname -r)"
 printf '#!/bin/sh\nexec %s -d /run/modroot "$@"\n' "$MODPROBE" > /run/modprobe
 chmod +x /run/modprobe
 echo /run/modprobe > /proc/sys/kernel/modprobe

@@ -1,16 +1,18 @@
 //! The kernel lab: a real Linux kernel's qdiscs (cake, fq_codel, codel, netem, pie, htb …) run
 //! beside debloat's, on this machine, as an ordinary process.
 //!
-//! Debian's User-Mode Linux (`linux.uml`, Linux 6.1) boots with the host's filesystem as its
-//! root, read-only, in about two seconds, with one virtual CPU. The guest's PID 1 is
+//! User-Mode Linux (`linux.uml`: Debian unstable's, Linux 7.2, fetched and prepared by
+//! [`kernel`]; see there why not stable's) boots with the host's filesystem as its root,
+//! read-only, in about two seconds, with one virtual CPU. The guest's PID 1 is
 //! `init.sh` (compiled in): it mounts `/proc`, `/sys` and scratch tmpfs, gives the kernel a
 //! `modprobe` that finds the guest's modules (the host may have no `/lib/modules`), runs the
 //! payload script from a host directory mounted at `/run/out`, and writes its output and exit
 //! status there. debloat's own binary, `ip`, `tc`, `ping`, `iperf3` run inside as on the host.
 //!
 //! What it cannot give: BQL (no UML NIC driver uses it), several CPUs, and the host's kernel
-//! version (6.1 inside, not 6.18): a comparison says which kernel it used.
+//! version (7.2 inside, not the host's): every result says which kernel it used.
 
+pub mod kernel;
 pub mod rows;
 pub mod side;
 
@@ -37,6 +39,14 @@ pub enum LabError {
     /// The guest did not finish in time (it was killed).
     #[error("kernel lab: the guest ran over {0:?} and was stopped")]
     Timeout(Duration),
+    /// A step of preparing the kernel failed (a command and what it printed).
+    #[error("kernel lab: {what} failed: {stderr}")]
+    Step {
+        /// The command.
+        what: String,
+        /// Its standard error.
+        stderr: String,
+    },
     /// The guest ended without writing the payload's exit status (it did not boot).
     #[error("kernel lab: the guest did not run the payload; console:\n{0}")]
     NoBoot(String),
@@ -45,7 +55,7 @@ pub enum LabError {
 /// A found User-Mode Linux kernel and the tools its guest needs.
 #[derive(Clone, Debug)]
 pub struct Lab {
-    kernel: PathBuf,
+    kernel: kernel::Kernel,
     modprobe: PathBuf,
     /// Guest memory, MiB.
     pub mem_mb: u32,
@@ -71,30 +81,39 @@ fn first_existing(paths: &[&str]) -> Option<PathBuf> {
 }
 
 impl Lab {
-    /// Find `linux.uml`, its modules and `modprobe`.
+    /// Find (or fetch and prepare, see [`kernel::find`]) the kernel, its modules and
+    /// `modprobe`.
     pub fn find() -> Result<Lab, LabError> {
-        let install = "apt-get install user-mode-linux kmod";
-        let kernel = first_existing(&["/usr/bin/linux.uml"]).ok_or(LabError::Missing {
-            what: "User-Mode Linux (/usr/bin/linux.uml)",
-            fix: install,
-        })?;
-        if !Path::new("/usr/lib/uml/modules").is_dir() {
-            return Err(LabError::Missing {
-                what: "the UML kernel's modules (/usr/lib/uml/modules)",
-                fix: install,
-            });
-        }
         let modprobe =
             first_existing(&["/usr/sbin/modprobe", "/sbin/modprobe"]).ok_or(LabError::Missing {
                 what: "modprobe",
-                fix: install,
+                fix: "apt-get install kmod",
             })?;
+        let kernel = kernel::find()?;
         Ok(Lab {
             kernel,
             modprobe,
             mem_mb: 512,
             timeout: Duration::from_secs(300),
         })
+    }
+
+    /// The kernel this lab boots.
+    pub fn kernel(&self) -> &kernel::Kernel {
+        &self.kernel
+    }
+
+    /// "Linux 7.2.7 (User-Mode Linux, Debian package 7.2um1)": what a result names.
+    pub fn describe(&self) -> String {
+        let k = &self.kernel;
+        match k.package.as_str() {
+            "" => format!(
+                "Linux {} (User-Mode Linux, {})",
+                k.release,
+                k.binary.display()
+            ),
+            p => format!("Linux {} (User-Mode Linux, Debian package {p})", k.release),
+        }
     }
 
     /// Boot the guest, run `script` (POSIX sh) in it as root, and return what it printed.
@@ -142,12 +161,13 @@ impl Lab {
         std::fs::write(out.join("payload.sh"), script)?;
         set_executable(&init)?;
         let started = Instant::now();
-        let mut child = Command::new(&self.kernel)
+        let mut child = Command::new(&self.kernel.binary)
             .arg(format!("mem={}M", self.mem_mb))
             .args(["root=/dev/root", "rootfstype=hostfs", "rootflags=/", "ro"])
             .arg(format!("init={}", init.display()))
             .arg(format!("lab_out={}", out.display()))
             .arg(format!("lab_modprobe={}", self.modprobe.display()))
+            .arg(format!("lab_modules={}", self.kernel.modules.display()))
             .args(["con0=fd:0,fd:1", "con=null", "quiet"])
             .env("TMPDIR", dir.path())
             .stdin(Stdio::null())

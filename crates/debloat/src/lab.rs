@@ -7,7 +7,7 @@ use std::path::PathBuf;
 /// Arguments of `debloat lab`.
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Examples:\n  debloat lab spec \"cake bandwidth 20Mbit diffserv4\" \"fq_codel limit 1001 noecn\"\n  debloat lab run script.sh --keep results/\n  debloat lab bench --qdisc cake\n\nNeeds Debian's user-mode-linux and kmod (apt-get install user-mode-linux kmod); no root,\nno KVM. The guest is Linux 6.1 with the host's filesystem read-only, one CPU, no BQL."
+    after_help = "Examples:\n  debloat lab spec \"cake bandwidth 20Mbit diffserv4\" \"fq_codel limit 1001 noecn\"\n  debloat lab run script.sh --keep results/\n  debloat lab bench --qdisc cake\n\nNeeds kmod and, once, apt-get reaching the Debian archive: the first run fetches Debian\nunstable's User-Mode Linux (Linux 7.2, the newest that boots on AVX-512/AMX hosts too) into\n/var/cache/debloat/uml (DEBLOAT_LAB_CACHE; DEBLOAT_UML names another linux.uml). No KVM. The\nguest has the host's filesystem read-only, one CPU, no BQL; every result names its kernel."
 )]
 pub struct Args {
     #[command(subcommand)]
@@ -155,6 +155,7 @@ pub fn run(a: &Args) -> Result<()> {
         return side(plan);
     }
     let mut lab = Lab::find()?;
+    eprintln!("kernel lab: {}", lab.describe());
     match &a.what {
         What::Spec { specs } => spec(&lab, specs),
         What::Compare(c) => compare(&lab, c),
@@ -238,7 +239,10 @@ fn spec(lab: &Lab, specs: &[String]) -> Result<()> {
             println!("=== {spec}: same text\n{tc}");
         } else {
             differ.push(spec.clone());
-            println!("=== {spec}: DIFFERENT\n--- tc -s qdisc show (Linux 6.1)\n{tc}+++ debloat spec\n{ours}");
+            println!(
+                "=== {spec}: DIFFERENT\n--- tc -s qdisc show ({})\n{tc}+++ debloat spec\n{ours}",
+                lab.describe()
+            );
         }
     }
     if !differ.is_empty() {
@@ -248,8 +252,9 @@ fn spec(lab: &Lab, specs: &[String]) -> Result<()> {
         );
     }
     println!(
-        "{} specs: debloat prints what the kernel's tc prints",
-        specs.len()
+        "{} specs: debloat prints what the kernel's tc prints ({})",
+        specs.len(),
+        lab.describe()
     );
     Ok(())
 }

@@ -81,7 +81,7 @@ pub fn run(chosen: &[&'static Experiment], json: bool) -> Result<()> {
             k_runs.push(s.kernel);
         }
         if !json {
-            print_table(e, &all, t.elapsed().as_secs_f64());
+            print_table(e, &all, &lab.describe(), t.elapsed().as_secs_f64());
         }
     }
     if json {
@@ -111,9 +111,9 @@ fn unanswerable(id: &str, runs: &[rows::Run], sim: &[Check]) -> Result<()> {
     Ok(())
 }
 
-fn print_table(e: &Experiment, rows: &[Row], secs: f64) {
+fn print_table(e: &Experiment, rows: &[Row], kernel: &str, secs: f64) {
     println!(
-        "{} — {} (kernel lab: Linux 6.1, real TCP; {secs:.0} s)",
+        "{} — {} (kernel lab: {kernel}, real TCP; {secs:.0} s)",
         e.id, e.scenario
     );
     println!(

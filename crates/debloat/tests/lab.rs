@@ -1,7 +1,8 @@
-//! Ground truth from the real kernel (User-Mode Linux, Linux 6.1): `debloat spec` prints
-//! exactly what `tc -s qdisc show` prints for 20 specs of every discipline family, on a veth
-//! (MTU 1500), the handle aside. Needs `user-mode-linux` and `kmod`; without them the test
-//! prints SKIP, and under CI (`CI` set) it fails, since `.ci/run` installs them.
+//! Ground truth from the real kernel (User-Mode Linux, Debian unstable's Linux 7.2, which the
+//! lab fetches itself): `debloat spec` prints exactly what `tc -s qdisc show` prints for 21
+//! specs of every discipline family and for times of any value, on a veth (MTU 1500), the
+//! handle aside. Needs `kmod`, `patchelf` and apt reaching the Debian archive (once); without
+//! them the test prints SKIP, and under CI (`CI` set) it fails, since `.ci/run` installs them.
 
 mod common;
 use common::{debloat, text};
@@ -55,6 +56,50 @@ fn debloat_spec_prints_what_the_kernels_tc_prints() {
         t.contains("                   Bulk  Best Effort        Video        Voice"),
         "{t}"
     );
+}
+
+/// Times printed as iproute2 prints them (three significant digits of what the kernel gives
+/// back), for values that are not round: 40 specs from a fixed seed, one guest.
+#[test]
+fn times_of_any_value_print_as_the_kernels_tc_prints_them() {
+    if let Err(e) = debloat_lab::Lab::find() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have the kernel lab: {e}"
+        );
+        println!("SKIP times_of_any_value_print_as_the_kernels_tc_prints_them: {e}");
+        return;
+    }
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = |lo: u64, hi: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        lo + x % (hi - lo)
+    };
+    let mut specs = vec!["fq_codel ce_threshold 1024000".to_string()];
+    for _ in 0..13 {
+        let (t, i, ce) = (next(1, 50_000), next(1, 3_000_000), next(1, 5_000_000));
+        specs.push(format!(
+            "fq_codel target {t}us interval {i}us ce_threshold {ce}us"
+        ));
+        specs.push(format!("codel target {t}us interval {i}us"));
+        specs.push(format!(
+            "cake bandwidth 20Mbit rtt {}us",
+            next(1, 3_000_000)
+        ));
+    }
+    let mut args = vec!["lab", "spec"];
+    args.extend(specs.iter().map(String::as_str));
+    let o = debloat(&args);
+    let t = text(&o);
+    println!("{t}");
+    assert!(o.status.success(), "{t}");
+    assert!(
+        t.contains("40 specs: debloat prints what the kernel's tc prints (Linux "),
+        "{t}"
+    );
+    assert!(t.contains("ce_threshold 1.02s"), "{t}");
 }
 
 #[test]

@@ -322,18 +322,36 @@ impl CodelKnobs {
         }
     }
 
-    fn fmt_into(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    /// The knobs as spec words (`tc == false`: exact, they parse back to the same values) or
+    /// as `tc qdisc show` prints them (`tc == true`): the value the kernel keeps and returns,
+    /// printed with iproute2's three significant digits.
+    fn fmt_into(&self, f: &mut fmt::Formatter<'_>, tc: bool) -> fmt::Result {
+        let time = |ns: u64| {
+            if tc {
+                crate::units::fmt_usecs(codel_time_as_tc_shows(ns))
+            } else {
+                fmt_time(ns)
+            }
+        };
         // tc's order: ce_threshold between target and interval.
-        write!(f, " target {}", fmt_time(self.target_ns))?;
+        write!(f, " target {}", time(self.target_ns))?;
         if let Some(ce) = self.ce_threshold_ns {
-            write!(f, " ce_threshold {}", fmt_time(ce))?;
+            write!(f, " ce_threshold {}", time(ce))?;
         }
-        write!(f, " interval {}", fmt_time(self.interval_ns))?;
+        write!(f, " interval {}", time(self.interval_ns))?;
         if let Some((s, m)) = self.ce_threshold_selector {
             write!(f, " ce_threshold_selector 0x{s:02x}/0x{m:02x}")?;
         }
         Ok(())
     }
+}
+
+/// A CoDel time as `tc qdisc show` gets it back, µs: tc sends whole microseconds, the kernel
+/// keeps `us * 1000 >> 10` (CoDel's 1.024-µs units) and dumps `(t << 10) / 1000`
+/// (`codel_time_to_us`), so 1 s comes back as 999999 µs and 5 ms as 4999 µs.
+pub fn codel_time_as_tc_shows(ns: u64) -> u64 {
+    let us = ns / 1000;
+    ((us * 1000) >> 10 << 10) / 1000
 }
 
 const CODEL_WORDS: &[&str] = &[
@@ -384,12 +402,32 @@ impl CodelSpec {
 
 impl fmt::Display for CodelSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.fmt_with(f, false)
+    }
+}
+
+impl CodelSpec {
+    fn fmt_with(&self, f: &mut fmt::Formatter<'_>, tc: bool) -> fmt::Result {
         write!(f, "limit {}p", self.limit)?;
-        self.knobs.fmt_into(f)?;
+        self.knobs.fmt_into(f, tc)?;
         if self.knobs.ecn {
             write!(f, " ecn")?;
         }
         Ok(())
+    }
+
+    /// The options as `tc qdisc show` prints them (times as the kernel returns them).
+    pub fn tc_options(&self) -> String {
+        TcForm(|f| self.fmt_with(f, true)).to_string()
+    }
+}
+
+/// Display through a closure: one writer serves the spec text and tc's text.
+struct TcForm<F: Fn(&mut fmt::Formatter<'_>) -> fmt::Result>(F);
+
+impl<F: Fn(&mut fmt::Formatter<'_>) -> fmt::Result> fmt::Display for TcForm<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        (self.0)(f)
     }
 }
 
@@ -470,12 +508,18 @@ impl FqCodelSpec {
 
 impl fmt::Display for FqCodelSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.fmt_with(f, false)
+    }
+}
+
+impl FqCodelSpec {
+    fn fmt_with(&self, f: &mut fmt::Formatter<'_>, tc: bool) -> fmt::Result {
         write!(
             f,
             "limit {}p flows {} quantum {}",
             self.limit, self.flows, self.quantum
         )?;
-        self.knobs.fmt_into(f)?;
+        self.knobs.fmt_into(f, tc)?;
         write!(
             f,
             " memory_limit {}",
@@ -490,7 +534,9 @@ impl FqCodelSpec {
     /// The options as `tc qdisc show` prints them: like [`Display`](fmt::Display) but
     /// without `noecn` (tc prints `ecn` only when it is on), so not a spec to parse back.
     pub fn tc_options(&self) -> String {
-        self.to_string().replace(" noecn", "")
+        TcForm(|f| self.fmt_with(f, true))
+            .to_string()
+            .replace(" noecn", "")
     }
 }
 

@@ -339,9 +339,14 @@ fn parse_u32(v: &str) -> Result<u32, SpecError> {
 
 impl CakeSpec {
     /// The options as `tc qdisc show` prints them: like [`Display`](fmt::Display), but an
-    /// unshaped cake reads `bandwidth unlimited` (both parse back).
+    /// unshaped cake reads `bandwidth unlimited` (both parse back), and `rtt` has iproute2's
+    /// three significant digits (`12345us` → `12.3ms`) where the spec text is exact.
     pub fn tc_options(&self) -> String {
-        let s = self.to_string();
+        let s = self.to_string().replacen(
+            &format!(" rtt {} ", fmt_time(self.rtt_us * 1000)),
+            &format!(" rtt {} ", crate::units::fmt_usecs(self.rtt_us)),
+            1,
+        );
         match s.strip_prefix("unlimited") {
             Some(rest) => format!("bandwidth unlimited{rest}"),
             None => s,

@@ -135,7 +135,7 @@ impl<P: Packet> Qdisc<P> for Codel<P> {
         let v = &self.vars;
         QdiscStats {
             kind: "codel".into(),
-            options: self.spec.to_string(),
+            options: self.spec.tc_options(),
             bytes: self.sent_bytes,
             packets: self.sent_pkts,
             drops: self.drops,
