@@ -26,7 +26,7 @@ pub struct Args {
     /// Print the outcomes as JSON instead of tables.
     #[arg(long)]
     json: bool,
-    /// Also run the rows on the real kernel's qdiscs with real TCP (the kernel lab, Linux 6.1
+    /// Also run the rows on the real kernel's qdiscs with real TCP (the kernel lab, Linux 7.2
     /// under User-Mode Linux), beside the simulator and debloat's gateway in the same guest:
     /// PI-55 and FIFO-DEPTH (about a minute per configuration).
     #[arg(long, conflicts_with = "seeds")]

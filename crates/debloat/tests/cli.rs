@@ -978,3 +978,61 @@ fn a_closed_pipe_ends_a_report_quietly() {
     const SIGPIPE: i32 = 13;
     assert_eq!(o.status.signal(), Some(SIGPIPE), "{:?}: {err}", o.status);
 }
+
+/// A slow trace with outages (40 opportunities of 1500 bytes in its first second, then none
+/// until 6 s, repeating: 80 kbit/s on average) behind a 5-packet modem FIFO under four
+/// downloads: the modem drops more than it admits, and what `sim` prints and writes for it adds
+/// up — offered = admitted + dropped, admitted = departed + queued — where its "sent" column
+/// once printed `admitted - dropped` and underflowed (18446744073709551598 on this trace).
+#[test]
+fn a_slow_trace_links_modem_counts_add_up_in_what_sim_prints() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let trace = dir.path().join("slow.mahi");
+    let mut ms: String = (1..=40).map(|i| format!("{}\n", i * 25)).collect();
+    ms.push_str("6000\n");
+    std::fs::write(&trace, ms).expect("write trace");
+    let link = format!("trace:{}/1Mbit", trace.display());
+    let out = dir.path().join("out");
+    let o = debloat(&[
+        "sim",
+        "tcp_ndown",
+        "--streams",
+        "4",
+        "--link",
+        &link,
+        "--trace-buffer",
+        "5",
+        "--length",
+        "20",
+        "--output",
+        out.to_str().expect("utf-8 path"),
+    ]);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    let v = common::summary_json(&out);
+    let q = v["queues"]
+        .as_array()
+        .expect("queues")
+        .iter()
+        .find(|q| !q["modem"].is_null())
+        .expect("the down link's modem");
+    let n = |x: &serde_json::Value| x.as_u64().expect("a count");
+    let m = &q["modem"];
+    let (admitted, dropped) = (n(&m["admitted"]), n(&m["dropped"]));
+    assert!(dropped > admitted, "the FIFO overflows: {m}");
+    assert_eq!(
+        admitted + dropped,
+        n(&q["sent_pkts"]) - n(&q["lost_on_wire"]),
+        "{q}"
+    );
+    assert_eq!(n(&m["departed"]) + n(&m["queued"]), admitted, "{m}");
+    let line = t
+        .lines()
+        .find(|l| l.trim_start().starts_with("modem down"))
+        .unwrap_or_else(|| panic!("a modem line in\n{t}"));
+    let sent: u64 = line
+        .split_whitespace()
+        .find_map(|w| w.parse().ok())
+        .expect("the sent column");
+    assert_eq!(sent, n(&m["departed"]), "{line}");
+}

@@ -1,5 +1,5 @@
 //! The reproduction suite's third column: `debloat reproduce PI-55 --kernel` runs PI-55's
-//! configurations on the real Linux 6.1 kernel's qdiscs (HTB + pfifo or fq_codel) with real
+//! configurations on the real Linux kernel's qdiscs (the lab's 7.2) (HTB + pfifo or fq_codel) with real
 //! TCP in the kernel lab, beside the simulator and debloat's gateway, and judges the kernel's
 //! figures against the same bands. Needs `user-mode-linux` and `kmod`; SKIP without them, a
 //! failure under CI.
@@ -8,6 +8,7 @@ mod common;
 use common::{debloat, text};
 
 #[test]
+#[ignore = "long tier: scripts/long-tests.sh; dated results in docs/testing.md"]
 fn pi_55_on_the_kernels_qdiscs_lands_in_the_same_bands() {
     if let Err(e) = debloat_lab::Lab::find() {
         assert!(

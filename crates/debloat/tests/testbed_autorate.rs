@@ -128,6 +128,7 @@ fn lte_uplink(tag: &str, egress: &str, extra: &[&str]) -> (f64, f64, f64, String
 /// ping p99. The absolute goals (p99 ≤ base + 50 ms, goodput ≥ 60 % of the trace) are
 /// printed, not asserted: beyond even the oracle (the experiment below; docs/autorate.md).
 #[test]
+#[ignore = "long tier: scripts/long-tests.sh; dated results in docs/testing.md"]
 fn autorate_follows_an_lte_uplink_on_real_tcp() {
     let Some(_one) = guard() else { return };
     let run = |tag: &str, egress: &str, extra: &[&str]| {

@@ -146,6 +146,12 @@ impl Modem {
         self.counters
     }
 
+    /// Packets that have left by `now`: admitted, less those still inside. (Dropped packets
+    /// never entered: offered = admitted + dropped; admitted = departed + inside.)
+    pub fn departed(&self, now: Nanos) -> u64 {
+        self.counters.admitted - self.occupancy(now).0 as u64
+    }
+
     /// Packets and bytes inside at `now` (those departing after `now`).
     pub fn occupancy(&self, now: Nanos) -> (usize, u64) {
         self.inside

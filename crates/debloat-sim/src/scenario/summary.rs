@@ -89,8 +89,12 @@ pub struct ModemSummary {
     pub limit: String,
     /// Packets that entered the FIFO.
     pub admitted: u64,
-    /// Packets the full FIFO dropped.
+    /// Packets the full FIFO dropped (they never entered: offered = admitted + dropped).
     pub dropped: u64,
+    /// Packets that left it by the end of the run (admitted = departed + queued).
+    pub departed: u64,
+    /// Packets still inside at the end of the run.
+    pub queued: u64,
     /// Most packets it held at once.
     pub max_packets: u64,
     /// What the trace could carry over the run, Mbit/s on average.
@@ -456,6 +460,8 @@ fn modem_summary(m: &debloat_core::link::Modem, end: u64) -> ModemSummary {
         },
         admitted: c.admitted,
         dropped: c.dropped,
+        departed: m.departed(end),
+        queued: m.occupancy(end).0 as u64,
         max_packets: c.max_packets,
         capacity_mbps: m.trace().bits_in(0, end) as f64 / (end.max(1) as f64 / 1e9) / 1e6,
         capacity_per_second_mbps: m

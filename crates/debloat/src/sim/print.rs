@@ -141,12 +141,7 @@ fn print_queues(s: &Summary) {
             let place = q.r#where.replace("bottleneck", "modem");
             println!(
                 "  {:<16} {:<36} {:>9} {:>8} {:>8} {:>8}",
-                place,
-                name,
-                m.admitted - m.dropped,
-                m.dropped,
-                0,
-                m.max_packets
+                place, name, m.departed, m.dropped, 0, m.max_packets
             );
         }
     }
