@@ -125,6 +125,7 @@ fn a_different_spec_is_reported_as_different() {
 }
 
 #[test]
+#[ignore = "long tier: scripts/long-tests.sh; dated results in docs/testing.md"]
 fn the_kernels_cake_and_the_gateways_are_costed_in_one_guest() {
     if let Err(e) = debloat_lab::Lab::find() {
         assert!(
