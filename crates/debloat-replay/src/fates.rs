@@ -129,6 +129,8 @@ pub fn record(
             }
             return;
         }
+        // Its fate is what the link then does with it.
+        Event::Dequeued { .. } => return,
     };
     if let Some(Some(f)) = fates.get_mut(id as usize) {
         f.outcome = Some(outcome);

@@ -103,7 +103,7 @@ pub fn run<Q: Qdisc<Record>>(
             }
         }
         Event::Dropped { packet, .. } => res[(packet.id >> 40) as usize].dropped += 1,
-        Event::Delivered { .. } => {}
+        Event::Delivered { .. } | Event::Dequeued { .. } => {}
     };
     each_arrival(sources, dur_ns, |i, t| {
         let s = &sources[i];
@@ -161,6 +161,7 @@ pub fn run_path(
             let d = at - left.get(&packet.id).copied().unwrap_or(at);
             r.max_delay_ns = r.max_delay_ns.max(d);
         }
+        Event::Dequeued { .. } => {}
     };
     let mut id = 0u64;
     each_arrival(sources, dur_ns, |i, t| {

@@ -72,7 +72,7 @@ impl World {
         // What the oracle (experiments) knows: the direction's trace, or its fixed rate.
         let capacity = match self.modem(d) {
             Some(m) => Capacity::Trace(m.trace().clone()),
-            None => Capacity::Fixed(self.links[d.idx()].cfg.rate_bps),
+            None => Capacity::Fixed(self.links[d.idx()].rate_bps),
         };
         let ctl = cfg.mode.build(cfg.bounds, Some(capacity));
         let mut reflectors = 0..0;
@@ -85,7 +85,7 @@ impl World {
             reflectors = first..self.probes.len();
         }
         let rate = ctl.rate_bps();
-        self.links[d.idx()].cfg.qdisc.set_bandwidth(Some(rate));
+        self.links[d.idx()].path.qdisc_mut().set_bandwidth(Some(rate));
         self.autorate[d.idx()] = Some(Box::new(Driver {
             ctl,
             tick_ns: cfg.tick_ns.max(1_000_000),
@@ -155,7 +155,7 @@ impl World {
     pub(super) fn autorate_tick(&mut self, d: Dir) {
         let now = self.now;
         let sent = self.links[d.idx()].stats.sent_bytes;
-        let backlog = self.links[d.idx()].cfg.qdisc.backlog();
+        let backlog = self.links[d.idx()].path.qdisc().backlog();
         let Some(a) = self.autorate[d.idx()].as_mut() else {
             return;
         };
@@ -193,10 +193,8 @@ impl World {
         }
         if changed {
             a.applied = rate;
-            self.links[d.idx()].cfg.qdisc.set_bandwidth(Some(rate));
-            if self.links[d.idx()].wake_at.is_none() {
-                self.try_transmit(d);
-            }
+            self.links[d.idx()].path.qdisc_mut().set_bandwidth(Some(rate));
+            self.retry_path(d);
         }
     }
 

@@ -1,7 +1,8 @@
-//! A wired link direction: its configuration, the device between the discipline and the wire
-//! (a TX ring the driver fills, limited by BQL, with completions per packet or per interrupt),
-//! and the transmitter and wire of the core's link model; what the world does when a packet is
-//! sent, when a transmission completes and when a shaper's wake-up comes.
+//! A wired link direction is the core's [`DataPath`]: the discipline, the device stage (a TX
+//! ring the driver fills, limited by BQL, with completions per packet or per interrupt) and
+//! the transmitter and wire of the core's link model — the same path `debloat replay` and the
+//! gateway drive. The world feeds it packets and `now`, keeps one event armed at the path's
+//! next wake-up, and turns what the path reports into statistics, captures and deliveries.
 
 use super::*;
 
@@ -13,7 +14,7 @@ pub struct LinkConfig {
     pub delay_ns: Nanos,
     /// The discipline in front of it.
     pub qdisc: Box<dyn Qdisc<SimPacket>>,
-    /// The device below the discipline: a TX ring with BQL (the core's device stage).
+    /// The device below the discipline: a TX ring with BQL (the path's device stage).
     pub device: DeviceConfig,
     /// Impairments and framing of the wire itself.
     pub wire: Wire,
@@ -72,16 +73,59 @@ impl Default for LinkStats {
     }
 }
 
+/// One direction's data path, as the world drives it.
+pub(super) type SimPath = DataPath<SimPacket, Box<dyn Qdisc<SimPacket>>>;
+
+/// What a path reported, owned, for the world to act on once the path has returned.
+pub(super) enum PathOut {
+    Dequeued(SimPacket, Nanos),
+    /// Sent, or lost as it entered the link: either way the capture at the link's entry saw it.
+    Tapped(SimPacket, Nanos),
+    Dropped(SimPacket, DropReason),
+    Delivered(SimPacket),
+}
+
+impl PathOut {
+    fn of(e: PathEvent<'_, SimPacket>) -> PathOut {
+        match e {
+            PathEvent::Dequeued { packet, at } => PathOut::Dequeued(*packet, at),
+            PathEvent::Sent { packet, start, .. } => PathOut::Tapped(*packet, start),
+            PathEvent::Dropped {
+                packet,
+                reason: PathDrop::Lost,
+                at,
+            } => PathOut::Tapped(packet, at),
+            PathEvent::Dropped {
+                packet,
+                reason: PathDrop::Qdisc(r),
+                ..
+            } => PathOut::Dropped(packet, r),
+            // The simulator gives its paths no drop-tail buffer.
+            PathEvent::Dropped { packet, .. } => PathOut::Dropped(packet, DropReason::Overlimit),
+            PathEvent::Delivered { packet, .. } => PathOut::Delivered(packet),
+        }
+    }
+}
+
 pub(super) struct Link {
-    pub(super) cfg: LinkConfig,
-    /// The transmitter and the wire behind it (the core's link model). Each packet placed on
-    /// the wire gets an `Arrive` event at its release time, which takes the next packet due:
-    /// events need only name the link, and stay small in the heap.
-    pub(super) link: WireLink<SimPacket>,
-    pub(super) wake_at: Option<Nanos>,
+    /// The configured rate, bit/s.
+    pub(super) rate_bps: u64,
+    pub(super) path: SimPath,
+    /// When the event that polls the path is armed (None: none).
+    pub(super) armed: Option<Nanos>,
     pub(super) stats: LinkStats,
-    /// The TX ring with BQL between the discipline and the transmitter (the core's device).
-    pub(super) device: Device<SimPacket>,
+}
+
+impl Link {
+    pub(super) fn new(cfg: LinkConfig) -> Link {
+        let wire = wire_link(&cfg);
+        Link {
+            rate_bps: cfg.rate_bps,
+            path: DataPath::with_stage(cfg.qdisc, Stage::device(cfg.device), wire),
+            armed: None,
+            stats: LinkStats::default(),
+        }
+    }
 }
 
 impl World {
@@ -96,7 +140,7 @@ impl World {
 
     /// The discipline of a link direction.
     pub fn qdisc(&self, d: Dir) -> &dyn Qdisc<SimPacket> {
-        self.links[d.idx()].cfg.qdisc.as_ref()
+        self.links[d.idx()].path.qdisc().as_ref()
     }
 
     pub(super) fn send(&mut self, d: Dir, mut p: SimPacket) {
@@ -111,15 +155,10 @@ impl World {
             return;
         }
         let now = self.now;
+        if std::env::var_os("DBG").is_some() && d == Dir::Up && now > 5_100_000_000 && now < 5_104_000_000 { eprintln!("ARR {now} {:?}", p.body); }
+        self.drive(d, |path, outs| path.arrive(p, now, &mut |e| outs.push(PathOut::of(e))));
         let l = &mut self.links[d.idx()];
-        l.cfg.qdisc.enqueue(p, now);
-        self.drain_drops(d);
-        let l = &mut self.links[d.idx()];
-        l.stats.max_backlog_pkts = l.stats.max_backlog_pkts.max(l.cfg.qdisc.qlen() as u64);
-        let ring_room = l.device.has_room();
-        if (l.link.busy_until() <= now || ring_room) && l.wake_at.is_none() {
-            self.try_transmit(d);
-        }
+        l.stats.max_backlog_pkts = l.stats.max_backlog_pkts.max(l.path.qdisc().qlen() as u64);
     }
 
     /// The marking stage, out of line: a run without it pays one test per packet.
@@ -135,115 +174,77 @@ impl World {
         }
     }
 
-    pub(super) fn drain_drops(&mut self, d: Dir) {
-        while let Some(x) = self.links[d.idx()].cfg.qdisc.take_dropped() {
-            self.links[d.idx()].stats.dropped += 1;
-            let flow = match x.packet.body {
-                Body::Data { flow, .. } => Some(flow),
-                _ => None,
-            };
-            if let Some(f) = flow {
-                if x.reason != DropReason::AckFilter {
-                    self.flows[f as usize].drops += 1;
-                }
+    /// The path's wake-up came: run it to now.
+    pub(super) fn poll_path(&mut self, d: Dir) {
+        let now = self.now;
+        let l = &mut self.links[d.idx()];
+        if l.armed == Some(now) {
+            l.armed = None;
+        }
+        self.drive(d, |path, outs| path.poll(now, &mut |e| outs.push(PathOut::of(e))));
+    }
+
+    /// A shaper's rate changed: let the path ask its discipline again.
+    pub(super) fn retry_path(&mut self, d: Dir) {
+        let now = self.now;
+        self.drive(d, |path, outs| path.retry(now, &mut |e| outs.push(PathOut::of(e))));
+    }
+
+    /// Call the path, act on what it reports, and keep its wake-up armed.
+    fn drive(&mut self, d: Dir, call: impl FnOnce(&mut SimPath, &mut Vec<PathOut>)) {
+        let mut outs = std::mem::take(&mut self.path_out);
+        call(&mut self.links[d.idx()].path, &mut outs);
+        for o in outs.drain(..) {
+            self.on_path(d, o);
+        }
+        self.path_out = outs;
+        let l = &mut self.links[d.idx()];
+        l.stats.lost_on_wire = l.path.wire_counters().lost;
+        l.stats.modem_dropped = l.path.link().modem_dropped();
+        if let Some(t) = l.path.next_wakeup() {
+            if l.armed.is_none_or(|a| t < a) {
+                l.armed = Some(t);
+                self.events.push(t, Event::Path(d));
             }
         }
     }
 
-    /// The packet on the wire finished: report it to BQL now, or at the next interrupt.
-    pub(super) fn complete(&mut self, d: Dir) {
-        let now = self.now;
-        if let Some(t) = self.links[d.idx()].device.completed(now) {
-            self.events.push(t, Event::Irq(d));
-        }
-    }
-
-    /// Take the next packet from the discipline, accounting for it; arms a wake-up if a shaper
-    /// holds it.
-    pub(super) fn take_from_qdisc(&mut self, d: Dir) -> Option<SimPacket> {
-        let now = self.now;
-        let l = &mut self.links[d.idx()];
-        let got = l.cfg.qdisc.dequeue(now);
-        let out = match got {
-            Dequeue::Packet(p) => {
+    fn on_path(&mut self, d: Dir, o: PathOut) {
+        match o {
+            PathOut::Dequeued(p, at) => {
+                if std::env::var_os("DBG").is_some() && d == Dir::Up && at > 5_100_000_000 && at < 5_104_000_000 { eprintln!("DEQ {at} {:?}", p.body); }
                 if self.autorate[d.idx()].is_some() {
                     self.autorate_sent(d, &p);
                 }
-                let l = &mut self.links[d.idx()];
-                l.stats.sent_pkts += 1;
-                l.stats.sent_bytes += u64::from(p.meta.len);
-                l.stats
-                    .sojourns
-                    .saturating_record((now - p.meta.enqueue_ns).max(1));
+                let st = &mut self.links[d.idx()].stats;
+                st.sent_pkts += 1;
+                st.sent_bytes += u64::from(p.meta.len);
+                st.sojourns
+                    .saturating_record(at.saturating_sub(p.meta.enqueue_ns).max(1));
                 if p.meta.ecn == Ecn::Ce {
-                    l.stats.marked += 1;
+                    st.marked += 1;
                 }
-                Some(p)
             }
-            Dequeue::NotBefore(t) => {
-                if l.wake_at.is_none_or(|w| w > t) {
-                    l.wake_at = Some(t);
-                    self.events.push(t, Event::Wake(d));
+            PathOut::Tapped(p, at) => {
+                if let Some(tap) = self.tap.as_mut() {
+                    tap(d, at, &p);
                 }
-                None
             }
-            Dequeue::Empty => None,
-        };
-        self.drain_drops(d);
-        out
-    }
-
-    pub(super) fn try_transmit(&mut self, d: Dir) {
-        // The driver fills the ring while it has room and BQL allows.
-        let ring = self.links[d.idx()].device.has_ring();
-        self.try_fill(d);
-        let now = self.now;
-        if self.links[d.idx()].link.busy_until() > now {
-            return;
-        }
-        let next = if ring {
-            self.links[d.idx()].device.next_to_send()
-        } else {
-            self.take_from_qdisc(d)
-        };
-        let Some(p) = next else { return };
-        let l = &mut self.links[d.idx()];
-        l.device.sending(p.meta.len);
-        if let Some(tap) = self.tap.as_mut() {
-            tap(d, now, &p);
-        }
-        // TxDone goes into the queue before the arrivals, as it always has (ties keep order).
-        let (mut at, mut n) = ([0; 2], 0);
-        let done = l.link.transmit(p, now, &mut |t| {
-            if let Some(slot) = at.get_mut(n) {
-                *slot = t;
-                n += 1;
+            PathOut::Dropped(p, reason) => {
+                self.links[d.idx()].stats.dropped += 1;
+                if let (Body::Data { flow, .. }, false) = (p.body, reason == DropReason::AckFilter) {
+                    self.flows[flow as usize].drops += 1;
+                }
             }
-        });
-        self.events.push(done, Event::TxDone(d));
-        for &t in &at[..n] {
-            self.events.push(t, Event::Arrive(d));
-        }
-        l.stats.lost_on_wire = l.link.wire().counters.lost;
-        l.stats.modem_dropped = l.link.modem_dropped();
-        if ring {
-            // A descriptor freed: the driver may take another packet.
-            self.try_fill(d);
-        }
-    }
-
-    pub(super) fn try_fill(&mut self, d: Dir) {
-        while self.links[d.idx()].device.may_fill() {
-            let Some(p) = self.take_from_qdisc(d) else {
-                break;
-            };
-            self.links[d.idx()].device.fill(p);
+            // Hosts beyond the bottleneck add their own delay (constant per host, so each
+            // host's packets stay in order).
+            PathOut::Delivered(p) => self.deliver_after(d, p, 0),
         }
     }
 
     /// Put a trace-driven modem behind a direction's transmitter.
     pub fn set_modem(&mut self, d: Dir, modem: debloat_core::link::Modem) {
-        self.links[d.idx()].link.set_modem(Some(modem));
+        self.links[d.idx()].path.link_mut().set_modem(Some(modem));
     }
 
     /// The simulated time now.
@@ -253,11 +254,11 @@ impl World {
 
     /// The modem behind a direction's transmitter, if any.
     pub fn modem(&self, d: Dir) -> Option<&debloat_core::link::Modem> {
-        self.links[d.idx()].link.modem()
+        self.links[d.idx()].path.link().modem()
     }
 
     /// BQL's current limit on a link direction, bytes (None without BQL).
     pub fn bql_limit(&self, d: Dir) -> Option<u32> {
-        self.links[d.idx()].device.bql_limit()
+        self.links[d.idx()].path.device().and_then(|dev| dev.bql_limit())
     }
 }

@@ -20,7 +20,8 @@ pub use crate::wire::Wire;
 use debloat_core::flow::FlowKey;
 use debloat_core::link::{Emulation, Link as WireLink, LinkLayer};
 use debloat_core::packet::{Ecn, Nanos, PacketMeta};
-use debloat_core::{Dequeue, DropReason, Qdisc};
+use debloat_core::path::{DataPath, Event as PathEvent, PathDrop, Stage};
+use debloat_core::{DropReason, Qdisc};
 use std::net::{IpAddr, Ipv4Addr};
 
 mod air;
@@ -29,7 +30,6 @@ mod hosts;
 mod link;
 
 pub use autorate::{AutorateConfig, RatePoint};
-use debloat_core::device::Device;
 pub use debloat_core::device::DeviceConfig;
 pub use hosts::{Flow, Probe};
 use link::*;
@@ -61,10 +61,8 @@ impl Dir {
 }
 
 enum Event {
-    TxDone(Dir),
-    Irq(Dir),
-    Wake(Dir),
-    Arrive(Dir),
+    /// A link direction's data path asked to be polled now.
+    Path(Dir),
     /// A packet held by its remote host's extra delay (boxed: events stay small in the heap).
     Deliver(Dir, Box<SimPacket>),
     SenderTimer(usize, Nanos),
@@ -110,6 +108,8 @@ pub struct World {
     marker: Option<Box<debloat_core::classify::qosify::Classifier>>,
     /// Shaper-rate controllers, per direction (`autorate.rs`).
     autorate: [Option<Box<autorate::Driver>>; 2],
+    /// What a path reported during one call (kept to reuse its allocation).
+    path_out: Vec<PathOut>,
 }
 
 /// The station behind remote host 198.18.2.`host` when `n` stations share a Wi-Fi AP: hosts
@@ -140,17 +140,10 @@ fn addr(net: u8, host: u8) -> IpAddr {
 impl World {
     /// A client and a server joined by `up` and `down`; run for `end` ns, sampling every `step`.
     pub fn new(up: LinkConfig, down: LinkConfig, end: Nanos, step: Nanos) -> World {
-        let link = |cfg: LinkConfig| Link {
-            device: Device::new(cfg.device),
-            link: wire_link(&cfg),
-            cfg,
-            wake_at: None,
-            stats: LinkStats::default(),
-        };
         let mut w = World {
             now: 0,
             events: EventQueue::default(),
-            links: [link(up), link(down)],
+            links: [Link::new(up), Link::new(down)],
             flows: Vec::new(),
             probes: Vec::new(),
             step,
@@ -165,6 +158,7 @@ impl World {
             bbr_ack_aggregation: true,
             marker: None,
             autorate: [None, None],
+            path_out: Vec::new(),
         };
         w.events.push(step, Event::Sample);
         w
@@ -213,29 +207,7 @@ impl World {
 
     fn handle(&mut self, e: Event) {
         match e {
-            Event::TxDone(d) => {
-                self.complete(d);
-                self.try_transmit(d);
-            }
-            Event::Irq(d) => {
-                self.links[d.idx()].device.interrupt(self.now);
-                self.try_transmit(d);
-            }
-            Event::Wake(d) => {
-                self.links[d.idx()].wake_at = None;
-                self.try_transmit(d);
-            }
-            Event::Arrive(d) => {
-                let l = &mut self.links[d.idx()].link;
-                if let Some(p) = l.pop_due(self.now) {
-                    // Hosts beyond the bottleneck add their own delay (constant per host, so
-                    // each host's packets stay in order).
-                    self.deliver_after(d, p, 0);
-                } else if let Some(t) = l.next_release() {
-                    // netem's `slot` held the packet due: look again when it may leave.
-                    self.events.push(t, Event::Arrive(d));
-                }
-            }
+            Event::Path(d) => self.poll_path(d),
             Event::Deliver(d, p) => self.arrive(d, *p),
             Event::SenderTimer(i, at) => {
                 // A transfer that has ended (netperf stopped) neither retransmits nor times out.
