@@ -155,7 +155,6 @@ impl World {
             return;
         }
         let now = self.now;
-        if std::env::var_os("DBG").is_some() && d == Dir::Up && now > 5_100_000_000 && now < 5_104_000_000 { eprintln!("ARR {now} {:?}", p.body); }
         self.drive(d, |path, outs| path.arrive(p, now, &mut |e| outs.push(PathOut::of(e))));
         let l = &mut self.links[d.idx()];
         l.stats.max_backlog_pkts = l.stats.max_backlog_pkts.max(l.path.qdisc().qlen() as u64);
@@ -212,7 +211,6 @@ impl World {
     fn on_path(&mut self, d: Dir, o: PathOut) {
         match o {
             PathOut::Dequeued(p, at) => {
-                if std::env::var_os("DBG").is_some() && d == Dir::Up && at > 5_100_000_000 && at < 5_104_000_000 { eprintln!("DEQ {at} {:?}", p.body); }
                 if self.autorate[d.idx()].is_some() {
                     self.autorate_sent(d, &p);
                 }
