@@ -1,5 +1,5 @@
 //! The direct and drop-tail stages: the link asks the discipline (or the buffer in front of
-//! it) whenever it is idle; the TX ring's engine is `ring.rs`. Both dispatch from here.
+//! it) whenever it is idle; the device stage's engine is `driver.rs`. Both dispatch from here.
 
 use super::{DataPath, Event, Held, PathDrop};
 use crate::packet::{Nanos, Packet};
@@ -8,8 +8,8 @@ use crate::qdisc::{Dequeue, Qdisc};
 impl<P: Packet + Clone, Q: Qdisc<P>> DataPath<P, Q> {
     /// Run the stages up to `t`, in time order.
     pub(super) fn advance_to(&mut self, t: Nanos, out: &mut impl FnMut(Event<'_, P>)) {
-        if matches!(self.held, Held::Ring(_)) {
-            self.ring_advance(t, out);
+        if matches!(self.held, Held::Driver(_)) {
+            self.driver_advance(t, out);
         } else {
             self.feed_advance(t, out);
         }
@@ -44,7 +44,7 @@ impl<P: Packet + Clone, Q: Qdisc<P>> DataPath<P, Q> {
                 self.buffer_enqueue(p, at, out);
                 Some(at)
             }
-            Dequeue::Packet(p) => Some(self.enter_link(p, at, out)),
+            Dequeue::Packet(p) => Some(self.enter_link(p, at, out, &mut |_| {})),
             Dequeue::Empty => None,
             Dequeue::NotBefore(t) => Some(t.max(at + 1)),
         };
@@ -78,16 +78,23 @@ impl<P: Packet + Clone, Q: Qdisc<P>> DataPath<P, Q> {
             _ => None,
         };
         self.buffer_next = match got {
-            Some(Dequeue::Packet(p)) => Some(self.send(p, at, out)),
+            Some(Dequeue::Packet(p)) => Some(self.send(p, at, out, &mut |_| {})),
             _ => None,
         };
     }
 
     /// `p` enters the link at `at` (it is idle): the loss model decides, then the transmitter
-    /// takes it. Returns when the link is free again (`at` for a lost packet).
-    pub(super) fn enter_link(&mut self, mut p: P, at: Nanos, out: &mut impl FnMut(Event<'_, P>)) -> Nanos {
+    /// takes it; `released` hears each copy's release time. Returns when the link is free
+    /// again (`at` for a lost packet).
+    pub(super) fn enter_link(
+        &mut self,
+        mut p: P,
+        at: Nanos,
+        out: &mut impl FnMut(Event<'_, P>),
+        released: &mut impl FnMut(Nanos),
+    ) -> Nanos {
         if self.link.admit(&mut p) {
-            self.send(p, at, out)
+            self.send(p, at, out, released)
         } else {
             Self::lost(p, at, out);
             at
@@ -104,14 +111,20 @@ impl<P: Packet + Clone, Q: Qdisc<P>> DataPath<P, Q> {
     }
 
     /// The link starts sending `p` (admitted) at `at`; returns when it is free again.
-    fn send(&mut self, p: P, at: Nanos, out: &mut impl FnMut(Event<'_, P>)) -> Nanos {
+    fn send(
+        &mut self,
+        p: P,
+        at: Nanos,
+        out: &mut impl FnMut(Event<'_, P>),
+        released: &mut impl FnMut(Nanos),
+    ) -> Nanos {
         let end = self.link.tx_end(p.meta(), at);
         out(Event::Sent {
             packet: &p,
             start: at,
             end,
         });
-        self.link.transmit_until(p, at, end, &mut |_| {});
+        self.link.transmit_until(p, at, end, released);
         end
     }
 }

@@ -14,10 +14,13 @@
 //!   FIFO); the discipline hands packets on as fast as it releases them (or at its own
 //!   shaper's pace) and the queue forms there unless the discipline shapes below the link.
 //!   A capacity trace's modem sits behind the transmitter ([`Link::set_modem`]).
-//! - [`Stage::Ring`]: a NIC's TX ring the driver fills while BQL allows ([`crate::device`]);
-//!   each transmission's completion, and with interrupt moderation the interrupt that reports
-//!   it, are wake-ups in [`DataPath::next_wakeup`], as Linux's `netdev_tx_completed_queue`
-//!   runs from the TX completion.
+//! - [`Stage::Device`]: a driver and its NIC's TX ring, filled while BQL allows
+//!   ([`crate::device`]; a ring of 0 descriptors: the driver asks the discipline each time the
+//!   transmitter frees); each transmission's completion, and with interrupt moderation the
+//!   interrupt that reports it, are wake-ups in [`DataPath::next_wakeup`], as Linux's
+//!   `netdev_tx_completed_queue` runs from the TX completion. Its wake-ups can also be run
+//!   one at a time by a discrete-event host ([`DataPath::take_armed`], [`DataPath::fire`]):
+//!   the simulator does, so that its other events at the same nanosecond keep their order.
 //!
 //! The emulation's loss model meets each packet as it enters the link — the buffer when there
 //! is one, else the transmitter (then the loss sits after the discipline and before the
@@ -27,15 +30,16 @@
 //! queued, as the kernel's `qdisc_run` does after every enqueue and every completed
 //! transmission; a shaper's [`Dequeue::NotBefore`] is a wake-up, never a lost turn.
 //!
-//! Contract: [`DataPath::arrive`], [`DataPath::poll`] and [`DataPath::retry`] are the inputs,
+//! Contract: [`DataPath::arrive`], [`DataPath::poll`] (or [`DataPath::fire`]) and
+//! [`DataPath::retry`] are the inputs,
 //! in time order (`now` never goes backwards); [`Event`]s are the outputs, each with its time;
 //! [`DataPath::next_wakeup`] says when to poll again. Every packet handed in is at any moment
 //! exactly one of: dropped (discipline or buffer), lost or dropped by the wire (its counters),
 //! queued ([`DataPath::queued`]: discipline, device stage, wire), or delivered — a duplicate
 //! counts as one more packet handed in ([`DataPath::accounted`] checks it).
 
+mod driver;
 mod feed;
-mod ring;
 
 use crate::device::{Device, DeviceConfig};
 use crate::link::{Emulation, Link, WireCounters};
@@ -101,6 +105,8 @@ pub struct PathCounters {
     pub qdisc_dropped: u64,
     /// Packets the buffer dropped.
     pub buffer_dropped: u64,
+    /// The most packets the discipline held just after an arrival (and its drops).
+    pub peak_qdisc_pkts: u64,
 }
 
 /// What sits between the discipline and the transmitter (see the module doc).
@@ -111,26 +117,16 @@ pub enum Stage {
     Direct,
     /// The link's drop-tail buffer of this many packets.
     Fifo(u32),
-    /// A TX ring with BQL (a `ring` of 0 is [`Stage::Direct`]).
-    Ring(DeviceConfig),
-}
-
-impl Stage {
-    /// The stage a device configuration describes (no ring: direct).
-    pub fn device(cfg: DeviceConfig) -> Stage {
-        if cfg.ring > 0 {
-            Stage::Ring(cfg)
-        } else {
-            Stage::Direct
-        }
-    }
+    /// A driver with a TX ring and BQL (a `ring` of 0: no ring, the driver hands the
+    /// discipline's packets to the transmitter as it frees).
+    Device(DeviceConfig),
 }
 
 /// The device stage's state.
 enum Held<P> {
     Direct,
     Fifo(Fifo<P>),
-    Ring(Box<ring::Ring<P>>),
+    Driver(Box<driver::Driver<P>>),
 }
 
 /// A discipline in front of a link.
@@ -159,8 +155,7 @@ impl<P: Packet + Clone, Q: Qdisc<P>> DataPath<P, Q> {
         let held = match stage {
             Stage::Direct => Held::Direct,
             Stage::Fifo(n) => Held::Fifo(Fifo::new(Limit::Packets(n))),
-            Stage::Ring(cfg) if cfg.ring == 0 => Held::Direct,
-            Stage::Ring(cfg) => Held::Ring(Box::new(ring::Ring::new(Device::new(cfg)))),
+            Stage::Device(cfg) => Held::Driver(Box::new(driver::Driver::new(Device::new(cfg)))),
         };
         DataPath {
             qdisc,
@@ -173,10 +168,10 @@ impl<P: Packet + Clone, Q: Qdisc<P>> DataPath<P, Q> {
         }
     }
 
-    /// The TX ring, when the stage is one (its BQL limit, what it holds).
+    /// The device, when the stage is one (its BQL limit, what its ring holds).
     pub fn device(&self) -> Option<&Device<P>> {
         match &self.held {
-            Held::Ring(r) => Some(&r.dev),
+            Held::Driver(r) => Some(&r.dev),
             _ => None,
         }
     }
@@ -211,7 +206,7 @@ impl<P: Packet + Clone, Q: Qdisc<P>> DataPath<P, Q> {
         match &self.held {
             Held::Direct => 0,
             Held::Fifo(b) => b.qlen(),
-            Held::Ring(r) => r.dev.len(),
+            Held::Driver(r) => r.dev.len(),
         }
     }
 
@@ -244,28 +239,62 @@ impl<P: Packet + Clone, Q: Qdisc<P>> DataPath<P, Q> {
         self.counters.arrived += 1;
         self.qdisc.enqueue(packet, t);
         self.drain_qdisc_drops(t, out);
+        let held = self.qdisc.qlen() as u64;
+        self.counters.peak_qdisc_pkts = self.counters.peak_qdisc_pkts.max(held);
         self.kick(t, out);
-        // An idle link takes the packet now, as the kernel's `qdisc_run` follows the enqueue.
-        self.advance_to(t, out);
+        // An idle link takes the packet now, as the kernel's `qdisc_run` follows the enqueue
+        // (the driver did, in `kick`; its wake-ups due at `t` run as they come).
+        if !matches!(self.held, Held::Driver(_)) {
+            self.advance_to(t, out);
+        }
     }
 
     /// Ask the discipline again at `now` (e.g. its shaper's rate changed, so a packet it held
-    /// back may go sooner): the driver's `netif_schedule`. Without a TX ring the link already
-    /// asks the discipline at every wake-up it named, so this only runs the path to `now`.
+    /// back may go sooner): the driver's `netif_schedule`, unless the shaper's own wake-up is
+    /// pending. Without a device the link already asks the discipline at every wake-up it
+    /// named, so this only runs the path to `now`.
     pub fn retry(&mut self, now: Nanos, out: &mut impl FnMut(Event<'_, P>)) {
         let now = now.max(self.now);
-        self.advance_to(now, out);
-        if matches!(self.held, Held::Ring(_)) {
-            self.kick(now, out);
+        if matches!(self.held, Held::Driver(_)) {
+            self.driver_advance(now.saturating_sub(1), out);
+            self.now = now;
+            self.driver_retry(now, out);
+        } else {
+            self.advance_to(now, out);
+        }
+    }
+
+    /// Run the earliest wake-up if it is due by `now` (one only: see
+    /// [`DataPath::take_armed`]); false if none is. Only the device stage arms its wake-ups
+    /// one by one; the other stages run everything due, as [`DataPath::poll`] does.
+    pub fn fire(&mut self, now: Nanos, out: &mut impl FnMut(Event<'_, P>)) -> bool {
+        let now = now.max(self.now);
+        if matches!(self.held, Held::Driver(_)) {
+            let fired = self.driver_fire(now, out);
+            self.now = now;
+            fired
+        } else {
+            let due = self.next_wakeup().is_some_and(|t| t <= now);
+            self.poll(now, out);
+            due
+        }
+    }
+
+    /// The times of the wake-ups armed since the last call, in the order they were armed
+    /// (appended to `into`). A discrete-event host schedules one event per entry and calls
+    /// [`DataPath::fire`] at each, so the path's wake-ups at one nanosecond run in their order
+    /// among the host's other events. Without a device stage there are none: the host
+    /// schedules [`DataPath::next_wakeup`].
+    pub fn take_armed(&mut self, into: &mut Vec<Nanos>) {
+        if let Some(r) = self.driver() {
+            r.take_fresh(into);
         }
     }
 
     /// Something was queued at `t`: make sure the link will ask for it.
     fn kick(&mut self, t: Nanos, out: &mut impl FnMut(Event<'_, P>)) {
-        if matches!(self.held, Held::Ring(_)) {
-            // The driver runs the queue after every enqueue, a shaper's pending wake-up or not
-            // (the discipline itself says whether it may send yet).
-            return self.ring_transmit(t, out);
+        if matches!(self.held, Held::Driver(_)) {
+            return self.driver_kick(t, out);
         }
         if self.qdisc_next.is_none() {
             let free = match self.held {
@@ -327,13 +356,18 @@ impl<P: Packet + Clone, Q: Qdisc<P>> DataPath<P, Q> {
     /// When to call [`DataPath::poll`] next (None: nothing pending).
     pub fn next_wakeup(&self) -> Option<Nanos> {
         let ring = match &self.held {
-            Held::Ring(r) => r.next_timer(),
+            Held::Driver(r) => r.next_timer(),
             _ => None,
         };
-        [self.qdisc_next, self.buffer_next, ring, self.link.next_release()]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.qdisc_next,
+            self.buffer_next,
+            ring,
+            self.link.next_release(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Handed in (duplicates included) = dropped + lost + over limit + dropped by a modem +
@@ -361,7 +395,6 @@ impl<P: Packet + Clone, Q: Qdisc<P>> DataPath<P, Q> {
         }
     }
 }
-
 
 #[cfg(test)]
 mod tests;

@@ -85,7 +85,10 @@ impl World {
             reflectors = first..self.probes.len();
         }
         let rate = ctl.rate_bps();
-        self.links[d.idx()].path.qdisc_mut().set_bandwidth(Some(rate));
+        self.links[d.idx()]
+            .path
+            .qdisc_mut()
+            .set_bandwidth(Some(rate));
         self.autorate[d.idx()] = Some(Box::new(Driver {
             ctl,
             tick_ns: cfg.tick_ns.max(1_000_000),
@@ -193,7 +196,10 @@ impl World {
         }
         if changed {
             a.applied = rate;
-            self.links[d.idx()].path.qdisc_mut().set_bandwidth(Some(rate));
+            self.links[d.idx()]
+                .path
+                .qdisc_mut()
+                .set_bandwidth(Some(rate));
             self.retry_path(d);
         }
     }

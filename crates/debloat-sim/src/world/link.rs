@@ -110,9 +110,8 @@ impl PathOut {
 pub(super) struct Link {
     /// The configured rate, bit/s.
     pub(super) rate_bps: u64,
+    /// The discipline, the device and the wire, as the core has them.
     pub(super) path: SimPath,
-    /// When the event that polls the path is armed (None: none).
-    pub(super) armed: Option<Nanos>,
     pub(super) stats: LinkStats,
 }
 
@@ -121,8 +120,7 @@ impl Link {
         let wire = wire_link(&cfg);
         Link {
             rate_bps: cfg.rate_bps,
-            path: DataPath::with_stage(cfg.qdisc, Stage::device(cfg.device), wire),
-            armed: None,
+            path: DataPath::with_stage(cfg.qdisc, Stage::Device(cfg.device), wire),
             stats: LinkStats::default(),
         }
     }
@@ -155,9 +153,9 @@ impl World {
             return;
         }
         let now = self.now;
-        self.drive(d, |path, outs| path.arrive(p, now, &mut |e| outs.push(PathOut::of(e))));
-        let l = &mut self.links[d.idx()];
-        l.stats.max_backlog_pkts = l.stats.max_backlog_pkts.max(l.path.qdisc().qlen() as u64);
+        self.drive(d, |path, outs| {
+            path.arrive(p, now, &mut |e| outs.push(PathOut::of(e)))
+        });
     }
 
     /// The marking stage, out of line: a run without it pays one test per packet.
@@ -173,26 +171,34 @@ impl World {
         }
     }
 
-    /// The path's wake-up came: run it to now.
-    pub(super) fn poll_path(&mut self, d: Dir) {
+    /// One of the path's wake-ups came: run it (each armed wake-up is one event, so those at
+    /// the same nanosecond keep their order among the world's other events).
+    pub(super) fn fire_path(&mut self, d: Dir) {
         let now = self.now;
-        let l = &mut self.links[d.idx()];
-        if l.armed == Some(now) {
-            l.armed = None;
-        }
-        self.drive(d, |path, outs| path.poll(now, &mut |e| outs.push(PathOut::of(e))));
+        self.drive(d, |path, outs| {
+            path.fire(now, &mut |e| outs.push(PathOut::of(e)));
+        });
     }
 
     /// A shaper's rate changed: let the path ask its discipline again.
     pub(super) fn retry_path(&mut self, d: Dir) {
         let now = self.now;
-        self.drive(d, |path, outs| path.retry(now, &mut |e| outs.push(PathOut::of(e))));
+        self.drive(d, |path, outs| {
+            path.retry(now, &mut |e| outs.push(PathOut::of(e)))
+        });
     }
 
-    /// Call the path, act on what it reports, and keep its wake-up armed.
+    /// Call the path, schedule the wake-ups it armed, and act on what it reports.
     fn drive(&mut self, d: Dir, call: impl FnOnce(&mut SimPath, &mut Vec<PathOut>)) {
         let mut outs = std::mem::take(&mut self.path_out);
-        call(&mut self.links[d.idx()].path, &mut outs);
+        let mut armed = std::mem::take(&mut self.path_armed);
+        let l = &mut self.links[d.idx()];
+        call(&mut l.path, &mut outs);
+        l.path.take_armed(&mut armed);
+        for t in armed.drain(..) {
+            self.events.push(t, Event::Path(d));
+        }
+        self.path_armed = armed;
         for o in outs.drain(..) {
             self.on_path(d, o);
         }
@@ -200,12 +206,7 @@ impl World {
         let l = &mut self.links[d.idx()];
         l.stats.lost_on_wire = l.path.wire_counters().lost;
         l.stats.modem_dropped = l.path.link().modem_dropped();
-        if let Some(t) = l.path.next_wakeup() {
-            if l.armed.is_none_or(|a| t < a) {
-                l.armed = Some(t);
-                self.events.push(t, Event::Path(d));
-            }
-        }
+        l.stats.max_backlog_pkts = l.path.counters().peak_qdisc_pkts;
     }
 
     fn on_path(&mut self, d: Dir, o: PathOut) {
@@ -230,7 +231,8 @@ impl World {
             }
             PathOut::Dropped(p, reason) => {
                 self.links[d.idx()].stats.dropped += 1;
-                if let (Body::Data { flow, .. }, false) = (p.body, reason == DropReason::AckFilter) {
+                if let (Body::Data { flow, .. }, false) = (p.body, reason == DropReason::AckFilter)
+                {
                     self.flows[flow as usize].drops += 1;
                 }
             }
@@ -257,6 +259,9 @@ impl World {
 
     /// BQL's current limit on a link direction, bytes (None without BQL).
     pub fn bql_limit(&self, d: Dir) -> Option<u32> {
-        self.links[d.idx()].path.device().and_then(|dev| dev.bql_limit())
+        self.links[d.idx()]
+            .path
+            .device()
+            .and_then(|dev| dev.bql_limit())
     }
 }

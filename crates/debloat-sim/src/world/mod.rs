@@ -110,6 +110,8 @@ pub struct World {
     autorate: [Option<Box<autorate::Driver>>; 2],
     /// What a path reported during one call (kept to reuse its allocation).
     path_out: Vec<PathOut>,
+    /// The wake-ups a path armed during one call (likewise).
+    path_armed: Vec<Nanos>,
 }
 
 /// The station behind remote host 198.18.2.`host` when `n` stations share a Wi-Fi AP: hosts
@@ -159,6 +161,7 @@ impl World {
             marker: None,
             autorate: [None, None],
             path_out: Vec::new(),
+            path_armed: Vec::new(),
         };
         w.events.push(step, Event::Sample);
         w
@@ -207,7 +210,7 @@ impl World {
 
     fn handle(&mut self, e: Event) {
         match e {
-            Event::Path(d) => self.poll_path(d),
+            Event::Path(d) => self.fire_path(d),
             Event::Deliver(d, p) => self.arrive(d, *p),
             Event::SenderTimer(i, at) => {
                 // A transfer that has ended (netperf stopped) neither retransmits nor times out.
