@@ -86,7 +86,7 @@ impl Rig {
         let mut m = self.pkts[self.i];
         self.i = (self.i + 1) % self.pkts.len();
         if let Some(c) = self.marker.as_mut() {
-            c.mark(&mut m, Direction::Egress, self.now);
+            c.mark(&mut m, Direction::Up, self.now);
         }
         self.q.enqueue(Record::new(self.i as u64, m), self.now);
     }

@@ -33,6 +33,7 @@ pub mod airtime;
 pub mod autorate;
 pub mod classify;
 pub mod device;
+pub mod direction;
 pub mod flow;
 pub mod link;
 pub mod packet;
@@ -44,6 +45,7 @@ pub mod units;
 #[doc(hidden)]
 pub mod testutil;
 
+pub use direction::Direction;
 pub use flow::FlowHasher;
 pub use packet::{Nanos, Packet, PacketMeta, Record};
 pub use qdisc::spec::{QdiscSpec, SpecError};

@@ -170,11 +170,11 @@ fn the_marking_stage_does_not_allocate() {
         for r in 0..rounds {
             let mut m = flows[r % flows.len()];
             let dir = if r % 3 == 0 {
-                Direction::Ingress
+                Direction::Down
             } else {
-                Direction::Egress
+                Direction::Up
             };
-            if dir == Direction::Ingress {
+            if dir == Direction::Down {
                 m.flow = m.flow.reversed();
             }
             c.mark(&mut m, dir, now);

@@ -259,12 +259,12 @@ impl Gateway {
             self.check_links();
         }
         if ready[0] {
-            let m = self.marker.as_mut().map(|c| (c, Direction::Egress));
+            let m = self.marker.as_mut().map(|c| (c, Direction::Up));
             let e = &mut self.egress;
             receive(&mut self.lan, &mut e.intake, &mut e.path, &self.clock, m)?;
         }
         if ready[1] {
-            let m = self.marker.as_mut().map(|c| (c, Direction::Ingress));
+            let m = self.marker.as_mut().map(|c| (c, Direction::Down));
             let i = &mut self.ingress;
             receive(&mut self.wan, &mut i.intake, &mut i.path, &self.clock, m)?;
         }

@@ -1,5 +1,5 @@
 //! flent's tests as the probe runs them: the shared catalog's flows and probes
-//! ([`debloat_report::catalog`], the same one the simulator runs) turned into threads' work —
+//! ([`debloat_flent::catalog`], the same one the simulator runs) turned into threads' work —
 //! servers, TOS bytes, seconds — so the files open in flent and compare with its own
 //! (docs/measurement.md §2).
 //!
@@ -15,7 +15,7 @@
 //! does ([`crate::rpm::Ramp`]).
 
 use crate::flow::{Direction, FlowSpec};
-use debloat_report::catalog::{self, Driver, Item, ProbeKind};
+use debloat_flent::catalog::{self, Driver, Item, ProbeKind};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -206,10 +206,7 @@ pub fn plan(name: &str, o: &Options) -> Result<Plan, String> {
         match item {
             Item::Flow(f) => p.flows.push(FlowSpec {
                 name: f.name.clone(),
-                dir: match f.dir {
-                    catalog::Dir::Up => Direction::Up,
-                    catalog::Dir::Down => Direction::Down,
-                },
+                dir: f.dir,
                 cc: f.cc.map(str::to_string).or_else(|| o.cc.clone()),
                 tos: f.dscp << 2,
                 start_s: f.start.seconds(d, o.length_s),

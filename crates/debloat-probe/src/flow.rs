@@ -16,14 +16,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Which way the data goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub enum Direction {
-    /// Client → server.
-    Up,
-    /// Server → client.
-    Down,
-}
+/// Which way the data goes (client → server is up): the core's one direction.
+pub use debloat_core::Direction;
 
 /// One flow of a test.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]

@@ -158,7 +158,7 @@ pub fn replay_marked(
                 if let Some(f) = &p.frame {
                     m.snoop(f, trace.link, &r.meta.flow, p.t_ns);
                 }
-                m.mark(&mut r.meta, Direction::Egress, p.t_ns);
+                m.mark(&mut r.meta, Direction::Up, p.t_ns);
             }
             path.arrive(r, p.t_ns, &mut out);
         }

@@ -42,8 +42,9 @@ pub enum ReadError {
 /// What a series measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
-    /// Throughput of a TCP flow (Mbit/s), with its direction when known.
-    Throughput(Direction),
+    /// Throughput of a TCP flow (Mbit/s), with its direction when the name says it (not in
+    /// e.g. "TCP cubic 2").
+    Throughput(Option<Direction>),
     /// A latency probe (ms): ping, UDP RTT, VoIP delay.
     Latency,
     /// What a link could carry (Mbit/s), from a capacity trace: `Capacity down`/`up`.
@@ -54,16 +55,8 @@ pub enum Kind {
     Other,
 }
 
-/// Direction of a throughput series.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Direction {
-    /// Client to server.
-    Up,
-    /// Server to client.
-    Down,
-    /// Not stated by the name (e.g. "TCP cubic 2").
-    Unknown,
-}
+/// Direction of a throughput series: the core's one direction.
+pub use debloat_core::Direction;
 
 /// One measured series on the step grid.
 #[derive(Clone, Debug)]
@@ -303,11 +296,11 @@ fn classify(name: &str, units: Option<&str>) -> Kind {
     let throughput = || {
         let n = name.to_ascii_lowercase();
         Kind::Throughput(if n.contains("upload") {
-            Direction::Up
+            Some(Direction::Up)
         } else if n.contains("download") {
-            Direction::Down
+            Some(Direction::Down)
         } else {
-            Direction::Unknown
+            None
         })
     };
     if name.starts_with("Capacity ") {
@@ -353,7 +346,7 @@ mod tests {
         assert_eq!(names, ["Ping (ms) ICMP", "TCP upload"]);
         assert_eq!(d.series[0].kind, Kind::Latency);
         assert_eq!(d.series[0].raw, [20.1, 35.2]);
-        assert_eq!(d.series[1].kind, Kind::Throughput(Direction::Up));
+        assert_eq!(d.series[1].kind, Kind::Throughput(Some(Direction::Up)));
         assert_eq!(d.series[1].values[0], None);
     }
 
@@ -385,11 +378,8 @@ mod tests {
             .map(|o| o.remove("SERIES_META"));
         let d = Dataset::from_json(&v, "f").expect("valid");
         assert_eq!(d.version, 1);
-        assert_eq!(d.series[1].kind, Kind::Throughput(Direction::Up));
-        assert_eq!(
-            classify("TCP cubic 2", None),
-            Kind::Throughput(Direction::Unknown)
-        );
+        assert_eq!(d.series[1].kind, Kind::Throughput(Some(Direction::Up)));
+        assert_eq!(classify("TCP cubic 2", None), Kind::Throughput(None));
         assert_eq!(classify("VoIP::delay", None), Kind::Latency);
         assert_eq!(classify("Capacity down", Some("Mbits/s")), Kind::Capacity);
         assert_eq!(

@@ -12,7 +12,6 @@
 //! The page embeds its SVGs and styles and loads nothing from the network, so it opens from a
 //! file on a machine without one.
 
-pub mod catalog;
 pub mod flent;
 pub mod flent_write;
 pub mod html;

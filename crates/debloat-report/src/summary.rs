@@ -62,7 +62,7 @@ impl RunSummary {
         // ramp, a staircase, phases) are then not summed as if they had run side by side.
         let total = |dir: Direction| -> Option<f64> {
             let series: Vec<_> = d
-                .of_kind(|k| k == Kind::Throughput(dir))
+                .of_kind(|k| k == Kind::Throughput(Some(dir)))
                 .map(|s| &s.values)
                 .collect();
             if series.is_empty() {

@@ -609,7 +609,7 @@ fn realtime_probes_keep_their_timer_under_load() {
         .as_array()
         .expect("flows")
         .iter()
-        .filter(|f| f["direction"] == "Down")
+        .filter(|f| f["direction"] == "down")
         .map(|f| f["bytes_received"].as_f64().unwrap_or(0.0))
         .sum();
     assert!(down > 1e8, "the load ran: {down} bytes down");

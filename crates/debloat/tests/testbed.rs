@@ -695,7 +695,7 @@ fn probe_rrul_through_cake_has_every_series_and_grades_well() {
         .as_array()
         .expect("flows")
         .iter()
-        .filter(|f| f["direction"] == "Down")
+        .filter(|f| f["direction"] == "down")
         .map(|f| f["bytes_received"].as_f64().unwrap_or(0.0) * 8.0 / 10.0 / 1e6)
         .sum();
     println!(

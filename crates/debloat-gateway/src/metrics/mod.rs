@@ -547,7 +547,7 @@ pub(crate) mod tests {
                 17,
             );
             let mut m = debloat_core::PacketMeta::new(90, k);
-            c.mark(&mut m, Direction::Egress, i);
+            c.mark(&mut m, Direction::Up, i);
         }
         let mut snap = snapshot("cake bandwidth 10Mbit diffserv4");
         snap.classify = Some(crate::snapshot::ClassifyStats::of(&c));

@@ -264,8 +264,8 @@ fn throughput_panel<DB: DrawingBackend>(
     let mut c = throughput_axes(left, format!("{} — throughput", d.label), x_max, y_max)?;
     for s in d.of_kind(|k| matches!(k, Kind::Throughput(_))) {
         let col = match s.kind {
-            Kind::Throughput(Direction::Down) => DOWN,
-            Kind::Throughput(Direction::Up) => UP,
+            Kind::Throughput(Some(Direction::Down)) => DOWN,
+            Kind::Throughput(Some(Direction::Up)) => UP,
             _ => colour(2),
         };
         let v = clamp_all(&s.values, y_max);
@@ -276,7 +276,7 @@ fn throughput_panel<DB: DrawingBackend>(
         (Direction::Down, DOWN, "download sum"),
         (Direction::Up, UP, "upload sum"),
     ] {
-        let sum = clamp_all(&direction_sum(d, dir), y_max);
+        let sum = clamp_all(&direction_sum(d, Some(dir)), y_max);
         if sum.iter().any(Option::is_some) {
             c.draw_series(LineSeries::new(points(&d.x, &sum), col.stroke_width(3)))
                 .map_err(err)?
@@ -489,8 +489,9 @@ fn points(x: &[f64], v: &[Option<f64>]) -> Vec<(f64, f64)> {
         .collect()
 }
 
-/// Per grid point, the sum of the flows going one way (None where none has a value).
-fn direction_sum(d: &Dataset, dir: Direction) -> Vec<Option<f64>> {
+/// Per grid point, the sum of the flows going one way (`None`: the flows whose names do not
+/// say; None where none has a value).
+fn direction_sum(d: &Dataset, dir: Option<Direction>) -> Vec<Option<f64>> {
     let mut out = vec![None; d.x.len()];
     for s in d.of_kind(|k| k == Kind::Throughput(dir)) {
         for (o, v) in out.iter_mut().zip(&s.values) {
@@ -509,7 +510,7 @@ fn throughput_scale(runs: &[Dataset]) -> f64 {
     let mut v: Vec<f64> = runs
         .iter()
         .flat_map(|d| {
-            [Direction::Down, Direction::Up, Direction::Unknown]
+            [Some(Direction::Down), Some(Direction::Up), None]
                 .into_iter()
                 .flat_map(|dir| direction_sum(d, dir))
                 .flatten()

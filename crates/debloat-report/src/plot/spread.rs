@@ -81,7 +81,7 @@ pub fn draw_spread<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, groups: &[
             (Direction::Down, DOWN, "download"),
             (Direction::Up, UP, "upload"),
         ] {
-            let sums: Vec<_> = g.runs.iter().map(|d| direction_sum(d, dir)).collect();
+            let sums: Vec<_> = g.runs.iter().map(|d| direction_sum(d, Some(dir))).collect();
             let b = band(&first.x, &sums);
             draw_band(&mut c, &b, col, format!("{name} sum: mean, min–max"))?;
         }

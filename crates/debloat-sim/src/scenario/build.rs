@@ -2,7 +2,7 @@
 //! names, timings and markings.
 
 use super::*;
-use debloat_report::catalog;
+use debloat_flent::catalog;
 
 /// flent's probe interval in the simulator (STEP's default), and the VoIP flow's.
 const PROBE_INTERVAL_NS: u64 = 200_000_000;

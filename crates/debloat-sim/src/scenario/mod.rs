@@ -66,7 +66,7 @@ impl std::str::FromStr for Test {
     /// A test by flent's name, through the shared catalog: a name it does not know, or a test
     /// that runs on a real network only, is refused in the catalog's words.
     fn from_str(s: &str) -> Result<Test, String> {
-        let name = debloat_report::catalog::lookup(s, debloat_report::catalog::Driver::Simulator)?;
+        let name = debloat_flent::catalog::lookup(s, debloat_flent::catalog::Driver::Simulator)?;
         Test::ALL
             .iter()
             .copied()
@@ -278,7 +278,7 @@ pub fn simulate(cfg: &Config, progress: impl FnMut(f64)) -> Run {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use debloat_report::catalog::{Runs, TESTS};
+    use debloat_flent::catalog::{Runs, TESTS};
 
     /// The simulator runs every test of the shared catalog that runs in both, under its name.
     #[test]

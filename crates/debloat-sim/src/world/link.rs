@@ -161,13 +161,8 @@ impl World {
     /// The marking stage, out of line: a run without it pays one test per packet.
     #[inline(never)]
     fn mark(&mut self, d: Dir, p: &mut SimPacket) {
-        use debloat_core::classify::qosify::Direction;
-        let dir = match d {
-            Dir::Up => Direction::Egress,
-            Dir::Down => Direction::Ingress,
-        };
         if let Some(m) = self.marker.as_mut() {
-            m.mark(&mut p.meta, dir, self.now);
+            m.mark(&mut p.meta, d, self.now);
         }
     }
 

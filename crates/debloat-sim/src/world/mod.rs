@@ -35,30 +35,9 @@ pub use hosts::{Flow, Probe};
 use link::*;
 pub use link::{LinkConfig, LinkStats};
 
-/// Up (client → server) or down (server → client).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Dir {
-    /// Client to server.
-    Up,
-    /// Server to client.
-    Down,
-}
-
-impl Dir {
-    fn idx(self) -> usize {
-        match self {
-            Dir::Up => 0,
-            Dir::Down => 1,
-        }
-    }
-    fn reverse(self) -> Dir {
-        match self {
-            Dir::Up => Dir::Down,
-            Dir::Down => Dir::Up,
-        }
-    }
-}
+/// Up (client → server) or down (server → client): the core's one [`debloat_core::Direction`],
+/// by the short name the simulator's code uses.
+pub use debloat_core::Direction as Dir;
 
 enum Event {
     /// A link direction's data path asked to be polled now.

@@ -428,7 +428,7 @@ mod tests {
             6,
         );
         let mut m = PacketMeta::new(1500, k);
-        c.mark(&mut m, Direction::Egress, now_s * SEC);
+        c.mark(&mut m, Direction::Up, now_s * SEC);
         m.dscp
     }
 
@@ -622,7 +622,7 @@ mod tests {
         assert_eq!(n, 1);
         let k = FlowKey::ip("2001:2::1".parse().unwrap(), IpAddr::V6(v6), 1, 443, 6);
         let mut m = PacketMeta::new(100, k);
-        c.mark(&mut m, Direction::Egress, SEC);
+        c.mark(&mut m, Direction::Up, SEC);
         assert_eq!(m.dscp, 46);
     }
 

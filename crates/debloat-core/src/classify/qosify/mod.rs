@@ -43,14 +43,9 @@ use crate::packet::{Nanos, PacketMeta};
 use core::net::IpAddr;
 use flows::Flows;
 
-/// Which way a packet goes through the gateway.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Direction {
-    /// LAN → WAN.
-    Egress,
-    /// WAN → LAN.
-    Ingress,
-}
+/// Which way a packet goes through the gateway: [`Direction::Up`] is qosify's egress (LAN →
+/// WAN), [`Direction::Down`] its ingress.
+pub use crate::Direction;
 
 /// Flows the table holds (qosify's `QOSIFY_FLOW_BUCKETS` is 65536).
 pub const FLOW_SLOTS: usize = 65_536;
@@ -192,8 +187,8 @@ impl Classifier {
             return None;
         };
         let (port, addr) = match dir {
-            Direction::Egress => (dport, dst),
-            Direction::Ingress => (sport, src),
+            Direction::Up => (dport, dst),
+            Direction::Down => (sport, src),
         };
         let by_rule = |table: &[u16]| match table[usize::from(port)] {
             0 => None,
@@ -231,8 +226,8 @@ impl Classifier {
             Target::Class(c) => {
                 let c = &self.cfg.classes[usize::from(c)];
                 match dir {
-                    Direction::Egress => c.egress,
-                    Direction::Ingress => c.ingress,
+                    Direction::Up => c.egress,
+                    Direction::Down => c.ingress,
                 }
             }
         }
@@ -313,8 +308,8 @@ impl Classifier {
     /// DSCP changed. Non-IP packets, and IP packets no rule or default decides, pass as they are.
     pub fn mark(&mut self, meta: &mut PacketMeta, dir: Direction, now: Nanos) -> bool {
         let key = match dir {
-            Direction::Egress => meta.flow,
-            Direction::Ingress => meta.flow.reversed(),
+            Direction::Up => meta.flow,
+            Direction::Down => meta.flow.reversed(),
         };
         // One hash per packet, symmetric (a reply's reversed key hashes the same), computed when
         // first needed; its fold is the flow hash the disciplines would compute, handed to them
@@ -325,11 +320,11 @@ impl Classifier {
             meta.hash = crate::flow::fold(h(&self.flows));
         }
         let reply = match dir {
-            Direction::Ingress => {
+            Direction::Down => {
                 let fp = h(&self.flows);
                 self.flows.get_fp(fp).and_then(|f| f.class)
             }
-            Direction::Egress => None,
+            Direction::Up => None,
         };
         let (v, rule) = match reply {
             Some(c) => {
@@ -352,7 +347,7 @@ impl Classifier {
             None if reply.is_none() => self.counters.defaults += 1,
             None => {}
         }
-        if let (Target::Class(c), Direction::Egress) = (v.target, dir) {
+        if let (Target::Class(c), Direction::Up) = (v.target, dir) {
             let fp = h(&self.flows);
             self.flows.entry_fp(fp).class = Some(c);
         }
@@ -369,7 +364,7 @@ impl Classifier {
             self.detect(v, fc, fp, meta, now)
         };
         if let Target::Class(c) = v.target {
-            self.counters.classes[usize::from(c)][usize::from(dir == Direction::Ingress)] += 1;
+            self.counters.classes[usize::from(c)][usize::from(dir == Direction::Down)] += 1;
         }
         let dscp = self.dscp_of(v, dir);
         if (v.fallback && meta.dscp != 0) || meta.dscp == dscp {
@@ -411,26 +406,26 @@ mod tests {
     fn ports_defaults_and_icmp_mark_as_qosify_ships_them() {
         let mut q = shipped();
         let mut dns = pkt(17, 40000, 53, 80);
-        assert!(q.mark(&mut dns, Direction::Egress, 1));
+        assert!(q.mark(&mut dns, Direction::Up, 1));
         assert_eq!(dns.dscp, 48, "udp:53 voice → CS6");
         let mut ssh = pkt(6, 40001, 22, 1500);
         ssh.dscp = 8;
         assert!(
-            !q.mark(&mut ssh, Direction::Egress, 1),
+            !q.mark(&mut ssh, Direction::Up, 1),
             "+video leaves a marked packet"
         );
         assert_eq!(ssh.dscp, 8);
         let mut ssh0 = pkt(6, 40002, 22, 1500);
-        q.mark(&mut ssh0, Direction::Egress, 1);
+        q.mark(&mut ssh0, Direction::Up, 1);
         assert_eq!(ssh0.dscp, 34, "+video on DSCP 0 → AF41");
         let mut other_udp = pkt(17, 40003, 9999, 1200);
         other_udp.dscp = 46;
-        q.mark(&mut other_udp, Direction::Egress, 1);
+        q.mark(&mut other_udp, Direction::Up, 1);
         assert_eq!(other_udp.dscp, 0, "dscp_default_udp besteffort re-marks");
         let mut tcp = pkt(6, 40004, 8080, 1500);
         tcp.dscp = 10;
         assert!(
-            !q.mark(&mut tcp, Direction::Egress, 1),
+            !q.mark(&mut tcp, Direction::Up, 1),
             "no TCP default: left alone"
         );
         let c = q.counters();
@@ -446,7 +441,7 @@ mod tests {
             "udp:53 voice\n198.18.0.0/15 bulk\n198.18.2.2 video\n",
         );
         let mut p = pkt(17, 40000, 53, 100);
-        q.mark(&mut p, Direction::Egress, 1);
+        q.mark(&mut p, Direction::Up, 1);
         assert_eq!(p.dscp, 34, "the /32 video beats the /15 and the port");
         let mut far = pkt(17, 40000, 53, 100);
         far.flow = FlowKey::ip(
@@ -456,7 +451,7 @@ mod tests {
             53,
             17,
         );
-        q.mark(&mut far, Direction::Egress, 1);
+        q.mark(&mut far, Direction::Up, 1);
         assert_eq!(far.dscp, 1, "the /15 bulk → LE");
     }
 
@@ -464,13 +459,13 @@ mod tests {
     fn replies_take_the_class_of_their_flow_not_their_source_port() {
         let mut q = shipped();
         let mut out = pkt(17, 40000, 123, 90);
-        q.mark(&mut out, Direction::Egress, 1);
+        q.mark(&mut out, Direction::Up, 1);
         assert_eq!(out.dscp, 48);
         // The NTP reply, re-marked AF11 by an ISP, comes back from port 123 to 40000.
         let mut back = pkt(17, 123, 40000, 90);
         back.flow = out.flow.reversed();
         back.dscp = 10;
-        q.mark(&mut back, Direction::Ingress, 2);
+        q.mark(&mut back, Direction::Down, 2);
         assert_eq!(back.dscp, 48, "voice's ingress DSCP");
         assert_eq!(q.counters().replies, 1);
     }
@@ -481,7 +476,7 @@ mod tests {
         let mut demoted = None;
         for i in 0..300u64 {
             let mut p = pkt(17, 40000, 53, 1200);
-            q.mark(&mut p, Direction::Egress, 1_000_000_000 + i * 4_000_000);
+            q.mark(&mut p, Direction::Up, 1_000_000_000 + i * 4_000_000);
             if p.dscp == 0 && demoted.is_none() {
                 demoted = Some(i);
             }
@@ -494,7 +489,7 @@ mod tests {
         assert_eq!(q.counters().bulk_flows, 1);
         // A besteffort UDP flow of small packets becomes video (the defaults' dscp_prio).
         let mut p = pkt(17, 40001, 7000, 120);
-        q.mark(&mut p, Direction::Egress, 5);
+        q.mark(&mut p, Direction::Up, 5);
         assert_eq!(p.dscp, 34);
         assert!(q.counters().prio_packets >= 1);
     }
@@ -503,10 +498,10 @@ mod tests {
     fn non_ip_and_undecided_packets_pass_untouched() {
         let mut q = stage("config defaults\n", "");
         let mut arp = PacketMeta::new(60, FlowKey::NonIp { ethertype: 0x0806 });
-        assert!(!q.mark(&mut arp, Direction::Egress, 1));
+        assert!(!q.mark(&mut arp, Direction::Up, 1));
         let mut p = pkt(6, 1, 2, 100);
         p.dscp = 12;
-        assert!(!q.mark(&mut p, Direction::Ingress, 1));
+        assert!(!q.mark(&mut p, Direction::Down, 1));
         assert_eq!(p.dscp, 12);
     }
 }
