@@ -191,6 +191,13 @@ pub trait Packet {
     /// to do.
     fn write_back(&mut self) {}
 
+    /// The packet's bytes as they arrived and how they are framed, for a classify stage that
+    /// reads them ([`crate::classify::Classify::snoop`]); `None` for a packet that has only
+    /// metadata.
+    fn frame(&self) -> Option<(&[u8], crate::classify::LinkType)> {
+        None
+    }
+
     /// The packet's bytes, for a link that corrupts one bit (netem's `corrupt`); `None` for a
     /// packet that has only metadata.
     fn bytes_mut(&mut self) -> Option<&mut [u8]> {

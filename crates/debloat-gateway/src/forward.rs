@@ -17,6 +17,7 @@ use crate::metrics::Exporter;
 use crate::path::Path;
 use crate::sys::{wait, LinkEvents, PacketSocket};
 use debloat_core::classify::qosify::{self, Classifier, Direction};
+use debloat_core::classify::Classify;
 use debloat_core::link::Emulation;
 use debloat_core::{FlowHasher, QdiscSpec};
 use std::io;
@@ -259,12 +260,18 @@ impl Gateway {
             self.check_links();
         }
         if ready[0] {
-            let m = self.marker.as_mut().map(|c| (c, Direction::Up));
+            let m = self
+                .marker
+                .as_mut()
+                .map(|c| (c as &mut dyn Classify, Direction::Up));
             let e = &mut self.egress;
             receive(&mut self.lan, &mut e.intake, &mut e.path, &self.clock, m)?;
         }
         if ready[1] {
-            let m = self.marker.as_mut().map(|c| (c, Direction::Down));
+            let m = self
+                .marker
+                .as_mut()
+                .map(|c| (c as &mut dyn Classify, Direction::Down));
             let i = &mut self.ingress;
             receive(&mut self.wan, &mut i.intake, &mut i.path, &self.clock, m)?;
         }

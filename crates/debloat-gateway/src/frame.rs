@@ -77,6 +77,9 @@ impl Packet for Frame {
     fn bytes_mut(&mut self) -> Option<&mut [u8]> {
         Some(&mut self.data)
     }
+    fn frame(&self) -> Option<(&[u8], debloat_core::classify::LinkType)> {
+        Some((&self.data, debloat_core::classify::LinkType::Ethernet))
+    }
 }
 
 #[cfg(test)]

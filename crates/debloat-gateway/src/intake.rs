@@ -5,7 +5,8 @@
 
 use crate::path::Path;
 use crate::sys::{PacketSocket, Received};
-use debloat_core::classify::qosify::{Classifier, Direction};
+use debloat_core::classify::Classify;
+use debloat_core::Direction;
 use serde::Serialize;
 use std::io;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -130,7 +131,7 @@ pub(crate) fn receive(
     intake: &mut Intake,
     path: &mut Path,
     clock: &Clock,
-    mut marker: Option<(&mut Classifier, Direction)>,
+    mut marker: Option<(&mut dyn Classify, Direction)>,
 ) -> io::Result<()> {
     let mut now = 0;
     for i in 0..256 {

@@ -22,9 +22,10 @@
 
 use crate::frame::Frame;
 use crate::tcp_seen::TcpSeen;
-use debloat_core::classify::qosify::{Classifier, Direction};
+use debloat_core::classify::Classify;
 use debloat_core::link::{Emulation, LinkLayer};
 use debloat_core::path::{DataPath, Event};
+use debloat_core::Direction;
 use debloat_core::{FlowHasher, Packet, Qdisc, QdiscSpec};
 use serde::Serialize;
 
@@ -231,36 +232,28 @@ impl Path {
         self.on_frame_marked(data, now, None);
     }
 
-    /// [`Path::on_frame`] with the marking stage first: qosify's rules set the frame's DSCP
-    /// (written into its header when it leaves) before the discipline sees it.
+    /// [`Path::on_frame`] with a classify stage first (qosify's rules set the frame's DSCP,
+    /// written into its header when it leaves) before the discipline sees it: the core's
+    /// [`DataPath::arrive_classified`], as the simulator and replay run it.
     pub fn on_frame_marked(
         &mut self,
         data: Vec<u8>,
         now: u64,
-        marker: Option<(&mut Classifier, Direction)>,
+        marker: Option<(&mut dyn Classify, Direction)>,
     ) {
         self.received += 1;
-        match Frame::parse(data) {
-            Ok(mut f) => {
-                if let Some((c, dir)) = marker {
-                    let flow = f.meta().flow;
-                    c.snoop(
-                        &f.data,
-                        debloat_core::classify::LinkType::Ethernet,
-                        &flow,
-                        now,
-                    );
-                    c.mark(f.meta_mut(), dir, now);
-                }
-                let log = &mut self.tcp_log;
-                if let (Some(l), Some((seen, _))) =
-                    (log.as_mut(), crate::tcp_seen::seen(f.meta(), now))
-                {
-                    l.push((seen, false));
-                }
-                self.path.arrive(f, now, &mut |e| log_sent(log, &e))
-            }
-            Err(_) => self.malformed += 1,
+        let Ok(f) = Frame::parse(data) else {
+            self.malformed += 1;
+            return;
+        };
+        let log = &mut self.tcp_log;
+        if let (Some(l), Some((seen, _))) = (log.as_mut(), crate::tcp_seen::seen(f.meta(), now)) {
+            l.push((seen, false));
+        }
+        let mut out = |e: Event<'_, Frame>| log_sent(log, &e);
+        match marker {
+            Some((stage, dir)) => self.path.arrive_classified(f, now, stage, dir, &mut out),
+            None => self.path.arrive(f, now, &mut out),
         }
     }
 

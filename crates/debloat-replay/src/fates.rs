@@ -115,6 +115,10 @@ pub fn record(
                     at,
                     reason: "buffer",
                 },
+                PathDrop::Classify => Outcome::Dropped {
+                    at,
+                    reason: "classify",
+                },
                 PathDrop::Lost => Outcome::Lost {
                     at,
                     ecn_out: packet.meta.ecn.bits(),

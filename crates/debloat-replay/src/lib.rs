@@ -28,9 +28,10 @@ pub mod trace;
 
 pub use error::{ReplayError, Result};
 
-use debloat_core::classify::qosify::{Classifier, Direction};
+use debloat_core::classify::Classify;
 use debloat_core::link::{Emulation, ModemSpec};
 use debloat_core::path::{DataPath, Event};
+use debloat_core::Direction;
 use debloat_core::{FlowHasher, QdiscSpec, QdiscStats, Record};
 use debloat_report::percentile::percentile;
 use error::{bail, Context};
@@ -129,7 +130,7 @@ pub fn replay_marked(
     spec: &QdiscSpec,
     link: &LinkSpec,
     seed: u64,
-    mut marker: Option<&mut Classifier>,
+    mut marker: Option<&mut dyn Classify>,
 ) -> Result<Outcome> {
     let qdisc = spec.build::<Record>(FlowHasher::new([seed, seed.rotate_left(32) ^ 0x5eed]), seed);
     let mut path = DataPath::new(qdisc, link.emulation, 0, seed);
@@ -153,14 +154,18 @@ pub fn replay_marked(
     {
         let mut out = |e: Event<'_, Record>| fates::record(e, &mut fates, &mut delivered);
         for p in trace.packets.iter().flatten() {
-            let mut r = p.record;
-            if let Some(m) = marker.as_deref_mut() {
-                if let Some(f) = &p.frame {
-                    m.snoop(f, trace.link, &r.meta.flow, p.t_ns);
+            let r = p.record;
+            match marker.as_deref_mut() {
+                Some(m) => {
+                    // The record carries no bytes: the capture's frame is shown to the stage
+                    // here, then the path runs it.
+                    if let Some(f) = &p.frame {
+                        m.snoop(f, trace.link, &r.meta, p.t_ns);
+                    }
+                    path.arrive_classified(r, p.t_ns, m, Direction::Up, &mut out);
                 }
-                m.mark(&mut r.meta, Direction::Up, p.t_ns);
+                None => path.arrive(r, p.t_ns, &mut out),
             }
-            path.arrive(r, p.t_ns, &mut out);
         }
         path.finish(&mut out);
     }

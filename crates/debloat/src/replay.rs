@@ -81,7 +81,15 @@ pub fn run(a: &Args) -> Result<()> {
         None => LinkSpec::rate(a.rate),
         Some(words) => link_spec(words).with_context(|| format!("--link \"{words}\""))?,
     };
-    let out = debloat_replay::replay_marked(&trace, &spec, &link, a.seed, marker.as_mut())?;
+    let out = debloat_replay::replay_marked(
+        &trace,
+        &spec,
+        &link,
+        a.seed,
+        marker
+            .as_mut()
+            .map(|m| m as &mut dyn debloat_core::classify::Classify),
+    )?;
     fates::write_csv(&a.output, &out.rows, marker.is_some())?;
     if let Some(m) = &marker {
         let c = m.counters();

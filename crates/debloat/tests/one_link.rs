@@ -1,11 +1,14 @@
 //! One link model, three drivers: the same packets through the core's data path (what
 //! `debloat replay` runs), the gateway's `Path` (frames) and the simulator's wired link meet the
 //! same fates at the same nanoseconds — queueing in pfifo, serialisation at the rate, and
-//! netem's loss, duplication, reordering, jitter and slots on the wire.
+//! netem's loss, duplication, reordering, jitter and slots on the wire — and a classify stage
+//! written once, in a test, that all three run in front of the discipline.
 
+use debloat_core::classify::{Admit, Classify};
 use debloat_core::link::Emulation;
 use debloat_core::packet::{PacketMeta, Record};
 use debloat_core::path::{DataPath, Event};
+use debloat_core::Direction;
 use debloat_core::{FlowHasher, QdiscSpec};
 use debloat_gateway::path::Path;
 use debloat_sim::world::{DeviceConfig, Dir, LinkConfig, Wire, World};
@@ -38,8 +41,34 @@ fn qdisc<P: debloat_core::Packet + 'static>() -> Box<dyn debloat_core::Qdisc<P>>
         .build(FlowHasher::new([1, 2]), 1)
 }
 
+/// A stage of the test's own: it drops every 4th packet it sees and marks the rest EF.
+#[derive(Default)]
+struct EveryFourth {
+    seen: u64,
+}
+
+impl Classify for EveryFourth {
+    fn classify(&mut self, meta: &mut PacketMeta, _: Direction, _: u64) -> Admit {
+        self.seen += 1;
+        meta.dscp = 46;
+        if self.seen % 4 == 0 {
+            Admit::Drop
+        } else {
+            Admit::Pass
+        }
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// A fresh stage for a run, or none.
+type StageFor = Option<fn() -> Box<dyn Classify>>;
+
 /// The core's data path, as `debloat replay` drives it.
-fn through_core(words: &str) -> Fates {
+fn through_core(words: &str, stage: StageFor) -> Fates {
+    let mut stage = stage.map(|f| f());
     let mut dp = DataPath::new(qdisc::<Record>(), emulation(words), 0, 99);
     let mut out = Fates::new();
     let mut on = |e: Event<'_, Record>| {
@@ -59,7 +88,11 @@ fn through_core(words: &str) -> Fates {
             2112,
             17,
         );
-        dp.arrive(Record::new(seq, PacketMeta::new(LEN, flow)), t, &mut on);
+        let r = Record::new(seq, PacketMeta::new(LEN, flow));
+        match stage.as_deref_mut() {
+            Some(s) => dp.arrive_classified(r, t, s, Direction::Up, &mut on),
+            None => dp.arrive(r, t, &mut on),
+        }
     }
     dp.finish(&mut on);
     assert!(dp.accounted());
@@ -78,7 +111,8 @@ fn frame(seq: u64) -> Vec<u8> {
 }
 
 /// The gateway's direction: frames, parsed, through the same data path.
-fn through_gateway(words: &str) -> Fates {
+fn through_gateway(words: &str, stage: StageFor) -> Fates {
+    let mut stage = stage.map(|f| f());
     let spec: QdiscSpec = QDISC.parse().expect("spec");
     let mut p = Path::new(&spec, emulation(words), FlowHasher::new([1, 2]), 1);
     let mut out = Fates::new();
@@ -93,7 +127,11 @@ fn through_gateway(words: &str) -> Fates {
         while let Some(w) = p.next_wakeup().filter(|&w| w <= t) {
             deliver(&mut p, w);
         }
-        p.on_frame(frame(seq), t);
+        p.on_frame_marked(
+            frame(seq),
+            t,
+            stage.as_deref_mut().map(|s| (s, Direction::Up)),
+        );
     }
     while let Some(w) = p.next_wakeup() {
         deliver(&mut p, w);
@@ -103,7 +141,7 @@ fn through_gateway(words: &str) -> Fates {
 }
 
 /// The simulator: a UDP flood up a wired link with the same discipline, rate and wire.
-fn through_sim(words: &str) -> Fates {
+fn through_sim(words: &str, stage: StageFor) -> Fates {
     let link = |impair| LinkConfig {
         rate_bps: RATE_BPS,
         delay_ns: 0,
@@ -121,6 +159,9 @@ fn through_sim(words: &str) -> Fates {
         stop + 2_000_000_000,
         100_000_000,
     );
+    if let Some(f) = stage {
+        w.set_stage(f());
+    }
     let k = w.add_probe("flood", true, 0, 0, INTERVAL_NS);
     w.set_probe_flood(k, LEN, Dir::Up, stop);
     w.run(|_| {});
@@ -133,9 +174,13 @@ fn through_sim(words: &str) -> Fates {
 }
 
 fn same_fates(words: &str) -> Fates {
-    let core = through_core(words);
-    let gateway = through_gateway(words);
-    let sim = through_sim(words);
+    same_fates_through(words, None)
+}
+
+fn same_fates_through(words: &str, stage: StageFor) -> Fates {
+    let core = through_core(words, stage);
+    let gateway = through_gateway(words, stage);
+    let sim = through_sim(words, stage);
     assert_same(&core, &gateway, words, "gateway");
     assert_same(&core, &sim, words, "simulator");
     core
@@ -209,5 +254,30 @@ fn a_plain_wire_gives_the_same_fates_in_every_driver() {
     assert!(
         gaps.iter().filter(|&&g| g == 800_000).count() > 1000,
         "back to back at 0.8 ms"
+    );
+}
+
+/// A stage added once, here, is run by replay's path, the gateway and the simulator alike, in
+/// the same place: every 4th packet never reaches the discipline, and the rest meet the same
+/// fates in all three.
+#[test]
+fn a_stage_written_once_runs_in_replay_the_gateway_and_the_simulator() {
+    let fates = same_fates_through("seed 3", Some(|| Box::new(EveryFourth::default())));
+    assert_eq!(fates.len() as u64, PACKETS - PACKETS / 4);
+    assert!(
+        fates.iter().all(|f| f.0 % 4 != 0),
+        "a 4th packet got through"
+    );
+    // With a quarter gone the link is no longer overloaded: of each three packets sent 0.7 ms
+    // apart, the first waits for nothing (0.8 ms on the link), the next two 0.1 and 0.2 ms
+    // behind the one before; the gap where the 4th was lets the queue empty.
+    let delays: Vec<u64> = fates.iter().map(|f| f.2 - f.1).collect();
+    assert!(
+        delays
+            .iter()
+            .zip([800_000, 900_000, 1_000_000].iter().cycle())
+            .all(|(d, want)| d == want),
+        "{:?}",
+        &delays[..9]
     );
 }

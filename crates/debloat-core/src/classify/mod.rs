@@ -5,6 +5,9 @@
 //! header does not parse is an error the caller counts and drops; it never panics.
 
 pub mod qosify;
+pub mod stage;
+
+pub use stage::{Admit, Classify};
 
 use crate::flow::FlowKey;
 use crate::packet::{Ecn, PacketMeta, TcpInfo};

@@ -41,15 +41,19 @@
 mod driver;
 mod feed;
 
+use crate::classify::{Admit, Classify};
 use crate::device::{Device, DeviceConfig};
 use crate::link::{Emulation, Link, WireCounters};
 use crate::packet::{Nanos, Packet};
 use crate::qdisc::fifo::{Fifo, Limit};
 use crate::qdisc::{DropReason, Qdisc};
+use crate::Direction;
 
 /// Where a packet was dropped before the link.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PathDrop {
+    /// By the classify stage in front of the discipline ([`DataPath::arrive_classified`]).
+    Classify,
     /// By the discipline, for this reason.
     Qdisc(DropReason),
     /// By the link's full buffer.
@@ -105,6 +109,8 @@ pub struct PathCounters {
     pub qdisc_dropped: u64,
     /// Packets the buffer dropped.
     pub buffer_dropped: u64,
+    /// Packets the classify stage dropped.
+    pub classify_dropped: u64,
     /// The most packets the discipline held just after an arrival (and its drops).
     pub peak_qdisc_pkts: u64,
 }
@@ -249,6 +255,36 @@ impl<P: Packet + Clone, Q: Qdisc<P>> DataPath<P, Q> {
         }
     }
 
+    /// A packet arrives at `t` going `dir`, through a classify stage: the stage sees its
+    /// bytes if it has any ([`Classify::snoop`]), then its metadata ([`Classify::classify`]),
+    /// and either drops it here ([`PathDrop::Classify`]) or hands it on as [`DataPath::arrive`]
+    /// does. The one place a stage runs, for every driver.
+    pub fn arrive_classified(
+        &mut self,
+        mut packet: P,
+        t: Nanos,
+        stage: &mut dyn Classify,
+        dir: Direction,
+        out: &mut impl FnMut(Event<'_, P>),
+    ) {
+        let t = t.max(self.now);
+        if let Some((frame, link)) = packet.frame() {
+            stage.snoop(frame, link, packet.meta(), t);
+        }
+        if stage.classify(packet.meta_mut(), dir, t) == Admit::Pass {
+            return self.arrive(packet, t, out);
+        }
+        self.advance_to(t.saturating_sub(1), out);
+        self.now = t;
+        self.counters.arrived += 1;
+        self.counters.classify_dropped += 1;
+        out(Event::Dropped {
+            packet,
+            reason: PathDrop::Classify,
+            at: t,
+        });
+    }
+
     /// Ask the discipline again at `now` (e.g. its shaper's rate changed, so a packet it held
     /// back may go sooner): the driver's `netif_schedule`, unless the shaper's own wake-up is
     /// pending. Without a device the link already asks the discipline at every wake-up it
@@ -375,7 +411,8 @@ impl<P: Packet + Clone, Q: Qdisc<P>> DataPath<P, Q> {
     pub fn accounted(&self) -> bool {
         let (c, w) = (self.counters, self.wire_counters());
         c.arrived + w.duplicated
-            == c.qdisc_dropped
+            == c.classify_dropped
+                + c.qdisc_dropped
                 + c.buffer_dropped
                 + w.lost
                 + w.overlimit

@@ -142,35 +142,46 @@ impl World {
     }
 
     pub(super) fn send(&mut self, d: Dir, mut p: SimPacket) {
-        if self.marker.is_some() {
-            self.mark(d, &mut p);
-        }
         if self.autorate[d.reverse().idx()].is_some() {
             self.autorate_seen(d, &p);
         }
+        let now = self.now;
         if self.wifi.is_some() {
+            // Wi-Fi's queues are not a DataPath: the stage runs here, as the path would run it.
+            if self.marker.is_some() && !self.mark(d, &mut p) {
+                if let Some(w) = self.wifi.as_mut() {
+                    w.links[d.idx()].dropped += 1;
+                }
+                return;
+            }
             self.send_wifi(d, p);
             return;
         }
-        let now = self.now;
-        self.drive(d, |path, outs| {
-            path.arrive(p, now, &mut |e| outs.push(PathOut::of(e)))
+        self.drive(d, |path, stage, outs| {
+            let mut out = |e: PathEvent<'_, SimPacket>| outs.push(PathOut::of(e));
+            match stage {
+                Some(s) => path.arrive_classified(p, now, s, d, &mut out),
+                None => path.arrive(p, now, &mut out),
+            }
         });
     }
 
-    /// The marking stage, out of line: a run without it pays one test per packet.
+    /// The classify stage in front of Wi-Fi's queues, out of line: a run without it pays one
+    /// test per packet. False: the stage dropped the packet.
     #[inline(never)]
-    fn mark(&mut self, d: Dir, p: &mut SimPacket) {
-        if let Some(m) = self.marker.as_mut() {
-            m.mark(&mut p.meta, d, self.now);
-        }
+    fn mark(&mut self, d: Dir, p: &mut SimPacket) -> bool {
+        use debloat_core::classify::Admit;
+        let now = self.now;
+        self.marker
+            .as_mut()
+            .is_none_or(|m| m.classify(&mut p.meta, d, now) == Admit::Pass)
     }
 
     /// One of the path's wake-ups came: run it (each armed wake-up is one event, so those at
     /// the same nanosecond keep their order among the world's other events).
     pub(super) fn fire_path(&mut self, d: Dir) {
         let now = self.now;
-        self.drive(d, |path, outs| {
+        self.drive(d, |path, _, outs| {
             path.fire(now, &mut |e| outs.push(PathOut::of(e)));
         });
     }
@@ -178,17 +189,22 @@ impl World {
     /// A shaper's rate changed: let the path ask its discipline again.
     pub(super) fn retry_path(&mut self, d: Dir) {
         let now = self.now;
-        self.drive(d, |path, outs| {
+        self.drive(d, |path, _, outs| {
             path.retry(now, &mut |e| outs.push(PathOut::of(e)))
         });
     }
 
-    /// Call the path, schedule the wake-ups it armed, and act on what it reports.
-    fn drive(&mut self, d: Dir, call: impl FnOnce(&mut SimPath, &mut Vec<PathOut>)) {
+    /// Call the path (with the classify stage, for arrivals), schedule the wake-ups it armed,
+    /// and act on what it reports.
+    fn drive(
+        &mut self,
+        d: Dir,
+        call: impl FnOnce(&mut SimPath, Option<&mut dyn Classify>, &mut Vec<PathOut>),
+    ) {
         let mut outs = std::mem::take(&mut self.path_out);
         let mut armed = std::mem::take(&mut self.path_armed);
         let l = &mut self.links[d.idx()];
-        call(&mut l.path, &mut outs);
+        call(&mut l.path, self.marker.as_deref_mut(), &mut outs);
         l.path.take_armed(&mut armed);
         for t in armed.drain(..) {
             self.events.push(t, Event::Path(d));

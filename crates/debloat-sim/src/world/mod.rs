@@ -17,6 +17,7 @@ use crate::packet::{
 use crate::tcp::cc::Algorithm;
 use crate::tcp::{AckInfo, Receiver, Sender};
 pub use crate::wire::Wire;
+use debloat_core::classify::Classify;
 use debloat_core::flow::FlowKey;
 use debloat_core::link::{Emulation, Link as WireLink, LinkLayer};
 use debloat_core::packet::{Ecn, Nanos, PacketMeta};
@@ -84,7 +85,7 @@ pub struct World {
     /// BBR flows' ACK-aggregation head-room (see [`World::set_bbr_ack_aggregation`]).
     bbr_ack_aggregation: bool,
     /// The marking stage, shared by both directions.
-    marker: Option<Box<debloat_core::classify::qosify::Classifier>>,
+    marker: Option<Box<dyn Classify>>,
     /// Shaper-rate controllers, per direction (`autorate.rs`).
     autorate: [Option<Box<autorate::Driver>>; 2],
     /// What a path reported during one call (kept to reuse its allocation).
@@ -248,12 +249,20 @@ impl World {
 impl World {
     /// Run qosify's marking stage on every packet before the bottleneck (up is egress).
     pub fn set_classifier(&mut self, c: Option<debloat_core::classify::qosify::Classifier>) {
-        self.marker = c.map(Box::new);
+        self.marker = c.map(|c| Box::new(c) as Box<dyn Classify>);
     }
 
-    /// The marking stage, when it runs.
+    /// Run this classify stage on every packet before the bottleneck, both directions (the
+    /// core runs it: [`debloat_core::path::DataPath::arrive_classified`]).
+    pub fn set_stage(&mut self, stage: Box<dyn Classify>) {
+        self.marker = Some(stage);
+    }
+
+    /// qosify's marking stage, when it is the one that runs.
     pub fn classifier(&self) -> Option<&debloat_core::classify::qosify::Classifier> {
-        self.marker.as_deref()
+        self.marker
+            .as_deref()
+            .and_then(|m| m.as_any().downcast_ref())
     }
 }
 
