@@ -265,6 +265,7 @@ fn config(f: &ScenarioFile, load: TraceLoader<'_>) -> Result<Config, String> {
         seed,
         device,
         wire,
+        wire_down: None,
         tcp_window: None,
         bbr_ack_aggregation: true,
         host_rtts_ns: Vec::new(),

@@ -64,6 +64,7 @@ fn config(up: &str, down: &str, length: f64, seed: u64) -> Result<Config> {
         seed,
         device: Default::default(),
         wire: Default::default(),
+        wire_down: None,
         tcp_window: None,
         bbr_ack_aggregation: true,
         host_rtts_ns: Vec::new(),

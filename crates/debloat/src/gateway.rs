@@ -77,7 +77,7 @@ pub struct StatsArgs {
 }
 
 /// Arguments of the forwarder.
-#[derive(clap::Args, Debug, Clone)]
+#[derive(clap::Args, Debug, Clone, Default)]
 pub struct RunArgs {
     /// Read the setup from a TOML file with the same names as these flags (`lan`, `wan`,
     /// `egress`, `emulate_egress`, `classify`, `sqm` …); a flag given as well wins.

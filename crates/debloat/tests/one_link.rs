@@ -51,7 +51,7 @@ impl Classify for EveryFourth {
     fn classify(&mut self, meta: &mut PacketMeta, _: Direction, _: u64) -> Admit {
         self.seen += 1;
         meta.dscp = 46;
-        if self.seen % 4 == 0 {
+        if self.seen.is_multiple_of(4) {
             Admit::Drop
         } else {
             Admit::Pass

@@ -78,19 +78,24 @@ pub(crate) fn build_world(
     tap: Option<crate::world::Tap>,
 ) -> World {
     let hasher = FlowHasher::new([cfg.seed, cfg.seed ^ 0x9e37_79b9_7f4a_7c15]);
-    let link = |spec: &QdiscSpec, rate, salt: u64| LinkConfig {
+    let link = |spec: &QdiscSpec, rate, salt: u64, wire: crate::world::Wire| LinkConfig {
         rate_bps: rate,
         delay_ns: base_rtt / 2,
         qdisc: spec.build(hasher, cfg.seed.wrapping_add(salt)),
         device: cfg.device,
         wire: crate::world::Wire {
             seed: cfg.seed.wrapping_mul(31).wrapping_add(salt),
-            ..cfg.wire
+            ..wire
         },
     };
     let mut w = World::new(
-        link(&cfg.qdisc_up, cfg.up_bps, 1),
-        link(&cfg.qdisc_down, cfg.down_bps, 2),
+        link(&cfg.qdisc_up, cfg.up_bps, 1, cfg.wire),
+        link(
+            &cfg.qdisc_down,
+            cfg.down_bps,
+            2,
+            cfg.wire_down.unwrap_or(cfg.wire),
+        ),
         end,
         ns(cfg.step_s).max(1),
     );

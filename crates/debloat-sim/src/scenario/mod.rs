@@ -164,6 +164,8 @@ pub struct Config {
     pub device: crate::world::DeviceConfig,
     /// Framing, loss and jitter of both bottleneck wires (the seed is set per direction).
     pub wire: crate::world::Wire,
+    /// The down wire, where it differs from `wire` (a gateway's `--emulate-ingress`).
+    pub wire_down: Option<crate::world::Wire>,
     /// Every TCP flow's window limit, bytes of payload: the receive window the peer advertises
     /// or the send buffer, whichever is smaller (None: only cwnd limits). Linux 6.18's defaults
     /// (tcp_rmem max 32 MiB, tcp_wmem max 4 MiB) limit only long fat paths; Linux 4.x's
@@ -227,6 +229,7 @@ impl Config {
             seed,
             device: crate::world::DeviceConfig::default(),
             wire: Default::default(),
+            wire_down: None,
             tcp_window: None,
             bbr_ack_aggregation: true,
             host_rtts_ns: Vec::new(),

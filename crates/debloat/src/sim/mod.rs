@@ -9,6 +9,7 @@ use debloat_sim::tcp::cc::Algorithm;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
+mod offline;
 mod print;
 pub(crate) use print::headline;
 use print::print_table;
@@ -50,7 +51,11 @@ pub struct Args {
     #[arg(long, default_value = "48ms")]
     pub(crate) rtt: String,
     /// Discipline in front of the bottleneck in both directions (tc syntax).
-    #[arg(long, default_value = "pfifo limit 1000")]
+    #[arg(
+        long,
+        default_value = "pfifo limit 1000",
+        conflicts_with_all = ["config", "sqm", "qosify", "egress", "ingress"]
+    )]
     pub(crate) qdisc: String,
     /// Discipline for the up direction only (overrides --qdisc there).
     #[arg(long)]
@@ -133,6 +138,9 @@ pub struct Args {
     /// (headers only: the first 128 bytes of each frame, with its full length recorded).
     #[arg(long)]
     pcap: Option<PathBuf>,
+    /// The gateway's setup, offline (`offline.rs`).
+    #[command(flatten)]
+    pub(crate) gateway: offline::GatewayWords,
     /// Run the test once per value: KEY=V1;V2;… with KEY one of qdisc, qdisc-up, qdisc-down,
     /// link, rtt, cc, streams, ecn, tcp-window (a size, or none) (repeat for several keys:
     /// every combination runs). Prints one
@@ -323,7 +331,7 @@ pub fn config(a: &Args) -> Result<Config> {
     if !(a.length > 0.0 && a.step > 0.0 && a.delay >= 0.0) || a.length / a.step > 1e7 {
         bail!("--length and --step must be positive (and length/step at most 10^7); --delay at least 0");
     }
-    Ok(Config {
+    let mut cfg = Config {
         test,
         down_bps,
         up_bps,
@@ -358,6 +366,7 @@ pub fn config(a: &Args) -> Result<Config> {
             autorate_down: autorate(a, a.autorate_down.as_deref(), "--autorate-down")?,
         },
         wire: wire(a)?,
+        wire_down: None,
         wifi: match &a.wifi {
             Some(k) => Some(wifi_config(a, k)?),
             None => None,
@@ -370,7 +379,10 @@ pub fn config(a: &Args) -> Result<Config> {
                 None => 0,
             },
         },
-    })
+    };
+    let explicit = [a.qdisc_up.is_some(), a.qdisc_down.is_some()];
+    offline::apply(&a.gateway, a, &mut cfg, explicit)?;
+    Ok(cfg)
 }
 
 /// `--link DOWN/UP` (one value: both). A `trace:` side's file name may hold slashes: the
@@ -394,17 +406,25 @@ fn autorate(
     words: Option<&str>,
     what: &str,
 ) -> Result<Option<debloat_sim::world::AutorateConfig>> {
-    use debloat_core::autorate::{Bounds, Mode};
     let Some(words) = words else { return Ok(None) };
+    autorate_with(&a.autorate_mode, words, what).map(Some)
+}
+
+/// A controller of `mode` within the bounds `words` give.
+fn autorate_with(
+    mode: &str,
+    words: &str,
+    what: &str,
+) -> Result<debloat_sim::world::AutorateConfig> {
+    use debloat_core::autorate::{Bounds, Mode};
     let bounds = Bounds::parse(words)
         .map_err(anyhow::Error::msg)
         .with_context(|| format!("{what} {words}"))?;
-    let mode: Mode = a
-        .autorate_mode
+    let mode: Mode = mode
         .parse()
         .map_err(anyhow::Error::msg)
         .context("--autorate-mode")?;
-    Ok(Some(debloat_sim::world::AutorateConfig::new(mode, bounds)))
+    Ok(debloat_sim::world::AutorateConfig::new(mode, bounds))
 }
 
 /// `--tcp-window`: at least one segment.
@@ -441,6 +461,9 @@ fn wire(a: &Args) -> Result<debloat_sim::wire::Wire> {
 }
 
 fn run_scenario(a: &Args, path: &std::path::Path) -> Result<()> {
+    if a.gateway.any() {
+        anyhow::bail!("--config, --sqm, --qosify, --egress, --ingress and --emulate-* do not apply to --scenario: describe the disciplines and links in the scenario file");
+    }
     if a.classify.is_some() {
         anyhow::bail!("--classify does not apply to --scenario: put `classify = \"FILE\"` at the top of the scenario file");
     }
