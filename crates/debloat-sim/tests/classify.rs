@@ -31,6 +31,7 @@ fn rrul(classify: Option<debloat_core::classify::qosify::Config>) -> Summary {
         seed: 1,
         device: Default::default(),
         wire: Default::default(),
+        wire_down: None,
         tcp_window: None,
         bbr_ack_aggregation: true,
         host_rtts_ns: Vec::new(),

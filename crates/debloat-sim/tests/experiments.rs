@@ -35,6 +35,7 @@ fn cfg(
         seed: 1,
         device: Default::default(),
         wire: Default::default(),
+        wire_down: None,
         tcp_window: None,
         bbr_ack_aggregation: true,
         host_rtts_ns: Vec::new(),

@@ -42,6 +42,7 @@ fn run_on(test: Test, wc: WifiConfig, rtts: &[u64]) -> Summary {
         seed: 1,
         device: Default::default(),
         wire: Default::default(),
+        wire_down: None,
         tcp_window: None,
         bbr_ack_aggregation: true,
         host_rtts_ns: rtts.iter().map(|r| r * MS).collect(),
