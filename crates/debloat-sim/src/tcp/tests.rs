@@ -1,0 +1,220 @@
+//! Unit tests of `tcp`.
+
+use super::*;
+
+fn ack_of(r: &mut Receiver, seq: u64, now: Nanos) -> Option<AckInfo> {
+    r.on_data(seq, false, false, now, now)
+}
+
+#[test]
+fn receiver_acks_every_second_segment_and_at_once_on_a_hole() {
+    let mut r = Receiver::new();
+    assert!(ack_of(&mut r, 0, 0).is_none());
+    assert_eq!(ack_of(&mut r, 1, 0).map(|a| a.ack), Some(2));
+    let a = ack_of(&mut r, 3, 0).expect("out of order: immediate");
+    assert_eq!((a.ack, a.sack_len, a.sack[0]), (2, 1, (3, 4)));
+    let a = ack_of(&mut r, 2, 0).expect("hole filled: immediate");
+    assert_eq!((a.ack, a.sack_len), (4, 0));
+    assert_eq!(r.delivered, 4);
+}
+
+#[test]
+fn delayed_ack_fires_after_40_ms() {
+    let mut r = Receiver::new();
+    assert!(ack_of(&mut r, 0, 1000).is_none());
+    assert_eq!(r.poll_timeout(), Some(1000 + DELACK));
+    assert!(r.on_timeout(1000 + DELACK - 1).is_none());
+    assert_eq!(r.on_timeout(1000 + DELACK).map(|a| a.ack), Some(1));
+}
+
+#[test]
+fn three_sacks_above_a_hole_trigger_one_retransmission_and_one_reduction() {
+    let mut s = Sender::new(Algorithm::Reno);
+    let sent: Vec<u64> = std::iter::from_fn(|| s.poll_transmit(0))
+        .map(|x| x.seq)
+        .collect();
+    assert_eq!(sent.len(), 10, "IW10");
+    // Segment 0 lost; 1, 2, 3 SACKed.
+    for end in 2..=4 {
+        s.on_ack(
+            &AckInfo {
+                ack: 0,
+                sack: [(1, end), (0, 0), (0, 0)],
+                sack_len: 1,
+                ece: false,
+                echo: 0,
+            },
+            1_000_000,
+        );
+    }
+    assert_eq!(s.loss_events, 1);
+    // The first two SACKs are forward progress and grow the slow-start window to 12; the
+    // third reveals the loss and halves it.
+    assert_eq!(s.cwnd(), 6.0);
+    let r = s.poll_transmit(1_000_000).expect("retransmission");
+    assert_eq!((r.seq, r.retransmit), (0, true));
+}
+
+#[test]
+fn a_lost_retransmission_is_detected_from_later_sacks_without_rto() {
+    let mut s = Sender::new(Algorithm::Reno);
+    while s.poll_transmit(0).is_some() {}
+    let sack = |blocks: &[(u64, u64)]| {
+        let mut a = AckInfo {
+            ack: 0,
+            sack: [(0, 0); 3],
+            sack_len: blocks.len() as u8,
+            ece: false,
+            echo: 0,
+        };
+        a.sack[..blocks.len()].copy_from_slice(blocks);
+        a
+    };
+    for end in 2..=4 {
+        s.on_ack(&sack(&[(1, end)]), 1_000_000);
+    }
+    let r = s.poll_transmit(1_000_000).expect("fast retransmit");
+    assert_eq!((r.seq, r.retransmit), (0, true));
+    // Everything else arrives, and so does new data sent after the retransmission — but not
+    // the retransmission itself: it was lost too.
+    s.on_ack(&sack(&[(1, 10)]), 2_000_000);
+    let mut sent_after = vec![];
+    while let Some(seg) = s.poll_transmit(2_000_000) {
+        sent_after.push(seg);
+    }
+    assert!(
+        sent_after.iter().all(|x| !x.retransmit),
+        "nothing more to repair yet"
+    );
+    let new = sent_after.first().map(|x| x.seq).expect("new data");
+    s.on_ack(&sack(&[(1, new + 1)]), 3_000_000);
+    let again = s
+        .poll_transmit(3_000_000)
+        .expect("the lost retransmission goes again");
+    assert_eq!((again.seq, again.retransmit), (0, true));
+    assert_eq!(s.timeouts, 0);
+}
+
+#[test]
+fn ece_halves_once_per_window_and_sets_cwr() {
+    let mut s = Sender::new(Algorithm::Reno);
+    while s.poll_transmit(0).is_some() {}
+    let ack = |n| AckInfo {
+        ack: n,
+        sack: [(0, 0); 3],
+        sack_len: 0,
+        ece: true,
+        echo: 0,
+    };
+    s.on_ack(&ack(2), 1);
+    s.on_ack(&ack(4), 2);
+    s.on_ack(&ack(8), 3);
+    assert_eq!(s.ecn_events, 1, "once per window");
+    assert_eq!(s.cwnd(), 5.0, "no growth in CWR");
+    let seg = s
+        .poll_transmit(4)
+        .expect("room after the window shrank to 5 with 2 outstanding");
+    assert!(seg.cwr);
+}
+
+/// Everything the sender will send at `now`, by segment number.
+fn burst(s: &mut Sender, now: Nanos) -> Vec<u64> {
+    std::iter::from_fn(|| s.poll_transmit(now))
+        .map(|x| x.seq)
+        .collect()
+}
+
+/// One round trip of 1 ms: `sent` is ACKed, one ACK per two segments (RTT sample 1 ms),
+/// and what the sender then sends replaces it.
+fn round(s: &mut Sender, sent: &mut Vec<u64>, now: &mut Nanos) {
+    *now += 1_000_000;
+    for pair in sent.chunks(2) {
+        let last = pair[pair.len() - 1];
+        s.on_ack(
+            &AckInfo {
+                ack: last + 1,
+                sack: [(0, 0); 3],
+                sack_len: 0,
+                ece: false,
+                echo: *now - 1_000_000,
+            },
+            *now,
+        );
+    }
+    *sent = burst(s, *now);
+}
+
+#[test]
+fn a_window_stops_new_data_and_cwnd_growth_but_not_retransmissions() {
+    let mut s = Sender::new(Algorithm::Cubic);
+    s.set_window(Some(16));
+    let mut now = 1_000_000;
+    let mut sent = burst(&mut s, now);
+    assert_eq!(sent.len(), 10, "IW10 is below the window");
+    // Slow start: cwnd doubles per round until the window, not cwnd, stops the sender;
+    // then (Linux's tcp_is_cwnd_limited) cwnd may reach twice the most that was out, and
+    // no more.
+    for _ in 0..20 {
+        round(&mut s, &mut sent, &mut now);
+        assert!(s.outstanding() <= 16, "{} out", s.outstanding());
+    }
+    assert_eq!(s.outstanding(), 16);
+    assert!(s.cwnd() <= 32.0, "cwnd {} grew past 2 × window", s.cwnd());
+    assert!(s.cwnd() >= 16.0);
+    // In congestion avoidance a window-limited sender does not grow at all.
+    s.cc.ssthresh = s.cc.cwnd;
+    let before = s.cwnd();
+    for _ in 0..50 {
+        round(&mut s, &mut sent, &mut now);
+    }
+    assert_eq!(s.cwnd(), before, "no growth while the window limits");
+    // A loss: the hole is retransmitted even though the window is full.
+    let una = s.snd_una;
+    for end in una + 2..=una + 4 {
+        s.on_ack(
+            &AckInfo {
+                ack: una,
+                sack: [(una + 1, end), (0, 0), (0, 0)],
+                sack_len: 1,
+                ece: false,
+                echo: 0,
+            },
+            now,
+        );
+    }
+    let r = s
+        .poll_transmit(now)
+        .expect("retransmission inside the window");
+    assert_eq!((r.seq, r.retransmit), (una, true));
+    assert!(
+        s.poll_transmit(now).is_none(),
+        "no new data past the window"
+    );
+}
+
+#[test]
+fn without_a_window_a_bulk_sender_is_always_cwnd_limited() {
+    let mut s = Sender::new(Algorithm::Reno);
+    let mut now = 0;
+    let mut sent = burst(&mut s, now);
+    for _ in 0..5 {
+        round(&mut s, &mut sent, &mut now);
+    }
+    // Slow start from IW10 doubles every round: 10, 20, 40, 80, 160, 320.
+    assert_eq!(s.cwnd(), 320.0);
+    assert_eq!(s.outstanding(), 320);
+}
+
+#[test]
+fn rto_resends_from_the_first_unacked_segment() {
+    let mut s = Sender::new(Algorithm::Cubic);
+    while s.poll_transmit(0).is_some() {}
+    let d = s.poll_timeout().expect("armed");
+    assert_eq!(d, RTO_INIT);
+    s.on_timeout(d);
+    assert_eq!(s.cwnd(), 1.0);
+    let r = s.poll_transmit(d).expect("retransmit");
+    assert_eq!((r.seq, r.retransmit), (0, true));
+    assert!(s.poll_transmit(d).is_none(), "cwnd 1");
+    assert_eq!(s.poll_timeout(), Some(d + 2 * RTO_INIT), "backed off");
+}
