@@ -4,9 +4,11 @@
 //! signal buys over a hard delay cap. Tail-drops at `limit` packets (default 1000).
 
 use crate::packet::{Nanos, Packet};
-use crate::qdisc::spec::DeadlineSpec;
+pub mod spec;
+
 use crate::qdisc::stats::{QdiscStats, Xstats};
 use crate::qdisc::{Dequeue, DropBox, DropReason, Dropped, Qdisc, Verdict};
+pub use spec::DeadlineSpec;
 use std::collections::VecDeque;
 
 /// The `deadline` qdisc.

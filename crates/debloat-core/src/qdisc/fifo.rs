@@ -3,6 +3,8 @@
 //! bytes (default: txqueuelen × MTU = 1,514,000 B). An arriving packet that would exceed the
 //! limit is dropped and counted; nothing queued is ever dropped.
 
+pub mod spec;
+
 use crate::packet::{Nanos, Packet};
 use crate::qdisc::stats::{QdiscStats, Xstats};
 use crate::qdisc::{Dequeue, DropBox, DropReason, Dropped, Qdisc, Verdict};

@@ -19,9 +19,11 @@ use crate::packet::{Nanos, Packet};
 use crate::qdisc::codel::{self, CodelQueue};
 use crate::qdisc::list::ListSet;
 use crate::qdisc::pktq::{Fifo, Pool};
-use crate::qdisc::spec::FqCodelSpec;
+pub mod spec;
+
 use crate::qdisc::stats::{QdiscStats, Xstats};
 use crate::qdisc::{Dequeue, DropBox, DropReason, Dropped, Qdisc, Verdict};
+pub use spec::FqCodelSpec;
 
 const NEW: usize = 0;
 const OLD: usize = 1;

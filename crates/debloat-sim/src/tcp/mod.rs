@@ -527,7 +527,6 @@ impl Sender {
             cwr,
         })
     }
-
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@
 //! Invariant: `rec_inv_sqrt` is always 1/sqrt(count) as the Newton iteration leaves it.
 
 pub mod qdisc;
+pub mod spec;
 
 pub use qdisc::Codel;
 

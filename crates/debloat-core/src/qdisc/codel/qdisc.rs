@@ -3,9 +3,9 @@
 //! Tail-drops at `limit` packets (counted in `drop_overlimit`); CoDel runs at dequeue with the
 //! qdisc's byte backlog as the floor. ECN is off by default, as in sch_codel.
 
+use super::spec::CodelSpec;
 use super::{codel_time_to_ns, CodelQueue, Params, Stats, Vars};
 use crate::packet::{Nanos, Packet};
-use crate::qdisc::spec::CodelSpec;
 use crate::qdisc::stats::{QdiscStats, Xstats};
 use crate::qdisc::{Dequeue, DropBox, DropReason, Dropped, Qdisc, Verdict};
 use std::collections::VecDeque;
