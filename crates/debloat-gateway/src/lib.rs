@@ -5,31 +5,26 @@
 //! lan ◄─AF_PACKET─ Path (ingress): emulated link ◄─ qdisc ◄─ classify ◄─AF_PACKET─ wan
 //! ```
 //!
-//! [`path::Path`] is sans-IO (frames and `now` in, frames out, "wake me at T"), so it is tested
-//! without sockets; [`forward::Gateway`] drives two of them from real interfaces with a
-//! monotonic clock and [`control`] serves its Unix socket from a thread of its own; [`testbed`] builds three network namespaces joined by veth pairs with the
-//! gateway between them; [`metrics`] serves the numbers to Prometheus. All `unsafe` is in
-//! [`sys`].
+//! The folders are the parts: [`dataplane`] ([`path::Path`] is sans-IO — frames and `now` in,
+//! frames out, "wake me at T" — so it is tested without sockets; [`forward::Gateway`] drives two
+//! of them from real interfaces with a monotonic clock), [`io`] (the packet I/O back ends; all
+//! `unsafe` is in [`sys`]), [`control`] (the Unix socket served from a thread of its own,
+//! reloads, Prometheus metrics, the rate controller), [`config`] (sqm-scripts' and qosify's
+//! files) and [`tools`] (the namespace testbed, a load generator).
 
-pub mod autorate;
+pub mod config;
 pub mod control;
-pub mod csum;
-pub mod forward;
-pub mod frame;
-pub mod gso;
-pub mod import;
-pub mod intake;
-pub mod loadgen;
-pub mod metrics;
-pub mod offload;
-pub mod path;
-pub mod pinger;
-pub mod qosify_files;
-pub mod reload;
-pub mod snapshot;
-pub mod sys;
-pub mod tcp_seen;
-pub mod testbed;
+pub mod dataplane;
+pub mod io;
+pub mod tools;
+
+// The modules by their short names (`debloat_gateway::path`, `crate::sys`…), as before the
+// folders.
+pub use config::{import, qosify_files};
+pub use control::{autorate, metrics, pinger, reload, snapshot};
+pub use dataplane::{csum, forward, frame, gso, path, tcp_seen};
+pub use io::{intake, offload, sys};
+pub use tools::{loadgen, testbed};
 
 pub use debloat_core::link::netem::{Emulation, Netem};
 pub use forward::{Config, Gateway, Snapshot};
