@@ -57,6 +57,63 @@ use debloat_core::QdiscSpec;
 use serde::Deserialize;
 use std::sync::Arc;
 
+/// What is wrong with a scenario file: which key, and why.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    /// Not TOML, or a key the file format does not have (toml's message names the line).
+    #[error("scenario file: {0}")]
+    Toml(#[from] toml::de::Error),
+    /// A key's value that does not parse, or is out of range.
+    #[error("{key}: {why}")]
+    Value {
+        /// The key (`link.rtt`, `interval` …).
+        key: String,
+        /// What is wrong and what would do.
+        why: String,
+    },
+    /// A discipline's words that do not parse.
+    #[error("{key} \"{words}\": {source}")]
+    Spec {
+        /// `link.qdisc_up` or `link.qdisc_down`.
+        key: String,
+        /// The words.
+        words: String,
+        /// What the spec parser said.
+        #[source]
+        source: debloat_core::SpecError,
+    },
+    /// A file the scenario names that the caller could not read (its loader's message).
+    #[error("{key}: {why}")]
+    File {
+        /// `link.down`, `classify` …
+        key: String,
+        /// The loader's message.
+        why: String,
+    },
+    /// Something wrong in one flow's section.
+    #[error("flow {index} (\"{name}\"): {source}")]
+    Flow {
+        /// 1-based, in the file's order.
+        index: usize,
+        /// The flow's name.
+        name: String,
+        /// What is wrong with it.
+        #[source]
+        source: Box<ScenarioError>,
+    },
+}
+
+impl ScenarioError {
+    fn value(key: &str, why: impl std::fmt::Display) -> ScenarioError {
+        ScenarioError::Value {
+            key: key.to_string(),
+            why: why.to_string(),
+        }
+    }
+}
+
+type Result<T, E = ScenarioError> = std::result::Result<T, E>;
+
 /// A scenario file.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -139,8 +196,8 @@ fn ns(s: f64) -> u64 {
     (s * 1e9).round() as u64
 }
 
-fn time(v: &str, what: &str) -> Result<u64, String> {
-    parse_time(v).map_err(|e| format!("{what}: {e}"))
+fn time(v: &str, what: &str) -> Result<u64> {
+    parse_time(v).map_err(|e| ScenarioError::value(what, e))
 }
 
 /// Reads a capacity trace a scenario names (`down = "trace:FILE"`): the caller's file access.
@@ -160,7 +217,7 @@ pub struct Files<'a> {
 
 /// Parse and run a scenario; errors say which key is wrong and how. A scenario naming a trace
 /// or qosify's files needs [`run_with`] and loaders.
-pub fn run(text: &str, progress: impl FnMut(f64)) -> Result<(Config, Run), String> {
+pub fn run(text: &str, progress: impl FnMut(f64)) -> Result<(Config, Run)> {
     let none = |f: &str| -> Result<Arc<Trace>, String> {
         Err(format!("trace:{f}: this caller reads no trace files"))
     };
@@ -175,23 +232,25 @@ pub fn run(text: &str, progress: impl FnMut(f64)) -> Result<(Config, Run), Strin
 }
 
 /// [`run`], with `files` reading the traces and qosify files the scenario names.
-pub fn run_with(
-    text: &str,
-    files: &Files<'_>,
-    progress: impl FnMut(f64),
-) -> Result<(Config, Run), String> {
-    let f: ScenarioFile = toml::from_str(text).map_err(|e| format!("scenario file: {e}"))?;
+pub fn run_with(text: &str, files: &Files<'_>, progress: impl FnMut(f64)) -> Result<(Config, Run)> {
+    let f: ScenarioFile = toml::from_str(text)?;
     let mut cfg = config(&f, files.trace)?;
     if let Some(c) = &f.classify {
-        cfg.classify = Some((files.classify)(c).map_err(|e| format!("classify: {e}"))?);
+        cfg.classify = Some((files.classify)(c).map_err(|why| ScenarioError::File {
+            key: "classify".into(),
+            why,
+        })?);
     }
     let (rtt, step) = (cfg.rtt_ns, cfg.step_s);
     let end = ns(f.length);
     let mut w = crate::scenario::build_world(&cfg, end, rtt, None);
     let mut clients = Vec::new();
     for (i, fl) in f.flows.iter().enumerate() {
-        add(&mut w, fl, i, rtt, end, &mut clients)
-            .map_err(|e| format!("flow {} (\"{}\"): {e}", i + 1, fl.name))?;
+        add(&mut w, fl, i, rtt, end, &mut clients).map_err(|e| ScenarioError::Flow {
+            index: i + 1,
+            name: fl.name.clone(),
+            source: Box::new(e),
+        })?;
     }
     w.run(progress);
     let mut summary = summarise(&cfg, &w, 0, end);
@@ -200,19 +259,26 @@ pub fn run_with(
 }
 
 /// The run's configuration from the file's top level and `[link]`.
-fn config(f: &ScenarioFile, load: TraceLoader<'_>) -> Result<Config, String> {
+fn config(f: &ScenarioFile, load: TraceLoader<'_>) -> Result<Config> {
     if f.length.is_nan() || f.length <= 0.0 {
-        return Err("`length` must be a positive number of seconds".into());
+        return Err(ScenarioError::value(
+            "length",
+            "must be a positive number of seconds",
+        ));
     }
     let step = f.step.unwrap_or(0.2);
     let seed = f.seed.unwrap_or(1);
     let l = &f.link;
-    let spec = |v: Option<&String>, what: &str| -> Result<QdiscSpec, String> {
+    let spec = |v: Option<&String>, what: &str| -> Result<QdiscSpec> {
         let v = v
             .or(l.qdisc.as_ref())
             .map(String::as_str)
             .unwrap_or("pfifo limit 1000");
-        v.parse().map_err(|e| format!("link.{what} \"{v}\": {e}"))
+        v.parse().map_err(|source| ScenarioError::Spec {
+            key: format!("link.{what}"),
+            words: v.to_string(),
+            source,
+        })
     };
     let rtt = time(&l.rtt, "link.rtt")?;
     let wire = crate::wire::WireWords {
@@ -221,7 +287,11 @@ fn config(f: &ScenarioFile, load: TraceLoader<'_>) -> Result<Config, String> {
         jitter: l.jitter.as_deref(),
         impair: l.impair.as_deref(),
     }
-    .build(seed, |f| format!("link.{f}"))?;
+    .build(seed, |f| format!("link.{f}"))
+    .map_err(|e| ScenarioError::Value {
+        key: e.key,
+        why: e.why,
+    })?;
     let device = DeviceConfig {
         ring: l.ring,
         bql: l.bql.then(Default::default),
@@ -232,15 +302,15 @@ fn config(f: &ScenarioFile, load: TraceLoader<'_>) -> Result<Config, String> {
     };
     let (down_bps, modem_down) = side(l, &l.down, "down", load)?;
     let (up_bps, modem_up) = side(l, &l.up, "up", load)?;
-    let autorate = |v: &Option<String>, what: &str| -> Result<_, String> {
+    let autorate = |v: &Option<String>, what: &str| -> Result<_> {
         let Some(v) = v else { return Ok(None) };
-        let b = Bounds::parse(v).map_err(|e| format!("link.{what}: {e}"))?;
+        let b = Bounds::parse(v).map_err(|e| ScenarioError::value(&format!("link.{what}"), e))?;
         let mode: Mode = l
             .autorate_mode
             .as_deref()
             .unwrap_or("passive")
             .parse()
-            .map_err(|e| format!("link.autorate_mode: {e}"))?;
+            .map_err(|e: String| ScenarioError::value("link.autorate_mode", e))?;
         Ok(Some(AutorateConfig::new(mode, b)))
     };
     let adaptive = Adaptive {
@@ -282,16 +352,17 @@ fn side(
     v: &str,
     what: &str,
     load: TraceLoader<'_>,
-) -> Result<(u64, Option<ModemSpec>), String> {
+) -> Result<(u64, Option<ModemSpec>)> {
+    let key = format!("link.{what}");
     let Some(file) = v.strip_prefix("trace:") else {
         return parse_rate(v)
             .map(|r| (r, None))
-            .map_err(|e| format!("link.{what}: {e}"));
+            .map_err(|e| ScenarioError::value(&key, e));
     };
-    let trace = load(file).map_err(|e| format!("link.{what}: {e}"))?;
+    let trace = load(file).map_err(|why| ScenarioError::File { key, why })?;
     let buffer = l.trace_buffer.as_deref().unwrap_or("1000");
     let limit = debloat_core::link::parse_limit(buffer)
-        .map_err(|e| format!("link.trace_buffer `{buffer}`: {e}"))?;
+        .map_err(|e| ScenarioError::value(&format!("link.trace_buffer `{buffer}`"), e))?;
     Ok((1_000_000_000, Some(ModemSpec { trace, limit })))
 }
 
@@ -331,18 +402,22 @@ fn add(
     link_rtt: u64,
     end: u64,
     clients: &mut Vec<String>,
-) -> Result<(), String> {
+) -> Result<()> {
     let dir = match fl.direction.as_deref().unwrap_or("up") {
         "up" => Dir::Up,
         "down" => Dir::Down,
-        other => return Err(format!("direction `{other}`: expected up or down")),
+        other => {
+            return Err(ScenarioError::value(
+                &format!("direction `{other}`"),
+                "expected up or down",
+            ))
+        }
     };
     let (start, stop) = (ns(fl.start), fl.stop.map_or(end, ns).min(end));
     if start >= stop {
-        return Err(format!(
-            "start {} s is not before stop {} s",
-            fl.start,
-            stop as f64 / 1e9
+        return Err(ScenarioError::value(
+            &format!("start {} s", fl.start),
+            format!("not before stop {} s", stop as f64 / 1e9),
         ));
     }
     let extra = host_extra(fl, link_rtt)?;
@@ -365,15 +440,16 @@ fn add(
             w.set_probe_stop(k, stop);
         }
         "udp-flood" => {
-            let rate = parse_rate(
-                fl.rate
-                    .as_deref()
-                    .ok_or("a udp-flood needs `rate`, e.g. \"5Mbit\"")?,
-            )
-            .map_err(|e| format!("rate: {e}"))?;
+            let Some(rate) = fl.rate.as_deref() else {
+                return Err(ScenarioError::value(
+                    "rate",
+                    "a udp-flood needs one, e.g. \"5Mbit\"",
+                ));
+            };
+            let rate = parse_rate(rate).map_err(|e| ScenarioError::value("rate", e))?;
             let size = fl.size.unwrap_or(1514).clamp(64, 9000);
             if rate == 0 {
-                return Err("rate must be above 0".into());
+                return Err(ScenarioError::value("rate", "must be above 0"));
             }
             let interval = (u64::from(size) * 8 * 1_000_000_000 / rate).max(1);
             let k = w.add_probe(&fl.name, true, fl.dscp, start, interval);
@@ -381,8 +457,9 @@ fn add(
             w.set_probe_host(k, host, extra);
         }
         other => {
-            return Err(format!(
-                "kind `{other}`: expected tcp, ping, udp-ping, voip or udp-flood"
+            return Err(ScenarioError::value(
+                &format!("kind `{other}`"),
+                "expected tcp, ping, udp-ping, voip or udp-flood",
             ))
         }
     }
@@ -390,14 +467,13 @@ fn add(
 }
 
 /// The extra one-way delay of a flow's host beyond the link's (its `rtt` minus the link's, halved).
-fn host_extra(fl: &FlowSection, link_rtt: u64) -> Result<u64, String> {
+fn host_extra(fl: &FlowSection, link_rtt: u64) -> Result<u64> {
     let Some(r) = &fl.rtt else { return Ok(0) };
     let r = time(r, "rtt")?;
     if r < link_rtt {
-        return Err(format!(
-            "host rtt {} ms is below the link's {} ms",
-            r as f64 / 1e6,
-            link_rtt as f64 / 1e6
+        return Err(ScenarioError::value(
+            &format!("host rtt {} ms", r as f64 / 1e6),
+            format!("below the link's {} ms", link_rtt as f64 / 1e6),
         ));
     }
     Ok((r - link_rtt) / 2)
@@ -410,14 +486,22 @@ fn add_tcp(
     dir: Dir,
     (start, stop, host, extra): (u64, u64, u8, u64),
     clients: &mut Vec<String>,
-) -> Result<(), String> {
-    let cc: Algorithm = fl.cc.as_deref().unwrap_or("cubic").parse()?;
+) -> Result<()> {
+    let cc: Algorithm = fl
+        .cc
+        .as_deref()
+        .unwrap_or("cubic")
+        .parse()
+        .map_err(|e: String| ScenarioError::value("cc", e))?;
     let k = w.add_flow(&fl.name, dir, cc, fl.dscp, fl.ecn, start, stop);
     w.set_flow_host(k, host, extra);
     if let Some(v) = &fl.window {
-        let b = parse_size(v).map_err(|e| format!("window: {e}"))?;
+        let b = parse_size(v).map_err(|e| ScenarioError::value("window", e))?;
         if b < u64::from(MSS) {
-            return Err(format!("window {v}: at least one segment (1448 bytes)"));
+            return Err(ScenarioError::value(
+                &format!("window {v}"),
+                "at least one segment (1448 bytes)",
+            ));
         }
         w.set_flow_window(k, Some(b));
     }
@@ -427,7 +511,7 @@ fn add_tcp(
             clients.len() - 1
         });
         if n >= 200 {
-            return Err("at most 200 distinct `client` hosts".into());
+            return Err(ScenarioError::value("client", "at most 200 distinct hosts"));
         }
         w.set_flow_client(k, 100 + n as u8);
     }

@@ -60,42 +60,62 @@ pub struct WireWords<'a> {
     pub impair: Option<&'a str>,
 }
 
+/// A word for the wire that does not parse: which (as the user typed it) and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{key}: {why}")]
+pub struct WireError {
+    /// The option and its value (`--jitter 2x`, `link.impair "…"`).
+    pub key: String,
+    /// What is wrong and what would do.
+    pub why: String,
+}
+
+fn wire_error(key: String, why: impl std::fmt::Display) -> WireError {
+    WireError {
+        key,
+        why: why.to_string(),
+    }
+}
+
 impl WireWords<'_> {
     /// Build the wire; `name` turns a field's name (`framing`, `loss`, `jitter`, `impair`)
     /// into what the user typed (`--loss`, `link.loss`) for error messages. `impair` and the
     /// short forms add up: the short forms set netem's loss and delay only where `impair` did
     /// not.
-    pub fn build(&self, seed: u64, name: impl Fn(&str) -> String) -> Result<Wire, String> {
+    pub fn build(&self, seed: u64, name: impl Fn(&str) -> String) -> Result<Wire, WireError> {
         let framing = match self.framing {
             Some(f) => match format!("cake {f}").parse::<QdiscSpec>() {
                 Ok(QdiscSpec::Cake(c)) => c.overhead,
-                Ok(_) => return Err(format!("{} takes cake's overhead words", name("framing"))),
-                Err(e) => return Err(format!("{} \"{f}\": {e}", name("framing"))),
+                Ok(_) => {
+                    return Err(wire_error(name("framing"), "takes cake's overhead words"));
+                }
+                Err(e) => return Err(wire_error(format!("{} \"{f}\"", name("framing")), e)),
             },
             None => Overhead::default(),
         };
         let loss = self.loss_pct.unwrap_or(0.0);
         if !(0.0..=100.0).contains(&loss) {
-            return Err(format!(
-                "{} {loss}: must be between 0 and 100 (percent)",
-                name("loss")
+            return Err(wire_error(
+                format!("{} {loss}", name("loss")),
+                "must be between 0 and 100 (percent)",
             ));
         }
         let jitter_ns = match self.jitter {
-            Some(j) => parse_time(j).map_err(|e| format!("{} {j}: {e}", name("jitter")))?,
+            Some(j) => {
+                parse_time(j).map_err(|e| wire_error(format!("{} {j}", name("jitter")), e))?
+            }
             None => 0,
         };
         let short = Wire::loss_and_jitter(loss / 100.0, jitter_ns);
         let impair = match self.impair {
             Some(w) => {
-                let e: Emulation = w
-                    .parse()
-                    .map_err(|e| format!("{} \"{w}\": {e}", name("impair")))?;
+                let key = || format!("{} \"{w}\"", name("impair"));
+                let e: Emulation = w.parse().map_err(|e| wire_error(key(), e))?;
                 if e.rate_bps.is_some() || e.buffer.is_some() {
-                    return Err(format!(
-                        "{} \"{w}\": `rate` and `buffer` are the link's, not the wire's: set the \
-                         rate with --link (or link.up/link.down) and a device queue with --ring",
-                        name("impair")
+                    return Err(wire_error(
+                        key(),
+                        "`rate` and `buffer` are the link's, not the wire's: set the rate with \
+                         --link (or link.up/link.down) and a device queue with --ring",
                     ));
                 }
                 merge(e, short)

@@ -103,6 +103,30 @@ rtt = "80ms"
     );
 }
 
+/// The errors are typed: a caller can tell a flow's mistake (and which flow) from the link's.
+#[test]
+fn mistakes_are_typed() {
+    use debloat_sim::scenario_file::ScenarioError;
+    let link = "length = 5\n[link]\ndown=\"1Mbit\"\nup=\"1Mbit\"\nrtt=\"10ms\"\n";
+    let e = run(
+        &format!("{link}[[flow]]\nname=\"x\"\nkind=\"quic\"\n"),
+        |_| {},
+    )
+    .err();
+    assert!(
+        matches!(&e, Some(ScenarioError::Flow { index: 1, name, source })
+            if name == "x" && matches!(**source, ScenarioError::Value { .. })),
+        "{e:?}"
+    );
+    let e = run(&format!("{link}qdisc=\"cake bandwith 1Mbit\"\n"), |_| {}).err();
+    assert!(
+        matches!(&e, Some(ScenarioError::Spec { key, .. }) if key == "link.qdisc_up"),
+        "{e:?}"
+    );
+    let e = run("length = 5\n[lnk]\n", |_| {}).err();
+    assert!(matches!(e, Some(ScenarioError::Toml(_))), "{e:?}");
+}
+
 #[test]
 fn mistakes_are_named() {
     let e = run(
@@ -110,22 +134,23 @@ fn mistakes_are_named() {
         |_| {},
     )
     .err()
+    .map(|e| e.to_string())
     .expect("unknown key");
     assert!(
         e.contains("qdsic") && e.contains("qdisc_up") && e.contains("line 6"),
         "{e}"
     );
-    let e = run("length = 5\n[link]\ndown=\"1Mbit\"\nup=\"1Mbit\"\nrtt=\"10ms\"\n[[flow]]\nname=\"x\"\nkind=\"quic\"\n", |_| {}).err().expect("bad kind");
+    let e = run("length = 5\n[link]\ndown=\"1Mbit\"\nup=\"1Mbit\"\nrtt=\"10ms\"\n[[flow]]\nname=\"x\"\nkind=\"quic\"\n", |_| {}).err().map(|e| e.to_string()).expect("bad kind");
     assert!(
         e.contains("flow 1") && e.contains("\"x\"") && e.contains("udp-flood"),
         "{e}"
     );
-    let e = run("length = 5\n[link]\ndown=\"1Mbit\"\nup=\"1Mbit\"\nrtt=\"10ms\"\nqdisc=\"cake bandwith 1Mbit\"\n", |_| {}).err().expect("bad spec");
+    let e = run("length = 5\n[link]\ndown=\"1Mbit\"\nup=\"1Mbit\"\nrtt=\"10ms\"\nqdisc=\"cake bandwith 1Mbit\"\n", |_| {}).err().map(|e| e.to_string()).expect("bad spec");
     assert!(
         e.contains("bandwith") && e.contains("bandwidth RATE"),
         "{e}"
     );
-    let e = run("length = 5\n[link]\ndown=\"1Mbit\"\nup=\"1Mbit\"\nrtt=\"10ms\"\n[[flow]]\nname=\"late\"\nkind=\"tcp\"\nstart=4\nstop=2\n", |_| {}).err().expect("start after stop");
+    let e = run("length = 5\n[link]\ndown=\"1Mbit\"\nup=\"1Mbit\"\nrtt=\"10ms\"\n[[flow]]\nname=\"late\"\nkind=\"tcp\"\nstart=4\nstop=2\n", |_| {}).err().map(|e| e.to_string()).expect("start after stop");
     assert!(e.contains("late") && e.contains("start"), "{e}");
 }
 
@@ -168,6 +193,7 @@ kind = "tcp"
     assert!(free >= 60.0, "the other flow takes the rest: {free:.1}");
     let e = run(&text.replace("256kb", "3 lightyears"), |_| {})
         .err()
+        .map(|e| e.to_string())
         .expect("bad size");
     assert!(e.contains("window") && e.contains("lightyears"), "{e}");
 }
@@ -232,9 +258,10 @@ direction = "down"
 #[test]
 fn traces_without_a_loader_and_bad_buffers_are_errors() {
     let base = "length = 1\n[link]\nup = \"10Mbit\"\nrtt = \"20ms\"\n";
-    let err = |r: Result<(debloat_sim::Config, debloat_sim::Run), String>| match r {
+    type Ran = (debloat_sim::Config, debloat_sim::Run);
+    let err = |r: Result<Ran, debloat_sim::scenario_file::ScenarioError>| match r {
         Ok(_) => panic!("should be an error"),
-        Err(e) => e,
+        Err(e) => e.to_string(),
     };
     let e = err(run(&format!("{base}down = \"trace:x\"\n"), |_| {}));
     assert!(e.contains("trace:x"), "{e}");
