@@ -80,7 +80,7 @@ pub enum ScenarioError {
         words: String,
         /// What the spec parser said.
         #[source]
-        source: debloat_core::SpecError,
+        source: Box<debloat_core::SpecError>,
     },
     /// A file the scenario names that the caller could not read (its loader's message).
     #[error("{key}: {why}")]
@@ -274,10 +274,10 @@ fn config(f: &ScenarioFile, load: TraceLoader<'_>) -> Result<Config> {
             .or(l.qdisc.as_ref())
             .map(String::as_str)
             .unwrap_or("pfifo limit 1000");
-        v.parse().map_err(|source| ScenarioError::Spec {
+        v.parse().map_err(|e| ScenarioError::Spec {
             key: format!("link.{what}"),
             words: v.to_string(),
-            source,
+            source: Box::new(e),
         })
     };
     let rtt = time(&l.rtt, "link.rtt")?;
