@@ -3,8 +3,33 @@
 //! alone, read against qosify's shipped classes and defaults (besteffort CS0, bulk LE, video
 //! AF41, voice CS6; ICMP `+besteffort`, UDP `besteffort`, small-packet flows `video`).
 
-use debloat_core::classify::qosify::{parse_uci, Config};
+use debloat_core::classify::qosify::{parse_uci, Config, ConfigError};
 use std::path::{Path, PathBuf};
+
+/// Why qosify's files could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum RulesError {
+    /// A file or folder that could not be read.
+    #[error("{path}: {source}")]
+    Read {
+        /// The file or folder.
+        path: PathBuf,
+        /// What the system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A line of a file that does not parse (it names the file and line).
+    #[error(transparent)]
+    Parse(#[from] ConfigError),
+    /// A `list defaults` pattern that names no file.
+    #[error("{file}: `list defaults {pattern}` matches no file; copy the map files there or change the line")]
+    NoMapFile {
+        /// The UCI file.
+        file: String,
+        /// The pattern.
+        pattern: String,
+    },
+}
 
 /// qosify's shipped `/etc/config/qosify`, without its interface section.
 pub const SHIPPED: &str = "config defaults
@@ -29,8 +54,11 @@ config class voice
 	option dscp_bulk CS0
 ";
 
-fn read(p: &Path) -> Result<String, String> {
-    std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))
+fn read(p: &Path) -> Result<String, RulesError> {
+    std::fs::read_to_string(p).map_err(|source| RulesError::Read {
+        path: p.to_path_buf(),
+        source,
+    })
 }
 
 /// `*` and `?` as fnmatch reads them, for one path component.
@@ -48,7 +76,7 @@ fn matches(pattern: &[u8], name: &[u8]) -> bool {
 
 /// The files a `list defaults` pattern names (wildcards in the last component), sorted;
 /// relative patterns are relative to `base`.
-pub fn expand(pattern: &str, base: &Path) -> Result<Vec<PathBuf>, String> {
+pub fn expand(pattern: &str, base: &Path) -> Result<Vec<PathBuf>, RulesError> {
     let p = base.join(pattern);
     let (dir, file) = (
         p.parent().unwrap_or(Path::new(".")).to_path_buf(),
@@ -59,7 +87,10 @@ pub fn expand(pattern: &str, base: &Path) -> Result<Vec<PathBuf>, String> {
     if !file.contains(['*', '?']) {
         return Ok(vec![p]);
     }
-    let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let entries = std::fs::read_dir(&dir).map_err(|source| RulesError::Read {
+        path: dir.clone(),
+        source,
+    })?;
     let mut found: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|f| {
@@ -73,28 +104,28 @@ pub fn expand(pattern: &str, base: &Path) -> Result<Vec<PathBuf>, String> {
 
 /// Load `path`: a qosify UCI file (it has `config` sections) with the map files it lists, or
 /// one map file with qosify's shipped classes.
-pub fn load(path: &Path) -> Result<Config, String> {
+pub fn load(path: &Path) -> Result<Config, RulesError> {
     let text = read(path)?;
     let name = path.display().to_string();
     let uci = text.lines().any(|l| l.trim_start().starts_with("config "));
     if !uci {
-        let mut cfg = parse_uci("qosify's shipped defaults", SHIPPED).map_err(|e| e.to_string())?;
-        cfg.add_map(&name, &text).map_err(|e| e.to_string())?;
+        let mut cfg = parse_uci("qosify's shipped defaults", SHIPPED)?;
+        cfg.add_map(&name, &text)?;
         return Ok(cfg);
     }
-    let mut cfg = parse_uci(&name, &text).map_err(|e| e.to_string())?;
+    let mut cfg = parse_uci(&name, &text)?;
     let base = path.parent().unwrap_or(Path::new("."));
     for pattern in cfg.map_files.clone() {
         let files = expand(&pattern, base)?;
         if files.is_empty() {
-            return Err(format!(
-                "{name}: `list defaults {pattern}` matches no file; copy the map files there or change the line"
-            ));
+            return Err(RulesError::NoMapFile {
+                file: name,
+                pattern,
+            });
         }
         for f in files {
             let t = read(&f)?;
-            cfg.add_map(&f.display().to_string(), &t)
-                .map_err(|e| e.to_string())?;
+            cfg.add_map(&f.display().to_string(), &t)?;
         }
     }
     Ok(cfg)
@@ -123,9 +154,9 @@ mod tests {
             "config defaults\n\tlist defaults /nonexistent-dir/*.conf\n",
         )
         .unwrap();
-        assert!(load(&d.join("bad"))
-            .unwrap_err()
-            .contains("nonexistent-dir"));
+        let e = load(&d.join("bad")).unwrap_err();
+        assert!(matches!(e, RulesError::Read { .. }), "{e:?}");
+        assert!(e.to_string().contains("nonexistent-dir"), "{e}");
         std::fs::remove_dir_all(&d).unwrap();
     }
 

@@ -4,10 +4,12 @@
 //! reflector pings ([`autorate`], [`pinger`]).
 
 pub mod autorate;
+pub mod error;
 pub mod metrics;
 pub mod pinger;
 pub mod reload;
 pub mod snapshot;
 pub mod socket;
 
+pub use error::ChangeError;
 pub use socket::{ask, ControlServer, Request};

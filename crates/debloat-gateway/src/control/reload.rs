@@ -14,18 +14,19 @@
 //! Linux's `tc qdisc replace` frees what the old qdisc held; keeping it is debloat's choice. A
 //! moved frame's sojourn restarts at the move in disciplines that stamp arrival on enqueue.
 
+use crate::control::ChangeError;
 use crate::forward::{Config, Gateway, Side};
 use debloat_core::QdiscSpec;
 
 pub use crate::forward::Reloader;
 
 /// Why `new` cannot replace `old` while running, if it cannot.
-fn refuse(old: &Config, new: &Config, sides: [&Side; 2]) -> Result<(), String> {
+fn refuse(old: &Config, new: &Config, sides: [&Side; 2]) -> Result<(), ChangeError> {
     if (old.lan.as_str(), old.wan.as_str()) != (new.lan.as_str(), new.wan.as_str()) {
-        return Err(format!(
-            "the interfaces cannot change while running ({} ⇄ {} → {} ⇄ {}): restart the gateway",
-            old.lan, old.wan, new.lan, new.wan
-        ));
+        return Err(ChangeError::NeedsRestart {
+            what: "the interfaces".into(),
+            detail: format!(" ({} ⇄ {} → {} ⇄ {})", old.lan, old.wan, new.lan, new.wan),
+        });
     }
     let dirs = [
         (
@@ -46,11 +47,15 @@ fn refuse(old: &Config, new: &Config, sides: [&Side; 2]) -> Result<(), String> {
         ),
     ];
     if new.reflectors != old.reflectors {
-        return Err("the reflectors (their interval, namespace and interface) cannot change while running: restart the gateway".into());
+        return Err(ChangeError::restart(
+            "the reflectors (their interval, namespace and interface)",
+        ));
     }
     for ((name, spec, emu, old_modem, new_modem, autorate), side) in dirs.into_iter().zip(sides) {
         if emu.buffer != side.path.emulation().buffer {
-            return Err(format!("{name}: the emulated link's `buffer` cannot change while running: restart the gateway"));
+            return Err(ChangeError::restart(format!(
+                "{name}: the emulated link's `buffer`"
+            )));
         }
         if old_modem.is_some() || new_modem.is_some() {
             let same = match (old_modem, new_modem) {
@@ -58,13 +63,16 @@ fn refuse(old: &Config, new: &Config, sides: [&Side; 2]) -> Result<(), String> {
                 _ => false,
             };
             if !same {
-                return Err(format!("{name}: a capacity trace cannot be added, removed or changed while running: restart the gateway"));
+                return Err(ChangeError::restart(format!(
+                    "{name}: a capacity trace (added, removed or changed)"
+                )));
             }
         }
         if autorate.is_some() && !matches!(spec, QdiscSpec::Cake(_)) {
-            return Err(format!(
-                "{name}: a shaper-rate controller needs cake, and the new discipline is `{spec}`"
-            ));
+            return Err(ChangeError::AutorateNeedsCake {
+                side: name,
+                spec: spec.to_string(),
+            });
         }
     }
     Ok(())
@@ -109,7 +117,9 @@ impl Gateway {
         let t0 = std::time::Instant::now();
         let read = r();
         let t1 = std::time::Instant::now();
-        let applied = read.and_then(|c| self.apply(c));
+        let applied = read
+            .map_err(ChangeError::Reread)
+            .and_then(|c| self.apply(c));
         let (read_ms, apply_ms) = (
             (t1 - t0).as_secs_f64() * 1e3,
             t1.elapsed().as_secs_f64() * 1e3,
@@ -130,7 +140,7 @@ impl Gateway {
         emu: crate::Emulation,
         autorate: Option<crate::autorate::AutorateConfig>,
         now: u64,
-    ) -> Result<Vec<String>, String> {
+    ) -> Result<Vec<String>, ChangeError> {
         let (name, side, was) = if egress {
             ("egress", &mut self.egress, self.cfg.autorate_egress)
         } else {
@@ -158,7 +168,7 @@ impl Gateway {
     }
 
     /// Apply `new` without dropping a queued frame; what changed.
-    pub fn apply(&mut self, new: Config) -> Result<String, String> {
+    pub fn apply(&mut self, new: Config) -> Result<String, ChangeError> {
         refuse(&self.cfg, &new, [&self.egress, &self.ingress])?;
         let now = self.now();
         let mut said = Vec::new();

@@ -384,11 +384,15 @@ impl Gateway {
 impl Gateway {
     /// A control command: `egress|ingress WORDS` changes a discipline (`bandwidth 8Mbit`),
     /// `emulate-egress|emulate-ingress WORDS` replaces an emulated link (netem's words).
-    pub fn set(&mut self, cmd: &str) -> Result<(), String> {
+    pub fn set(&mut self, cmd: &str) -> Result<(), crate::control::ChangeError> {
         let (what, words) = cmd.split_once(' ').unwrap_or((cmd, ""));
         match what {
             "egress" | "ingress" => {
-                let side = if what == "egress" { &mut self.egress } else { &mut self.ingress };
+                let side = if what == "egress" {
+                    &mut self.egress
+                } else {
+                    &mut self.ingress
+                };
                 side.path.change_qdisc(words)?;
                 if let QdiscSpec::Cake(c) = &mut side.spec {
                     c.bandwidth_bytes_per_s = match words.split_whitespace().nth(1) {
@@ -402,12 +406,24 @@ impl Gateway {
                 Ok(())
             }
             "emulate-egress" | "emulate-ingress" => {
-                let emu: Emulation = words.parse().map_err(|e: debloat_core::link::netem::EmulateError| e.0)?;
-                let side = if what == "emulate-egress" { &mut self.egress } else { &mut self.ingress };
+                let emu: Emulation =
+                    words
+                        .parse()
+                        .map_err(|e: debloat_core::link::netem::EmulateError| {
+                            crate::control::ChangeError::Words {
+                                what: format!("`{words}`"),
+                                why: e.0,
+                            }
+                        })?;
+                let side = if what == "emulate-egress" {
+                    &mut self.egress
+                } else {
+                    &mut self.ingress
+                };
                 side.path.change_emulation(emu)
             }
-            other => Err(format!(
-                "unknown setting `{other}`: expected egress, ingress, emulate-egress or emulate-ingress"
+            other => Err(crate::control::ChangeError::UnknownSetting(
+                other.to_string(),
             )),
         }
     }

@@ -20,6 +20,7 @@
 //! this). Time never goes backwards; [`Path::next_wakeup`] says when to call [`Path::poll`]
 //! again.
 
+use crate::control::ChangeError;
 use crate::frame::Frame;
 use crate::tcp_seen::TcpSeen;
 use debloat_core::classify::Classify;
@@ -180,23 +181,29 @@ impl Path {
 
     /// Change the discipline at run time, keeping every queued frame: only a shaper's rate can
     /// change yet (`bandwidth R` or `unlimited`, as `tc qdisc change … cake bandwidth R`).
-    pub fn change_qdisc(&mut self, words: &str) -> Result<(), String> {
+    pub fn change_qdisc(&mut self, words: &str) -> Result<(), ChangeError> {
         let rate = match words.split_whitespace().collect::<Vec<_>>().as_slice() {
-            ["bandwidth", r] => Some(
-                debloat_core::units::parse_rate(r).map_err(|e| format!("bandwidth {r}: {e}"))?,
-            )
-            .filter(|&b| b > 0),
+            ["bandwidth", r] => {
+                Some(
+                    debloat_core::units::parse_rate(r).map_err(|e| ChangeError::Words {
+                        what: format!("bandwidth {r}"),
+                        why: e.to_string(),
+                    })?,
+                )
+                .filter(|&b| b > 0)
+            }
             ["unlimited"] => None,
             _ => {
-                return Err(format!(
-                    "`{words}`: only `bandwidth RATE` or `unlimited` can change at run time yet"
-                ))
+                return Err(ChangeError::Words {
+                    what: format!("`{words}`"),
+                    why: "only `bandwidth RATE` or `unlimited` can change at run time yet".into(),
+                })
             }
         };
         if self.path.qdisc_mut().set_bandwidth(rate) {
             Ok(())
         } else {
-            Err("this discipline has no shaper (only cake's bandwidth can change)".into())
+            Err(ChangeError::NoShaper)
         }
     }
 
@@ -204,9 +211,9 @@ impl Path {
     /// frame already on the wire keeps its timing. The impairments start afresh (a loss
     /// model's state, correlations), as `tc qdisc change … netem` does. A `buffer` cannot be
     /// added, removed or resized at run time.
-    pub fn change_emulation(&mut self, emu: Emulation) -> Result<(), String> {
+    pub fn change_emulation(&mut self, emu: Emulation) -> Result<(), ChangeError> {
         if emu.buffer != self.emulation().buffer {
-            return Err("`buffer` cannot change at run time: restart the gateway".into());
+            return Err(ChangeError::restart("`buffer`"));
         }
         let link = self.path.link_mut();
         link.set_rate(emu.rate_bps);

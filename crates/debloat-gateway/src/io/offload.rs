@@ -43,19 +43,41 @@ fn on_and_changeable(listing: &str) -> Vec<&'static str> {
         .collect()
 }
 
-/// Turn the offloads off on `ifname`. Err says why it could not (no ethtool, not allowed).
-pub fn turn_off(ifname: &str) -> Result<Changed, String> {
+/// Why the offloads could not be changed.
+#[derive(Debug, thiserror::Error)]
+pub enum OffloadError {
+    /// `ethtool` could not be started.
+    #[error("`ethtool` did not run ({0}); install ethtool")]
+    NoEthtool(#[source] std::io::Error),
+    /// `ethtool` ran and refused.
+    #[error("`ethtool {args}`: {said}")]
+    Refused {
+        /// Its arguments.
+        args: String,
+        /// What it printed on stderr.
+        said: String,
+    },
+}
+
+fn ethtool(args: &[&str]) -> Result<std::process::Output, OffloadError> {
     let out = Command::new("ethtool")
-        .args(["-k", ifname])
+        .args(args)
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| format!("`ethtool` did not run ({e}); install ethtool"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "`ethtool -k {ifname}`: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
+        .map_err(OffloadError::NoEthtool)?;
+    if out.status.success() {
+        Ok(out)
+    } else {
+        Err(OffloadError::Refused {
+            args: args.join(" "),
+            said: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        })
     }
+}
+
+/// Turn the offloads off on `ifname`. Err says why it could not (no ethtool, not allowed).
+pub fn turn_off(ifname: &str) -> Result<Changed, OffloadError> {
+    let out = ethtool(&["-k", ifname])?;
     let on = on_and_changeable(&String::from_utf8_lossy(&out.stdout));
     let changed = Changed {
         ifname: ifname.into(),
@@ -65,7 +87,7 @@ pub fn turn_off(ifname: &str) -> Result<Changed, String> {
     Ok(changed)
 }
 
-fn set(ifname: &str, which: &[&str], to: &str) -> Result<(), String> {
+fn set(ifname: &str, which: &[&str], to: &str) -> Result<(), OffloadError> {
     if which.is_empty() {
         return Ok(());
     }
@@ -73,25 +95,12 @@ fn set(ifname: &str, which: &[&str], to: &str) -> Result<(), String> {
     for w in which {
         args.extend([*w, to]);
     }
-    let out = Command::new("ethtool")
-        .args(&args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("`ethtool` did not run ({e})"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "`ethtool {}`: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
+    ethtool(&args).map(|_| ())
 }
 
 impl Changed {
     /// Turn back on what was turned off.
-    pub fn restore(&self) -> Result<(), String> {
+    pub fn restore(&self) -> Result<(), OffloadError> {
         set(&self.ifname, &self.turned_off, "on")
     }
 }

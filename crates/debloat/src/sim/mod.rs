@@ -476,7 +476,7 @@ fn run_scenario(a: &Args, path: &std::path::Path) -> Result<()> {
         _ => base.join(f),
     };
     let load = |f: &str| crate::link_trace::load(&at(f)).map_err(|e| format!("{e:#}"));
-    let rules = |f: &str| debloat_gateway::qosify_files::load(&at(f));
+    let rules = |f: &str| debloat_gateway::qosify_files::load(&at(f)).map_err(|e| e.to_string());
     let files = debloat_sim::scenario_file::Files {
         trace: &load,
         classify: &rules,

@@ -74,8 +74,12 @@ fn a_rate_change_keeps_every_queued_frame_and_takes_effect() {
     let e = path("fq_codel", "")
         .change_qdisc("bandwidth 1Mbit")
         .expect_err("no shaper");
-    assert!(e.contains("no shaper"), "{e}");
-    assert!(p.change_qdisc("target 3ms").is_err());
+    assert_eq!(e, crate::control::ChangeError::NoShaper);
+    assert!(e.to_string().contains("no shaper"), "{e}");
+    assert!(matches!(
+        p.change_qdisc("target 3ms"),
+        Err(crate::control::ChangeError::Words { .. })
+    ));
 }
 
 /// A flood of 100,000 distinct flows: the discipline's memory limit bounds what the gateway
