@@ -173,7 +173,7 @@ pub fn plan(name: &str, o: &Options) -> Result<Plan, String> {
     if !(o.step_s > 0.0 && o.length_s > 0.0 && o.delay_s >= 0.0) {
         return Err("--length and --step must be positive and --delay not negative".into());
     }
-    let name = catalog::lookup(name, Driver::Probe)?;
+    let name = catalog::lookup(name, Driver::Probe).map_err(|e| e.to_string())?;
     if o.servers.len() > 1 && !name.starts_with("rtt_fair") {
         return Err(format!(
             "{name} takes one server; only rtt_fair_up (four) and rtt_fair_var_up/_down (any \

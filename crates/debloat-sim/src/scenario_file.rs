@@ -492,7 +492,7 @@ fn add_tcp(
         .as_deref()
         .unwrap_or("cubic")
         .parse()
-        .map_err(|e: String| ScenarioError::value("cc", e))?;
+        .map_err(|e: crate::tcp::cc::UnknownCc| ScenarioError::value("cc", e))?;
     let k = w.add_flow(&fl.name, dir, cc, fl.dscp, fl.ecn, start, stop);
     w.set_flow_host(k, host, extra);
     if let Some(v) = &fl.window {

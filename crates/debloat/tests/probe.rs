@@ -361,13 +361,15 @@ fn the_progress_line_shows_on_a_terminal_and_not_in_a_pipe() {
 /// Root and util-linux's `setpriv` (to run as `nobody`): true, or a SKIP line (a failure
 /// under CI, which must run the test).
 fn root_with_setpriv(what: &str) -> bool {
-    let why = debloat_gateway::testbed::available().and_then(|()| {
-        Command::new("setpriv")
-            .arg("--version")
-            .output()
-            .map(|_| ())
-            .map_err(|_| "`setpriv` (util-linux) is not installed".to_string())
-    });
+    let why = debloat_gateway::testbed::available()
+        .map_err(|e| e.to_string())
+        .and_then(|()| {
+            Command::new("setpriv")
+                .arg("--version")
+                .output()
+                .map(|_| ())
+                .map_err(|_| "`setpriv` (util-linux) is not installed".to_string())
+        });
     match why {
         Ok(()) => true,
         Err(why) => {

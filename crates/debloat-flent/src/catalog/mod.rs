@@ -217,24 +217,46 @@ pub fn names() -> Vec<&'static str> {
 /// The canonical name of `name` (`tcp_square_wave` is `tcp_4up_squarewave`), or an error that
 /// lists the tests; a test that cannot run in `driver` is refused with its reason. Both
 /// drivers use this, so both say the same words.
-pub fn lookup(name: &str, driver: Driver) -> Result<&'static str, String> {
+pub fn lookup(name: &str, driver: Driver) -> Result<&'static str, LookupError> {
     let name = if name == "tcp_square_wave" {
         "tcp_4up_squarewave"
     } else {
         name
     };
     let Some(&(canonical, _, runs)) = TESTS.iter().find(|t| t.0 == name) else {
-        return Err(format!(
-            "unknown test `{name}`: choose one of {}",
-            names().join(", ")
-        ));
+        return Err(LookupError::Unknown {
+            name: name.to_string(),
+            choices: names().join(", "),
+        });
     };
     match (runs, driver) {
-        (Runs::RealNetworkOnly(why), Driver::Simulator) => Err(format!(
-            "`{canonical}` runs on a real network only (`debloat test {canonical} SERVER`): {why}"
-        )),
+        (Runs::RealNetworkOnly(why), Driver::Simulator) => Err(LookupError::RealNetworkOnly {
+            name: canonical,
+            why,
+        }),
         _ => Ok(canonical),
     }
+}
+
+/// A test name the catalog cannot give a driver.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LookupError {
+    /// Not a test flent or debloat defines.
+    #[error("unknown test `{name}`: choose one of {choices}")]
+    Unknown {
+        /// As given.
+        name: String,
+        /// Every test, comma-separated.
+        choices: String,
+    },
+    /// A test the simulator cannot run (it needs a real network).
+    #[error("`{name}` runs on a real network only (`debloat test {name} SERVER`): {why}")]
+    RealNetworkOnly {
+        /// The test.
+        name: &'static str,
+        /// Why.
+        why: &'static str,
+    },
 }
 
 const CS0: u8 = 0;

@@ -44,24 +44,38 @@ pub struct PingerConfig {
     pub device: Option<String>,
 }
 
+/// A `--reflectors` list that cannot be used.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReflectorsError {
+    /// A word that is not an address.
+    #[error("`{0}`: not an IPv4 or IPv6 address")]
+    NotAnAddress(String),
+    /// No address at all.
+    #[error("give at least one address: --reflectors 198.18.2.2,2001:2::2")]
+    None,
+    /// More streams than the pinger keeps.
+    #[error("{0} reflectors: at most {MAX_STREAMS}")]
+    TooMany(usize),
+}
+
 impl PingerConfig {
     /// Parse `--reflectors`: addresses separated by commas.
-    pub fn parse_reflectors(words: &str) -> Result<Vec<IpAddr>, String> {
-        let list: Result<Vec<IpAddr>, String> = words
+    pub fn parse_reflectors(words: &str) -> Result<Vec<IpAddr>, ReflectorsError> {
+        let list: Result<Vec<IpAddr>, ReflectorsError> = words
             .split(',')
             .map(str::trim)
             .filter(|w| !w.is_empty())
             .map(|w| {
                 w.parse()
-                    .map_err(|_| format!("`{w}`: not an IPv4 or IPv6 address"))
+                    .map_err(|_| ReflectorsError::NotAnAddress(w.to_string()))
             })
             .collect();
         let list = list?;
         if list.is_empty() {
-            return Err("give at least one address: --reflectors 198.18.2.2,2001:2::2".into());
+            return Err(ReflectorsError::None);
         }
         if list.len() > MAX_STREAMS {
-            return Err(format!("{} reflectors: at most {MAX_STREAMS}", list.len()));
+            return Err(ReflectorsError::TooMany(list.len()));
         }
         Ok(list)
     }
@@ -348,7 +362,8 @@ mod tests {
         let v = PingerConfig::parse_reflectors("198.18.2.2, 2001:2::2,198.18.2.2").expect("ok");
         assert_eq!(v.len(), 3);
         let e = PingerConfig::parse_reflectors("198.18.2.2,reflector.example").expect_err("bad");
-        assert!(e.contains("`reflector.example`"), "{e}");
+        assert_eq!(e, ReflectorsError::NotAnAddress("reflector.example".into()));
+        assert!(e.to_string().contains("`reflector.example`"), "{e}");
         assert!(PingerConfig::parse_reflectors(" , ").is_err());
     }
 

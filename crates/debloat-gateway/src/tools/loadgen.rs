@@ -173,6 +173,25 @@ mod tests {
     }
 }
 
+/// A frame or address the load generator cannot make.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LoadgenError {
+    /// An odd frame of a kind it does not know.
+    #[error("{0}: expected one of {list}", list = ODD_FRAMES.join(", "))]
+    UnknownKind(String),
+    /// A frame the builder refused.
+    #[error("building the frame: {0}")]
+    Build(String),
+    /// A MAC address that does not parse.
+    #[error("MAC address `{mac}`: {why}")]
+    Mac {
+        /// As given.
+        mac: String,
+        /// What is wrong.
+        why: String,
+    },
+}
+
 /// The kinds of [`odd_frame`].
 pub const ODD_FRAMES: &[&str] = &["garbage", "truncated", "oversized", "vlan", "qinq"];
 
@@ -181,7 +200,7 @@ pub const ODD_FRAMES: &[&str] = &["garbage", "truncated", "oversized", "vlan", "
 /// present), `oversized` (9100 bytes), `vlan` (a UDP datagram behind an 802.1Q tag of VLAN 100)
 /// and `qinq` (the same behind an 802.1ad tag of VLAN 200 too). From 02:00:00:00:00:99 to
 /// broadcast, 198.18.1.2 → 198.18.2.2.
-pub fn odd_frame(kind: &str) -> Result<Vec<u8>, String> {
+pub fn odd_frame(kind: &str) -> Result<Vec<u8>, LoadgenError> {
     let mut f = vec![0xff; 6];
     f.extend_from_slice(&[0x02, 0, 0, 0, 0, 0x99, 0x08, 0x00]);
     match kind {
@@ -199,7 +218,8 @@ pub fn odd_frame(kind: &str) -> Result<Vec<u8>, String> {
                 .ipv4([198, 18, 1, 2], [198, 18, 2, 2], 64)
                 .udp(4000, 9);
             f.clear();
-            b.write(&mut f, b"tagged").map_err(|e| e.to_string())?;
+            b.write(&mut f, b"tagged")
+                .map_err(|e| LoadgenError::Build(e.to_string()))?;
             let mut tags = Vec::new();
             if kind == "qinq" {
                 tags.extend_from_slice(&[0x88, 0xa8, 0x00, 200]);
@@ -207,23 +227,24 @@ pub fn odd_frame(kind: &str) -> Result<Vec<u8>, String> {
             tags.extend_from_slice(&[0x81, 0x00, 0xa0, 100]);
             f.splice(12..12, tags);
         }
-        k => return Err(format!("{k}: expected one of {}", ODD_FRAMES.join(", "))),
+        k => return Err(LoadgenError::UnknownKind(k.to_string())),
     }
     Ok(f)
 }
 
 /// `aa:bb:cc:dd:ee:ff` → bytes.
-pub fn parse_mac(s: &str) -> Result<[u8; 6], String> {
+pub fn parse_mac(s: &str) -> Result<[u8; 6], LoadgenError> {
+    let bad = |why: String| LoadgenError::Mac {
+        mac: s.to_string(),
+        why,
+    };
     let mut mac = [0u8; 6];
     let parts: Vec<&str> = s.split(':').collect();
     if parts.len() != 6 {
-        return Err(format!(
-            "MAC address `{s}`: expected six hex bytes like 02:00:00:00:00:01"
-        ));
+        return Err(bad("expected six hex bytes like 02:00:00:00:00:01".into()));
     }
     for (m, p) in mac.iter_mut().zip(parts) {
-        *m = u8::from_str_radix(p, 16)
-            .map_err(|_| format!("MAC address `{s}`: `{p}` is not a hex byte"))?;
+        *m = u8::from_str_radix(p, 16).map_err(|_| bad(format!("`{p}` is not a hex byte")))?;
     }
     Ok(mac)
 }
@@ -252,8 +273,10 @@ mod odd_tests {
         let q = odd_frame("qinq").unwrap();
         assert_eq!(&q[12..20], &[0x88, 0xa8, 0, 200, 0x81, 0, 0xa0, 100]);
         let e = odd_frame("jumbo").unwrap_err();
+        assert_eq!(e, LoadgenError::UnknownKind("jumbo".into()));
         assert!(
-            e.contains("garbage, truncated, oversized, vlan, qinq"),
+            e.to_string()
+                .contains("garbage, truncated, oversized, vlan, qinq"),
             "{e}"
         );
     }
@@ -264,8 +287,14 @@ mod odd_tests {
             parse_mac("02:db:00:00:00:09").unwrap(),
             [2, 0xdb, 0, 0, 0, 9]
         );
-        assert!(parse_mac("02:db:00").unwrap_err().contains("six hex bytes"));
-        assert!(parse_mac("02:db:00:00:00:zz").unwrap_err().contains("`zz`"));
+        assert!(parse_mac("02:db:00")
+            .unwrap_err()
+            .to_string()
+            .contains("six hex bytes"));
+        assert!(parse_mac("02:db:00:00:00:zz")
+            .unwrap_err()
+            .to_string()
+            .contains("`zz`"));
         assert_eq!(hex(&[0, 0xab, 0x10]), "00ab10");
     }
 }

@@ -303,8 +303,19 @@ pub fn stop_gateway(prefix: &str) {
     let _ = std::fs::remove_file(control_socket(prefix));
 }
 
+/// Why a testbed cannot be built here.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Unavailable {
+    /// Not root.
+    #[error("not root (network namespaces need CAP_NET_ADMIN)")]
+    NotRoot,
+    /// A tool the testbed runs is missing.
+    #[error("`{0}` is not installed")]
+    Missing(&'static str),
+}
+
 /// Whether this process can build a testbed here (root, and `ip netns` works).
-pub fn available() -> Result<(), String> {
+pub fn available() -> Result<(), Unavailable> {
     let uid = std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
@@ -314,11 +325,11 @@ pub fn available() -> Result<(), String> {
         })
         .unwrap_or_default();
     if uid != "0" {
-        return Err("not root (network namespaces need CAP_NET_ADMIN)".into());
+        return Err(Unavailable::NotRoot);
     }
     for tool in ["ip", "ethtool"] {
         if Command::new(tool).arg("-V").output().is_err() {
-            return Err(format!("`{tool}` is not installed"));
+            return Err(Unavailable::Missing(tool));
         }
     }
     Ok(())

@@ -61,17 +61,29 @@ pub enum Test {
     Custom,
 }
 
+/// A test the simulator cannot run.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TestError {
+    /// The catalog refused it (unknown, or real networks only), in its words.
+    #[error(transparent)]
+    Catalog(#[from] debloat_flent::catalog::LookupError),
+    /// In the catalog, without a [`Test`] of the simulator's (a bug: `ALL` is checked against
+    /// the catalog by a test).
+    #[error("`{0}` is in the catalog but not in the simulator's Test")]
+    NotInSimulator(&'static str),
+}
+
 impl std::str::FromStr for Test {
-    type Err = String;
+    type Err = TestError;
     /// A test by flent's name, through the shared catalog: a name it does not know, or a test
     /// that runs on a real network only, is refused in the catalog's words.
-    fn from_str(s: &str) -> Result<Test, String> {
+    fn from_str(s: &str) -> Result<Test, TestError> {
         let name = debloat_flent::catalog::lookup(s, debloat_flent::catalog::Driver::Simulator)?;
         Test::ALL
             .iter()
             .copied()
             .find(|t| t.name() == name)
-            .ok_or_else(|| format!("`{name}` is in the catalog but not in the simulator's Test"))
+            .ok_or(TestError::NotInSimulator(name))
     }
 }
 

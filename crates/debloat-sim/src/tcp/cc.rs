@@ -37,17 +37,20 @@ impl Algorithm {
     }
 }
 
+/// A congestion control the simulator does not have.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown congestion control `{0}`: expected cubic, reno, bbr or westwood")]
+pub struct UnknownCc(pub String);
+
 impl std::str::FromStr for Algorithm {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownCc;
+    fn from_str(s: &str) -> Result<Self, UnknownCc> {
         match s.to_ascii_lowercase().as_str() {
             "reno" | "newreno" => Ok(Algorithm::Reno),
             "cubic" => Ok(Algorithm::Cubic),
             "bbr" => Ok(Algorithm::Bbr),
             "westwood" => Ok(Algorithm::Westwood),
-            other => Err(format!(
-                "unknown congestion control `{other}`: expected cubic, reno, bbr or westwood"
-            )),
+            other => Err(UnknownCc(other.to_string())),
         }
     }
 }

@@ -108,16 +108,19 @@ pub enum ApQueueing {
     Airtime,
 }
 
+/// An AP queueing the simulator does not have.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown AP queueing `{0}`; choose legacy, fq_codel or airtime")]
+pub struct UnknownQueueing(pub String);
+
 impl std::str::FromStr for ApQueueing {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownQueueing;
+    fn from_str(s: &str) -> Result<Self, UnknownQueueing> {
         match s {
             "legacy" => Ok(ApQueueing::Legacy),
             "fq_codel" => Ok(ApQueueing::FqCodel),
             "airtime" => Ok(ApQueueing::Airtime),
-            _ => Err(format!(
-                "unknown AP queueing `{s}`; choose legacy, fq_codel or airtime"
-            )),
+            _ => Err(UnknownQueueing(s.to_string())),
         }
     }
 }

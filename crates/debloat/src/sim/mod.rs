@@ -207,7 +207,7 @@ fn wifi_config(a: &Args, kind: &str) -> Result<debloat_sim::wifi::WifiConfig> {
     use debloat_sim::wifi::{ApQueueing, WifiConfig};
     let q: ApQueueing = kind
         .parse()
-        .map_err(|e: String| anyhow::anyhow!("--wifi: {e}"))?;
+        .map_err(|e: debloat_sim::wifi::UnknownQueueing| anyhow::anyhow!("--wifi: {e}"))?;
     let rates = a
         .stations
         .iter()

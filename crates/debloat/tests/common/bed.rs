@@ -31,13 +31,16 @@ pub fn guard() -> Option<std::sync::MutexGuard<'static, ()>> {
 }
 
 pub fn prerequisites() -> bool {
-    let why = testbed::available().err().or_else(|| {
-        Command::new("ping")
-            .arg("-V")
-            .output()
-            .is_err()
-            .then(|| "`ping` is not installed (iputils-ping)".to_string())
-    });
+    let why = testbed::available()
+        .err()
+        .map(|e| e.to_string())
+        .or_else(|| {
+            Command::new("ping")
+                .arg("-V")
+                .output()
+                .is_err()
+                .then(|| "`ping` is not installed (iputils-ping)".to_string())
+        });
     match why {
         None => true,
         Some(w) if std::env::var_os("CI").is_some() => {
