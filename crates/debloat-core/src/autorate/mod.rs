@@ -17,6 +17,7 @@
 //! Every controller is bounded by `min ≤ rate ≤ max` and starts at `base` ([`Bounds`]).
 
 pub mod cake_autorate;
+pub mod driver;
 pub mod oracle;
 pub mod passive;
 pub mod sampler;

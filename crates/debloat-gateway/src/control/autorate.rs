@@ -13,8 +13,9 @@
 use crate::frame::Frame;
 use crate::path::Path;
 pub use crate::tcp_seen::{seen, TcpSeen};
-use debloat_core::autorate::sampler::{unwrap32, Sampler};
-use debloat_core::autorate::{Bounds, Controller, Mode, Reason, Tick};
+use debloat_core::autorate::driver::Driver;
+use debloat_core::autorate::sampler::unwrap32;
+use debloat_core::autorate::{Bounds, Mode, Reason};
 use debloat_core::packet::Nanos;
 use debloat_core::Qdisc;
 use serde::Serialize;
@@ -51,17 +52,14 @@ pub struct Status {
     pub pings_sent: u64,
 }
 
-/// A direction's controller at work.
+/// A direction's controller at work: the core's driver (the simulator's too), fed from frames
+/// and ticked by the loop.
 pub struct Control {
-    ctl: Box<dyn Controller>,
+    rate: Driver,
     reflectors: bool,
-    reflector_samples: u64,
-    sampler: Sampler,
     /// Per connection: the highest data timestamp and ACK number seen, unwrapped to 64 bits.
     unwrap: HashMap<u64, (u64, Option<u64>)>,
     next_tick: Nanos,
-    sent_at_tick: u64,
-    decisions: u64,
 }
 
 impl Control {
@@ -71,14 +69,10 @@ impl Control {
         let qdisc = path.qdisc_mut();
         qdisc.set_bandwidth(Some(ctl.rate_bps()));
         Control {
-            ctl,
+            rate: Driver::new(ctl, qdisc.stats().bytes),
             reflectors: cfg.mode.needs_reflectors(),
-            reflector_samples: 0,
-            sampler: Sampler::default(),
             unwrap: HashMap::new(),
             next_tick: now + TICK_NS,
-            sent_at_tick: qdisc.stats().bytes,
-            decisions: 0,
         }
     }
 
@@ -90,7 +84,7 @@ impl Control {
             .or_insert((u64::from(s.tsval), None));
         let ts = unwrap32(e.0, s.tsval);
         e.0 = e.0.max(ts);
-        self.sampler.on_data(s.key, ts, s.at);
+        self.rate.on_data(s.key, ts, s.at);
     }
 
     /// A frame arrived from the far side of this direction (it may ACK this direction's data).
@@ -104,7 +98,7 @@ impl Control {
         let echo = unwrap32(e.0, s.tsecr);
         let ack = e.1.map_or(u64::from(s.ack), |a| unwrap32(a, s.ack));
         e.1 = Some(e.1.map_or(ack, |a| a.max(ack)));
-        self.sampler.on_ack(s.key, echo, ack, s.at);
+        self.rate.on_ack(s.key, echo, ack, s.at);
     }
 
     /// A reflector's round trip (cake-autorate's mode acts on each at once), applied to `qdisc`.
@@ -112,11 +106,8 @@ impl Control {
         if !self.reflectors {
             return;
         }
-        self.reflector_samples += 1;
-        let before = self.ctl.rate_bps();
-        self.ctl.on_reflector(now, rtt_ns);
-        if self.ctl.rate_bps() != before {
-            qdisc.set_bandwidth(Some(self.ctl.rate_bps()));
+        if let Some(r) = self.rate.on_reflector(now, rtt_ns) {
+            qdisc.set_bandwidth(Some(r));
         }
     }
 
@@ -131,23 +122,12 @@ impl Control {
             return;
         }
         let stats = qdisc.stats();
-        let (min_rtt_ns, acked_bytes) = self.sampler.take(now);
-        let tick = Tick {
-            interval_ns: TICK_NS + (now - self.next_tick),
-            sent_bytes: stats.bytes.saturating_sub(self.sent_at_tick),
-            acked_bytes,
-            min_rtt_ns,
-            backlog_bytes: stats.backlog,
-        };
-        self.sent_at_tick = stats.bytes;
-        let before = self.ctl.rate_bps();
-        self.ctl.on_tick(now, &tick);
-        self.decisions += 1;
-        if self.ctl.rate_bps() != before {
-            qdisc.set_bandwidth(Some(self.ctl.rate_bps()));
+        let interval = TICK_NS + (now - self.next_tick);
+        if let Some(r) = self.rate.tick(now, interval, stats.bytes, stats.backlog) {
+            qdisc.set_bandwidth(Some(r));
         }
         self.next_tick = now + TICK_NS;
-        if self.unwrap.len() > self.sampler.flows() * 2 + 1024 {
+        if self.unwrap.len() > self.rate.flows() * 2 + 1024 {
             self.unwrap.clear();
         }
     }
@@ -164,16 +144,16 @@ impl Control {
     /// What it is doing.
     pub fn status(&self) -> Status {
         Status {
-            mode: self.ctl.name(),
-            rate_bps: self.ctl.rate_bps(),
-            reason: self.ctl.reason(),
-            decisions: self.decisions,
+            mode: self.rate.name(),
+            rate_bps: self.rate.rate_bps(),
+            reason: self.rate.reason(),
+            decisions: self.rate.decisions(),
             samples: if self.reflectors {
-                self.reflector_samples
+                self.rate.reflector_samples()
             } else {
-                self.sampler.samples()
+                self.rate.tcp_samples()
             },
-            flows: self.sampler.flows(),
+            flows: self.rate.flows(),
             pings_sent: 0,
         }
     }
@@ -314,7 +294,7 @@ mod tests {
         }
         let st = c.status();
         assert_eq!((st.samples, st.flows), (1, 1));
-        let (rtt, acked) = c.sampler.take(40 * MS);
+        let (rtt, acked) = c.rate.sampler_mut().take(40 * MS);
         // Timed from the second segment's departure (1 ms + its 0.8 ms at 10 Mbit/s).
         assert!(
             rtt.is_some_and(|r| (29 * MS..=31 * MS).contains(&r)),

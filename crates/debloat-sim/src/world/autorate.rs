@@ -10,12 +10,15 @@
 //!   They cross both disciplines as the router's own pings do; they are the controller's, so
 //!   they are taken out of the run's probes when it ends.
 //!
-//! The rate is applied to the discipline at once (`tc qdisc change … cake bandwidth`).
+//! The rate is applied to the discipline at once (`tc qdisc change … cake bandwidth`). The
+//! measuring and deciding is the core's [`debloat_core::autorate::driver::Driver`], as in the
+//! gateway; what is the simulator's own is when ticks fall (events), where samples come from
+//! (the packets' send times) and the series of decisions it records.
 
 use super::*;
+use debloat_core::autorate::driver::Driver as RateDriver;
 use debloat_core::autorate::oracle::Capacity;
-use debloat_core::autorate::sampler::Sampler;
-use debloat_core::autorate::{Bounds, Controller, Mode, Reason, Tick};
+use debloat_core::autorate::{Bounds, Mode, Reason};
 use std::ops::Range;
 
 /// How a direction's shaper rate is controlled.
@@ -55,15 +58,12 @@ const REFLECTORS: usize = 6;
 const REFLECTOR_INTERVAL: Nanos = 300_000_000;
 
 pub(super) struct Driver {
-    ctl: Box<dyn Controller>,
+    /// The controller, its sampler and its measurements (the core's driver).
+    rate: RateDriver,
     tick_ns: Nanos,
-    sent_at_tick: u64,
-    /// Round trips beyond the shaper from the flows' timestamps (the core's sampler).
-    sampler: Sampler,
     passive: bool,
     pub(super) reflectors: Range<usize>,
     pub(super) series: Vec<RatePoint>,
-    applied: u64,
 }
 
 impl World {
@@ -90,10 +90,8 @@ impl World {
             .qdisc_mut()
             .set_bandwidth(Some(rate));
         self.autorate[d.idx()] = Some(Box::new(Driver {
-            ctl,
+            rate: RateDriver::new(ctl, self.links[d.idx()].stats.sent_bytes),
             tick_ns: cfg.tick_ns.max(1_000_000),
-            sent_at_tick: self.links[d.idx()].stats.sent_bytes,
-            sampler: Sampler::default(),
             passive: !cfg.mode.needs_reflectors(),
             reflectors,
             series: vec![RatePoint {
@@ -101,7 +99,6 @@ impl World {
                 rate_bps: rate,
                 reason: Reason::Start,
             }],
-            applied: rate,
         }));
         self.events.push(start + cfg.tick_ns, Event::Autorate(d));
     }
@@ -118,7 +115,7 @@ impl World {
             return;
         };
         if let Body::Data { flow, sent_at, .. } = p.body {
-            a.sampler.on_data(u64::from(flow), sent_at, now);
+            a.rate.on_data(u64::from(flow), sent_at, now);
         }
     }
 
@@ -137,7 +134,7 @@ impl World {
         } = p.body
         {
             // The cumulative ACK counts segments of MSS bytes.
-            a.sampler
+            a.rate
                 .on_ack(u64::from(flow), echo, ack * u64::from(MSS), now);
         }
     }
@@ -148,8 +145,8 @@ impl World {
         for d in [Dir::Up, Dir::Down] {
             if let Some(a) = self.autorate[d.idx()].as_mut() {
                 if a.reflectors.contains(&k) {
-                    a.ctl.on_reflector(now, rtt);
-                    self.autorate_apply(d);
+                    let changed = a.rate.on_reflector(now, rtt);
+                    self.autorate_apply(d, changed);
                 }
             }
         }
@@ -162,40 +159,29 @@ impl World {
         let Some(a) = self.autorate[d.idx()].as_mut() else {
             return;
         };
-        let (min_rtt_ns, acked_bytes) = a.sampler.take(now);
-        let tick = Tick {
-            interval_ns: a.tick_ns,
-            sent_bytes: sent - a.sent_at_tick,
-            acked_bytes,
-            min_rtt_ns,
-            backlog_bytes: backlog,
-        };
-        a.sent_at_tick = sent;
-        a.ctl.on_tick(now, &tick);
+        let changed = a.rate.tick(now, a.tick_ns, sent, backlog);
         let next = now + a.tick_ns;
-        self.autorate_apply(d);
+        self.autorate_apply(d, changed);
         if next <= self.end {
             self.events.push(next, Event::Autorate(d));
         }
     }
 
-    fn autorate_apply(&mut self, d: Dir) {
+    /// Record the decision; apply a changed rate (`changed`: the driver's word).
+    fn autorate_apply(&mut self, d: Dir, changed: Option<u64>) {
         let now = self.now;
         let Some(a) = self.autorate[d.idx()].as_mut() else {
             return;
         };
-        let rate = a.ctl.rate_bps();
-        let reason = a.ctl.reason();
-        let changed = rate != a.applied;
-        if changed || !matches!(reason, Reason::Hold) {
+        let reason = a.rate.reason();
+        if changed.is_some() || !matches!(reason, Reason::Hold) {
             a.series.push(RatePoint {
                 t: now,
-                rate_bps: rate,
+                rate_bps: a.rate.rate_bps(),
                 reason,
             });
         }
-        if changed {
-            a.applied = rate;
+        if let Some(rate) = changed {
             self.links[d.idx()]
                 .path
                 .qdisc_mut()
