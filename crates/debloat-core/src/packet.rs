@@ -163,6 +163,15 @@ pub fn default_truesize(len: u32) -> u32 {
     data.saturating_add(320 + 256)
 }
 
+/// How the capture frames its packets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkType {
+    /// Ethernet II (pcap LINKTYPE_ETHERNET).
+    Ethernet,
+    /// Raw IPv4/IPv6 (pcap LINKTYPE_RAW).
+    RawIp,
+}
+
 /// A packet a discipline can hold.
 pub trait Packet {
     /// Read-only metadata.
@@ -194,7 +203,7 @@ pub trait Packet {
     /// The packet's bytes as they arrived and how they are framed, for a classify stage that
     /// reads them ([`crate::classify::Classify::snoop`]); `None` for a packet that has only
     /// metadata.
-    fn frame(&self) -> Option<(&[u8], crate::classify::LinkType)> {
+    fn frame(&self) -> Option<(&[u8], LinkType)> {
         None
     }
 

@@ -20,14 +20,7 @@ use thiserror::Error;
 #[error("malformed frame: {0}")]
 pub struct ClassifyError(pub String);
 
-/// How the capture frames its packets.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LinkType {
-    /// Ethernet II (pcap LINKTYPE_ETHERNET).
-    Ethernet,
-    /// Raw IPv4/IPv6 (pcap LINKTYPE_RAW).
-    RawIp,
-}
+pub use crate::packet::LinkType;
 
 /// Classify one frame. `wire_len` is the length on the wire (may exceed `data.len()` when a
 /// capture truncated it); it becomes [`PacketMeta::len`].

@@ -6,8 +6,8 @@
 //! `docsis`, `pppoe-vcmux`…, [`Overhead`], the simulator's `--framing`). [`LinkLayer`] holds
 //! either, and the link asks it for one number: the bytes on the wire.
 
+use crate::link::overhead::{Overhead, SizeStats};
 use crate::packet::PacketMeta;
-use crate::qdisc::cake::overhead::{Overhead, SizeStats};
 
 /// What a link adds to each packet before serialising it, as netem's
 /// `rate RATE [PACKETOVERHEAD [CELLSIZE [CELLOVERHEAD]]]` (`packet_time_ns` in sch_netem.c):
@@ -72,7 +72,7 @@ impl LinkLayer {
 mod tests {
     use super::*;
     use crate::flow::FlowKey;
-    use crate::qdisc::cake::overhead::AtmMode;
+    use crate::link::overhead::AtmMode;
 
     #[test]
     fn framing_adds_overhead_and_rounds_up_to_cells() {

@@ -23,6 +23,7 @@
 pub mod framing;
 pub mod modem;
 pub mod netem;
+pub mod overhead;
 pub mod trace;
 pub mod wire;
 
@@ -241,7 +242,7 @@ mod tests {
 
     #[test]
     fn cake_framing_costs_transmission_time() {
-        let o = crate::qdisc::cake::overhead::Overhead {
+        let o = crate::link::overhead::Overhead {
             strip_l2: false,
             overhead: 24,
             mpu: 0,

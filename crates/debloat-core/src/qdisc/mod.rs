@@ -22,6 +22,7 @@ pub mod list;
 pub mod pktq;
 pub mod spec;
 pub mod stats;
+pub mod words;
 
 use crate::packet::{Nanos, Packet};
 use crate::qdisc::stats::QdiscStats;

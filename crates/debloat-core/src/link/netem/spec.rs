@@ -295,7 +295,7 @@ fn word_into(
         "buffer" => e.buffer = Some(packets(w, "buffer")?),
         "slot" => e.slot = Some(slot(w)?),
         other => {
-            let near = crate::qdisc::spec::nearest(other, &WORD_LIST)
+            let near = crate::qdisc::words::nearest(other, &WORD_LIST)
                 .map(|w| format!(" (did you mean `{w}`?)"))
                 .unwrap_or_default();
             return err(format!(

@@ -4,7 +4,7 @@ use super::ack_filter::AckFilter;
 use super::hash::FlowMode;
 use super::overhead::{AtmMode, Overhead};
 use super::tins::Diffserv;
-use crate::qdisc::spec::{expect_value, SpecError, Tokens};
+use crate::qdisc::words::{expect_value, SpecError, Tokens};
 use crate::units::{
     fmt_rate_exact as fmt_rate, fmt_size, fmt_time_exact as fmt_time, parse_rate, parse_size,
     parse_time,

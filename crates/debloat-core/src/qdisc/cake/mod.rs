@@ -22,7 +22,8 @@ pub mod config;
 mod dequeue;
 mod enqueue;
 pub mod hash;
-pub mod overhead;
+/// Link-layer overhead compensation lives with the link (`link::overhead`); cake's words name it.
+pub use crate::link::overhead;
 pub mod shaper;
 pub mod tins;
 

@@ -2,7 +2,7 @@
 //! printed as spec words (exact) or as `tc qdisc show` prints them.
 
 use super::{codel_time, Params};
-use crate::qdisc::spec::{count_value, expect_value, time_value, SpecError, TcForm, Tokens};
+use crate::qdisc::words::{count_value, expect_value, time_value, SpecError, TcForm, Tokens};
 use crate::units::fmt_time_exact as fmt_time;
 use std::fmt;
 

@@ -1,6 +1,6 @@
 //! `deadline`'s words.
 
-use crate::qdisc::spec::{count_value, time_value, SpecError, Tokens};
+use crate::qdisc::words::{count_value, time_value, SpecError, Tokens};
 use crate::units::{fmt_time_exact as fmt_time, parse_time};
 use std::fmt;
 

@@ -1,6 +1,6 @@
 //! `pfifo [limit N]` and `bfifo [limit SIZE]`: the limit word (the two disciplines' only one).
 
-use crate::qdisc::spec::{count_value, expect_value, SpecError, Tokens};
+use crate::qdisc::words::{count_value, expect_value, SpecError, Tokens};
 use crate::units::parse_size;
 
 /// The `limit` of a fifo's words: packets for `pfifo`, a size for `bfifo`; None if not given.

@@ -3,7 +3,7 @@
 
 use crate::qdisc::codel::spec::CodelKnobs;
 use crate::qdisc::codel::Params;
-use crate::qdisc::spec::{count_value, expect_value, SpecError, TcForm, Tokens};
+use crate::qdisc::words::{count_value, expect_value, SpecError, TcForm, Tokens};
 use crate::units::{fmt_size, parse_size};
 use std::fmt;
 
