@@ -79,19 +79,9 @@ pub struct StatsArgs {
 /// Arguments of the forwarder.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct RunArgs {
-    /// Read the setup from a TOML file with the same names as these flags (`lan`, `wan`,
-    /// `egress`, `emulate_egress`, `classify`, `sqm` …); a flag given as well wins.
-    #[arg(long, value_name = "FILE")]
-    pub(crate) config: Option<PathBuf>,
-    /// Import sqm-scripts' /etc/config/sqm: its first enabled queue's interface (--wan),
-    /// rates, script (piece_of_cake, layer_cake; simple and simplest as cake), link layer and
-    /// options become --egress/--ingress; what has no equivalent is a warning.
-    #[arg(long, value_name = "FILE")]
-    pub(crate) sqm: Option<PathBuf>,
-    /// Import qosify's /etc/config/qosify: its interface section becomes cake both ways, the
-    /// file itself the marking stage (as --classify).
-    #[arg(long, value_name = "FILE", conflicts_with = "classify")]
-    pub(crate) qosify: Option<PathBuf>,
+    /// The words that describe the shaped link (`sim` takes them too).
+    #[command(flatten)]
+    pub(crate) link: crate::gateway_setup::LinkWords,
     /// Print the whole setup (as flags and as TOML) and every warning, then exit.
     #[arg(long)]
     pub(crate) dry_run: bool,
@@ -101,21 +91,6 @@ pub struct RunArgs {
     /// WAN-side interface (the uplink).
     #[arg(long)]
     pub(crate) wan: Option<String>,
-    /// Discipline for LAN → WAN traffic (tc syntax; default fq_codel).
-    #[arg(long)]
-    pub(crate) egress: Option<String>,
-    /// Discipline for WAN → LAN traffic (tc syntax; default fq_codel).
-    #[arg(long)]
-    pub(crate) ingress: Option<String>,
-    /// Emulated link LAN → WAN, in netem's words: "rate 10Mbit delay 10ms 1ms loss 0.1%"
-    /// (all the words are listed below). "rate trace FILE buffer 200": capacity from a trace
-    /// (mahimahi's format, or `seconds,rate` lines) with a modem's FIFO of 200 packets (or a
-    /// size such as 150kb; default 1000 packets).
-    #[arg(long)]
-    pub(crate) emulate_egress: Option<String>,
-    /// Emulated link WAN → LAN, in netem's words.
-    #[arg(long)]
-    pub(crate) emulate_ingress: Option<String>,
     /// Set the LAN → WAN cake's rate from what the link delivers (debloat's passive controller:
     /// TCP round trips beyond the shaper, no reflectors): min=RATE,base=RATE,max=RATE.
     #[arg(long, value_name = "min=…,base=…,max=…")]
@@ -261,14 +236,15 @@ fn config(a: &RunArgs, lan: &str, wan: &str) -> Result<Config> {
         Ok((e, modem))
     };
     let or_none = |s: &Option<String>| s.clone().unwrap_or_default();
-    let (emulate_egress, modem_egress) = emu(&or_none(&a.emulate_egress), "--emulate-egress")?;
-    let (emulate_ingress, modem_ingress) = emu(&or_none(&a.emulate_ingress), "--emulate-ingress")?;
+    let (emulate_egress, modem_egress) = emu(&or_none(&a.link.emulate_egress), "--emulate-egress")?;
+    let (emulate_ingress, modem_ingress) =
+        emu(&or_none(&a.link.emulate_ingress), "--emulate-ingress")?;
     let fq = |s: &Option<String>| s.clone().unwrap_or_else(|| "fq_codel".into());
     Ok(Config {
         lan: lan.to_string(),
         wan: wan.to_string(),
-        egress: spec(&fq(&a.egress), "--egress")?,
-        ingress: spec(&fq(&a.ingress), "--ingress")?,
+        egress: spec(&fq(&a.link.egress), "--egress")?,
+        ingress: spec(&fq(&a.link.ingress), "--ingress")?,
         emulate_egress,
         emulate_ingress,
         modem_egress,

@@ -9,6 +9,54 @@ use debloat_gateway::import::{self, Setup};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
+/// The words that describe a shaped link: its disciplines, its emulated links, and the files
+/// that hold them (a TOML setup, sqm-scripts', qosify's). `debloat gateway` forwards through
+/// them; `debloat sim` runs them offline (up is egress).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct LinkWords {
+    /// Read the setup from a TOML file with the same names as these flags (`lan`, `wan`,
+    /// `egress`, `emulate_egress`, `classify`, `sqm` …); a flag given as well wins.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Import sqm-scripts' /etc/config/sqm: its first enabled queue's interface (--wan),
+    /// rates, script (piece_of_cake, layer_cake; simple and simplest as cake), link layer and
+    /// options become --egress/--ingress; what has no equivalent is a warning.
+    #[arg(long, value_name = "FILE")]
+    pub sqm: Option<PathBuf>,
+    /// Import qosify's /etc/config/qosify: its interface section becomes cake both ways, the
+    /// file itself the marking stage (as --classify).
+    #[arg(long, value_name = "FILE", conflicts_with = "classify")]
+    pub qosify: Option<PathBuf>,
+    /// Discipline for LAN → WAN traffic (tc syntax; default fq_codel).
+    #[arg(long)]
+    pub egress: Option<String>,
+    /// Discipline for WAN → LAN traffic (tc syntax; default fq_codel).
+    #[arg(long)]
+    pub ingress: Option<String>,
+    /// Emulated link LAN → WAN, in netem's words: "rate 10Mbit delay 10ms 1ms loss 0.1%"
+    /// (all the words are listed below). "rate trace FILE buffer 200": capacity from a trace
+    /// (mahimahi's format, or `seconds,rate` lines) with a modem's FIFO of 200 packets (or a
+    /// size such as 150kb; default 1000 packets).
+    #[arg(long)]
+    pub emulate_egress: Option<String>,
+    /// Emulated link WAN → LAN, in netem's words.
+    #[arg(long)]
+    pub emulate_ingress: Option<String>,
+}
+
+impl LinkWords {
+    /// Whether any was given.
+    pub fn any(&self) -> bool {
+        self.config.is_some()
+            || self.sqm.is_some()
+            || self.qosify.is_some()
+            || self.egress.is_some()
+            || self.ingress.is_some()
+            || self.emulate_egress.is_some()
+            || self.emulate_ingress.is_some()
+    }
+}
+
 /// `gateway.toml`: every forwarding flag, by its name with `_` for `-`.
 #[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -61,15 +109,18 @@ fn merge_file(a: &mut RunArgs, f: FileConfig) {
     macro_rules! fill {
         ($($k:ident),*) => { $( if a.$k.is_none() { a.$k = f.$k; } )* };
     }
-    fill!(
-        lan,
-        wan,
+    macro_rules! fill_link {
+        ($($k:ident),*) => { $( if a.link.$k.is_none() { a.link.$k = f.$k; } )* };
+    }
+    fill_link!(
         egress,
         ingress,
         emulate_egress,
         emulate_ingress,
-        autorate_egress
+        sqm,
+        qosify
     );
+    fill!(lan, wan, autorate_egress);
     fill!(
         autorate_mode,
         reflectors,
@@ -84,9 +135,7 @@ fn merge_file(a: &mut RunArgs, f: FileConfig) {
         seed,
         cpu,
         realtime,
-        classify,
-        sqm,
-        qosify
+        classify
     );
     a.busy_poll |= f.busy_poll.unwrap_or(false);
     a.keep_offloads |= f.keep_offloads.unwrap_or(false);
@@ -97,11 +146,11 @@ fn merge_import(a: &mut RunArgs, s: &Setup) {
     if a.wan.is_none() {
         a.wan.clone_from(&s.wan);
     }
-    if a.egress.is_none() {
-        a.egress = s.egress.as_ref().map(ToString::to_string);
+    if a.link.egress.is_none() {
+        a.link.egress = s.egress.as_ref().map(ToString::to_string);
     }
-    if a.ingress.is_none() {
-        a.ingress = s.ingress.as_ref().map(ToString::to_string);
+    if a.link.ingress.is_none() {
+        a.link.ingress = s.ingress.as_ref().map(ToString::to_string);
     }
     if a.classify.is_none() {
         a.classify.clone_from(&s.classify);
@@ -111,17 +160,17 @@ fn merge_import(a: &mut RunArgs, s: &Setup) {
 /// The whole setup, and the warnings the imports gave.
 pub fn resolve(cli: &RunArgs) -> Result<(RunArgs, Vec<String>)> {
     let mut a = cli.clone();
-    if let Some(p) = &cli.config {
+    if let Some(p) = &cli.link.config {
         merge_file(&mut a, read_file(p)?);
     }
     let mut warnings = Vec::new();
-    if let Some(p) = a.sqm.clone() {
+    if let Some(p) = a.link.sqm.clone() {
         let text = std::fs::read_to_string(&p).with_context(|| format!("--sqm {}", p.display()))?;
         let s = import::sqm::import(&p.display().to_string(), &text).context("--sqm")?;
         merge_import(&mut a, &s);
         warnings.extend(s.warnings);
     }
-    if let Some(p) = a.qosify.clone() {
+    if let Some(p) = a.link.qosify.clone() {
         let text =
             std::fs::read_to_string(&p).with_context(|| format!("--qosify {}", p.display()))?;
         let s = import::qosify::import(&p, &text).context("--qosify")?;
@@ -148,8 +197,8 @@ pub fn print(a: &RunArgs, egress: &str, ingress: &str, warnings: &[String]) -> R
         wan: a.wan.clone(),
         egress: Some(egress.to_string()),
         ingress: Some(ingress.to_string()),
-        emulate_egress: a.emulate_egress.clone().filter(|s| !s.is_empty()),
-        emulate_ingress: a.emulate_ingress.clone().filter(|s| !s.is_empty()),
+        emulate_egress: a.link.emulate_egress.clone().filter(|s| !s.is_empty()),
+        emulate_ingress: a.link.emulate_ingress.clone().filter(|s| !s.is_empty()),
         autorate_egress: a.autorate_egress.clone(),
         autorate_ingress: a.autorate_ingress.clone(),
         autorate_mode: a.autorate_mode.clone(),

@@ -17,7 +17,7 @@ use print::print_table;
 /// Arguments of `debloat sim`.
 #[derive(clap::Args, Debug, Clone)]
 #[command(
-    after_help = "Examples:\n  debloat sim tcp_nup --link 20Mbit/20Mbit --rtt 48ms --qdisc \"pfifo limit 1000\" --streams 2\n  debloat sim tcp_nup --link 500kbit/5500kbit --rtt 300us --qdisc \"fq_codel\" --ecn --output results/\n  debloat sim tcp_1up --qdisc-up \"cake bandwidth 19Mbit\" --qdisc-down \"fq_codel\"\n  debloat sim rrul --link 110Mbit/10Mbit --sweep \"qdisc=pfifo limit 1000;codel;fq_codel\" --sweep \"rtt=12ms;48ms\""
+    after_help = "Examples:\n  debloat sim tcp_nup --link 20Mbit/20Mbit --rtt 48ms --qdisc \"pfifo limit 1000\" --streams 2\n  debloat sim tcp_nup --link 500kbit/5500kbit --rtt 300us --qdisc \"fq_codel\" --ecn --output results/\n  debloat sim tcp_1up --qdisc-up \"cake bandwidth 19Mbit\" --qdisc-down \"fq_codel\"\n  debloat sim rrul --link 110Mbit/10Mbit --sweep \"qdisc=pfifo limit 1000;codel;fq_codel\" --sweep \"rtt=12ms;48ms\"\n  debloat sim rrul --config /etc/debloat/gateway.toml    (the gateway's setup offline: --config, --sqm, --qosify, --egress/--ingress, --emulate-*; up is egress)"
 )]
 pub struct Args {
     /// flent test: ping, tcp_1up, tcp_nup, tcp_ndown, tcp_bidirectional, rrul, rrul_be,
@@ -57,11 +57,11 @@ pub struct Args {
         conflicts_with_all = ["config", "sqm", "qosify", "egress", "ingress"]
     )]
     pub(crate) qdisc: String,
-    /// Discipline for the up direction only (overrides --qdisc there).
-    #[arg(long)]
+    /// Discipline for the up direction only (overrides --qdisc there; the gateway's --egress).
+    #[arg(long, conflicts_with = "egress")]
     pub(crate) qdisc_up: Option<String>,
-    /// Discipline for the down direction only (overrides --qdisc there).
-    #[arg(long)]
+    /// Discipline for the down direction only (overrides --qdisc there; the gateway's --ingress).
+    #[arg(long, conflicts_with = "ingress")]
     pub(crate) qdisc_down: Option<String>,
     /// Load duration, s (flent's -l).
     #[arg(long, default_value_t = 60.0)]
@@ -138,9 +138,9 @@ pub struct Args {
     /// (headers only: the first 128 bytes of each frame, with its full length recorded).
     #[arg(long)]
     pcap: Option<PathBuf>,
-    /// The gateway's setup, offline (`offline.rs`).
+    /// The gateway's words for the link, run offline (`offline.rs`; up is egress).
     #[command(flatten)]
-    pub(crate) gateway: offline::GatewayWords,
+    pub(crate) gateway: crate::gateway_setup::LinkWords,
     /// Run the test once per value: KEY=V1;V2;… with KEY one of qdisc, qdisc-up, qdisc-down,
     /// link, rtt, cc, streams, ecn, tcp-window (a size, or none) (repeat for several keys:
     /// every combination runs). Prints one

@@ -12,57 +12,15 @@
 //! stderr once).
 
 use crate::gateway::RunArgs;
+use crate::gateway_setup::LinkWords;
 use anyhow::{Context, Result};
 use debloat_core::QdiscSpec;
 use debloat_sim::scenario::Config;
-use std::path::PathBuf;
-
-/// The gateway's words `debloat sim` takes.
-#[derive(clap::Args, Debug, Clone, Default)]
-pub struct GatewayWords {
-    /// Run the setup of a `debloat gateway` TOML file (contrib/gateway.toml): its disciplines,
-    /// emulated links, marking and autorate, offline (up is egress). Flags given as well win.
-    #[arg(long, value_name = "FILE")]
-    pub(crate) config: Option<PathBuf>,
-    /// Run sqm-scripts' /etc/config/sqm as `debloat gateway --sqm` imports it.
-    #[arg(long, value_name = "FILE")]
-    pub(crate) sqm: Option<PathBuf>,
-    /// Run qosify's /etc/config/qosify as `debloat gateway --qosify` imports it (cake both
-    /// ways, the file as the marking stage).
-    #[arg(long, value_name = "FILE", conflicts_with = "classify")]
-    pub(crate) qosify: Option<PathBuf>,
-    /// The gateway's LAN → WAN discipline: the up one (the same as --qdisc-up).
-    #[arg(long, conflicts_with = "qdisc_up")]
-    pub(crate) egress: Option<String>,
-    /// The gateway's WAN → LAN discipline: the down one (the same as --qdisc-down).
-    #[arg(long, conflicts_with = "qdisc_down")]
-    pub(crate) ingress: Option<String>,
-    /// The gateway's emulated LAN → WAN link, in its netem words ("rate 10Mbit delay 10ms
-    /// loss 1%", "rate trace FILE buffer 200"): the up bottleneck's rate and wire.
-    #[arg(long, value_name = "NETEM WORDS")]
-    pub(crate) emulate_egress: Option<String>,
-    /// The gateway's emulated WAN → LAN link: the down bottleneck's.
-    #[arg(long, value_name = "NETEM WORDS")]
-    pub(crate) emulate_ingress: Option<String>,
-}
-
-impl GatewayWords {
-    /// Whether any of them was given.
-    pub(crate) fn any(&self) -> bool {
-        self.config.is_some()
-            || self.sqm.is_some()
-            || self.qosify.is_some()
-            || self.egress.is_some()
-            || self.ingress.is_some()
-            || self.emulate_egress.is_some()
-            || self.emulate_ingress.is_some()
-    }
-}
 
 /// Lay the gateway's setup over `cfg` (built from the other flags). `explicit_up/down`: the
 /// disciplines `--qdisc-up/--qdisc-down` named, which win over the setup's.
 pub(crate) fn apply(
-    g: &GatewayWords,
+    g: &LinkWords,
     a: &super::Args,
     cfg: &mut Config,
     explicit: [bool; 2],
@@ -80,12 +38,12 @@ pub(crate) fn apply(
         s.parse().with_context(|| format!("{what} \"{s}\""))
     };
     if !explicit[0] {
-        cfg.qdisc_up = spec(&r.egress, "egress")?;
+        cfg.qdisc_up = spec(&r.link.egress, "egress")?;
     }
     if !explicit[1] {
-        cfg.qdisc_down = spec(&r.ingress, "ingress")?;
+        cfg.qdisc_down = spec(&r.link.ingress, "ingress")?;
     }
-    if let Some(w) = &r.emulate_egress {
+    if let Some(w) = &r.link.emulate_egress {
         let (bps, modem, wire) = emulated(w, "emulate_egress", cfg.wire)?;
         cfg.up_bps = bps.unwrap_or(cfg.up_bps);
         cfg.adaptive.modem_up = modem.or(cfg.adaptive.modem_up.take());
@@ -93,7 +51,7 @@ pub(crate) fn apply(
         cfg.wire_down = Some(cfg.wire_down.unwrap_or(cfg.wire));
         cfg.wire = wire;
     }
-    if let Some(w) = &r.emulate_ingress {
+    if let Some(w) = &r.link.emulate_ingress {
         let base = cfg.wire_down.unwrap_or(cfg.wire);
         let (bps, modem, wire) = emulated(w, "emulate_ingress", base)?;
         cfg.down_bps = bps.unwrap_or(cfg.down_bps);
@@ -114,15 +72,9 @@ pub(crate) fn apply(
 }
 
 /// The gateway's arguments these words and the simulator's own flags amount to.
-fn run_args(g: &GatewayWords, a: &super::Args) -> RunArgs {
+fn run_args(g: &LinkWords, a: &super::Args) -> RunArgs {
     RunArgs {
-        config: g.config.clone(),
-        sqm: g.sqm.clone(),
-        qosify: g.qosify.clone(),
-        egress: g.egress.clone(),
-        ingress: g.ingress.clone(),
-        emulate_egress: g.emulate_egress.clone(),
-        emulate_ingress: g.emulate_ingress.clone(),
+        link: g.clone(),
         autorate_egress: a.autorate_up.clone(),
         autorate_ingress: a.autorate_down.clone(),
         classify: a.classify.clone(),
