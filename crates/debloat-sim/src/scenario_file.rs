@@ -281,25 +281,7 @@ fn config(f: &ScenarioFile, load: TraceLoader<'_>) -> Result<Config> {
         })
     };
     let rtt = time(&l.rtt, "link.rtt")?;
-    let wire = crate::wire::WireWords {
-        framing: l.framing.as_deref(),
-        loss_pct: l.loss,
-        jitter: l.jitter.as_deref(),
-        impair: l.impair.as_deref(),
-    }
-    .build(seed, |f| format!("link.{f}"))
-    .map_err(|e| ScenarioError::Value {
-        key: e.key,
-        why: e.why,
-    })?;
-    let device = DeviceConfig {
-        ring: l.ring,
-        bql: l.bql.then(Default::default),
-        coalesce_ns: match &l.irq_coalesce {
-            Some(c) => time(c, "link.irq_coalesce")?,
-            None => 0,
-        },
-    };
+    let (wire, device) = wire_and_device(l, seed)?;
     let (down_bps, modem_down) = side(l, &l.down, "down", load)?;
     let (up_bps, modem_up) = side(l, &l.up, "up", load)?;
     let autorate = |v: &Option<String>, what: &str| -> Result<_> {
@@ -344,6 +326,30 @@ fn config(f: &ScenarioFile, load: TraceLoader<'_>) -> Result<Config> {
         wifi: None,
     };
     Ok(cfg)
+}
+
+/// `[link]`'s wire words (framing, loss, jitter, netem's) and its device (ring, BQL, IRQs).
+fn wire_and_device(l: &LinkSection, seed: u64) -> Result<(crate::world::Wire, DeviceConfig)> {
+    let wire = crate::wire::WireWords {
+        framing: l.framing.as_deref(),
+        loss_pct: l.loss,
+        jitter: l.jitter.as_deref(),
+        impair: l.impair.as_deref(),
+    }
+    .build(seed, |f| format!("link.{f}"))
+    .map_err(|e| ScenarioError::Value {
+        key: e.key,
+        why: e.why,
+    })?;
+    let device = DeviceConfig {
+        ring: l.ring,
+        bql: l.bql.then(Default::default),
+        coalesce_ns: match &l.irq_coalesce {
+            Some(c) => time(c, "link.irq_coalesce")?,
+            None => 0,
+        },
+    };
+    Ok((wire, device))
 }
 
 /// `link.down`/`link.up`: a rate, or `trace:FILE` (the interface's 1 Gbit/s, then the modem).
