@@ -32,6 +32,6 @@ fuzz_target!(|data: &[u8]| {
     }
     c.snoop(data, LinkType::RawIp, &FlowKey::ip([198, 18, 2, 53].into(), [198, 18, 1, 2].into(), 53, 1, 17), 2);
     let mut m = PacketMeta::new(100, FlowKey::ip([198, 18, 1, 2].into(), [198, 18, 9, 9].into(), 1, 443, 6));
-    c.mark(&mut m, Direction::Egress, 3);
+    c.mark(&mut m, Direction::Up, 3);
     assert!([0, 8, 34].contains(&m.dscp));
 });
