@@ -138,6 +138,16 @@ pub struct RunArgs {
     /// README) and keeps one core 100 % busy even when idle. Use with --cpu.
     #[arg(long)]
     pub(crate) busy_poll: bool,
+    /// Packet I/O: `af_xdp` (an XDP program hands each frame to an AF_XDP socket: native XDP
+    /// where the driver has it, generic XDP elsewhere, copy mode unless the device offers
+    /// zero-copy), `packet` (AF_PACKET with a TPACKET ring), or `auto` (AF_XDP where it
+    /// attaches, else packet, saying why). Default packet, or $DEBLOAT_IO.
+    #[arg(long, env = "DEBLOAT_IO", value_name = "af_xdp|packet|auto")]
+    pub(crate) io: Option<String>,
+    /// Forward every frame untouched: no discipline, classifier or emulated link. The ceiling
+    /// of the I/O back end, for `debloat bench gateway`; not a shaper.
+    #[arg(long)]
+    pub(crate) passthrough: bool,
     /// Mark DSCP with qosify's rules before the disciplines: qosify's UCI file
     /// (/etc/config/qosify, with the map files its `list defaults` names) or one map file
     /// (`tcp:22 +video`, `udp:53 voice`, `198.18.0.0/15 bulk` …, read with qosify's shipped
@@ -256,7 +266,14 @@ fn config(a: &RunArgs, lan: &str, wan: &str) -> Result<Config> {
         control: a.control.clone(),
         metrics: a.metrics.as_deref().map(metrics_addr).transpose()?,
         busy_poll: a.busy_poll,
+        io: match a.io.as_deref() {
+            None => debloat_gateway::port::IoChoice::default(),
+            Some(w) => w
+                .parse()
+                .map_err(|e: String| anyhow::anyhow!("--io: {e}"))?,
+        },
         classify: crate::classify::load(a.classify.as_deref())?,
+        passthrough: a.passthrough,
     })
 }
 

@@ -80,6 +80,7 @@ pub struct FileConfig {
     cpu: Option<usize>,
     realtime: Option<u8>,
     busy_poll: Option<bool>,
+    io: Option<String>,
     classify: Option<PathBuf>,
     keep_offloads: Option<bool>,
     sqm: Option<PathBuf>,
@@ -135,6 +136,7 @@ fn merge_file(a: &mut RunArgs, f: FileConfig) {
         seed,
         cpu,
         realtime,
+        io,
         classify
     );
     a.busy_poll |= f.busy_poll.unwrap_or(false);
@@ -212,6 +214,7 @@ pub fn print(a: &RunArgs, egress: &str, ingress: &str, warnings: &[String]) -> R
         cpu: a.cpu,
         realtime: a.realtime,
         busy_poll: a.busy_poll.then_some(true),
+        io: a.io.clone(),
         classify: a.classify.clone(),
         keep_offloads: a.keep_offloads.then_some(true),
         sqm: None,
@@ -240,6 +243,7 @@ pub fn print(a: &RunArgs, egress: &str, ingress: &str, warnings: &[String]) -> R
         "cpu",
         "realtime",
         "busy_poll",
+        "io",
         "keep_offloads",
     ];
     for k in order {

@@ -168,6 +168,9 @@ pub struct UpArgs {
     /// Let the gateway spin instead of sleeping (`gateway --busy-poll`; one core always busy).
     #[arg(long, conflicts_with = "realtime")]
     busy_poll: bool,
+    /// The gateway's packet I/O (`gateway --io`): af_xdp, packet or auto.
+    #[arg(long, value_name = "af_xdp|packet|auto")]
+    io: Option<String>,
     /// The gateway reads its disciplines (and whatever else it names) from this TOML file
     /// (`gateway --config`; --egress/--ingress are then not passed), so `debloat gateway
     /// reload` can change them.
@@ -314,6 +317,9 @@ fn extra_gateway_args(u: &UpArgs) -> Result<Vec<String>> {
     }
     if u.busy_poll {
         gateway_args.push("--busy-poll".into());
+    }
+    if let Some(io) = &u.io {
+        gateway_args.extend(["--io".into(), io.clone()]);
     }
     if let Some(f) = &u.classify {
         let f = std::fs::canonicalize(f).with_context(|| format!("--classify {}", f.display()))?;

@@ -21,12 +21,14 @@ pub(super) fn latency_variants(a: &Config) -> Vec<Latency> {
             Some(0),
         ));
     }
-    variants.push(Latency::new(
-        "debloat gateway",
-        Forwarder::Gateway,
-        &[],
-        Some(0),
-    ));
+    for io in &a.io {
+        variants.push(Latency::new(
+            &format!("debloat gateway, {io}"),
+            Forwarder::Gateway,
+            &["--io", io],
+            Some(0),
+        ));
+    }
     if !a.no_busy_poll {
         variants.push(Latency {
             keep_awake: true,
@@ -38,21 +40,25 @@ pub(super) fn latency_variants(a: &Config) -> Vec<Latency> {
             )
         });
         let awake_bridge = variants.len() - 1;
-        variants.push(Latency::new(
-            "debloat gateway --busy-poll",
-            Forwarder::Gateway,
-            &busy,
-            Some(awake_bridge),
-        ));
+        for io in &a.io {
+            variants.push(Latency::new(
+                &format!("debloat gateway --busy-poll, {io}"),
+                Forwarder::Gateway,
+                &[busy[0], "--io", io],
+                Some(awake_bridge),
+            ));
+        }
     }
     if a.realtime > 0 {
         let prio = a.realtime.to_string();
-        variants.push(Latency::new(
-            &format!("debloat gateway --realtime {prio}"),
-            Forwarder::Gateway,
-            &["--realtime", &prio],
-            Some(0),
-        ));
+        for io in &a.io {
+            variants.push(Latency::new(
+                &format!("debloat gateway --realtime {prio}, {io}"),
+                Forwarder::Gateway,
+                &["--realtime", &prio, "--io", io],
+                Some(0),
+            ));
+        }
     }
     variants
 }

@@ -25,8 +25,10 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 mod latency;
+mod napi;
 mod table;
 use latency::{latency_variants, measure_latency, Latency};
+use napi::{threaded_napi, write_sysfs};
 use table::print_table;
 
 /// What `debloat bench gateway` measures.
@@ -54,6 +56,9 @@ pub struct Config {
     pub one_cpu: bool,
     /// The `debloat` binary that runs the gateway and the generator (`testbed blast`).
     pub exe: std::path::PathBuf,
+    /// The gateway's packet I/O back ends to measure (`gateway --io`), each with its
+    /// do-nothing forwarder (`gateway --passthrough`): `packet`, `af_xdp`.
+    pub io: Vec<String>,
 }
 
 /// The unicast MAC address the generator sends to: locally administered, owned by no one.
@@ -99,6 +104,10 @@ struct Row {
     fwd: Forwarder,
     /// It spins (its core is always busy, so CPU per packet says nothing).
     spins: bool,
+    /// The gateway's back end ("" for the kernel's rows).
+    io: String,
+    /// A do-nothing forwarder (`gateway --passthrough`).
+    passthrough: bool,
     r: Vec<Throughput>,
 }
 
@@ -198,18 +207,8 @@ fn build_rig(a: &Config) -> Result<Rig> {
     }
     // Steer lan0's and wan0's receive processing to the forwarding core.
     for dev in ["lan0", "wan0"] {
-        sh(&[
-            "ip",
-            "netns",
-            "exec",
-            &g,
-            "sh",
-            "-c",
-            &format!(
-                "echo {:x} > /sys/class/net/{dev}/queues/rx-0/rps_cpus",
-                1u64 << cpus.fwd
-            ),
-        ])?;
+        let cpu = format!("{:x}", 1u64 << cpus.fwd);
+        write_sysfs(&g, &format!("{dev}/queues/rx-0/rps_cpus"), &cpu)?;
     }
     Ok(rig)
 }
@@ -238,23 +237,9 @@ fn throughput_rows(rig: &Rig, a: &Config) -> Result<(Vec<Row>, Option<[f64; 2]>)
         None
     };
     let busy = "--busy-poll".to_string();
-    let mut forwarders: Vec<(Forwarder, Vec<String>)> = vec![(Forwarder::Kernel, vec![])];
-    if a.kernel_qdisc {
-        forwarders.push((Forwarder::KernelQdisc, vec![]));
-    }
-    forwarders.push((Forwarder::Gateway, vec![]));
-    if !a.no_busy_poll {
-        forwarders.push((Forwarder::Gateway, vec![busy.clone()]));
-    }
     let mut rows = Vec::new();
-    for (fwd, extra) in forwarders {
-        let name = match fwd {
-            Forwarder::Kernel => "kernel bridge".to_string(),
-            Forwarder::KernelQdisc => format!("kernel bridge + {}", a.qdisc),
-            Forwarder::Gateway => format!("debloat gateway, {} {}", a.qdisc, extra.join(" "))
-                .trim_end()
-                .to_string(),
-        };
+    for (fwd, extra) in forwarders(a) {
+        let name = row_name(a, fwd, &extra);
         start(rig, fwd, &extra)?;
         let mut r = Vec::new();
         for &(label, frame) in &sizes {
@@ -274,10 +259,61 @@ fn throughput_rows(rig: &Rig, a: &Config) -> Result<(Vec<Row>, Option<[f64; 2]>)
             name,
             fwd,
             spins,
+            io: io_of(&extra),
+            passthrough: extra.iter().any(|x| x == "--passthrough"),
             r,
         });
     }
     Ok((rows, generator_us))
+}
+
+/// The forwarders measured, in order: the kernel's bridge (and with the discipline), then per
+/// back end the do-nothing forwarder, the gateway, and the busy-polling gateway.
+fn forwarders(a: &Config) -> Vec<(Forwarder, Vec<String>)> {
+    let mut v: Vec<(Forwarder, Vec<String>)> = vec![(Forwarder::Kernel, vec![])];
+    if a.kernel_qdisc {
+        v.push((Forwarder::KernelQdisc, vec![]));
+    }
+    for io in &a.io {
+        let with = |more: &[&str]| {
+            let mut x = vec!["--io".to_string(), io.clone()];
+            x.extend(more.iter().map(|m| m.to_string()));
+            (Forwarder::Gateway, x)
+        };
+        v.push(with(&["--passthrough"]));
+        v.push(with(&[]));
+        if !a.no_busy_poll {
+            v.push(with(&["--busy-poll"]));
+        }
+    }
+    v
+}
+
+/// The back end a gateway's arguments name (`--io X`), "" for none.
+fn io_of(extra: &[String]) -> String {
+    extra
+        .windows(2)
+        .find(|w| w[0] == "--io")
+        .map_or(String::new(), |w| w[1].clone())
+}
+
+fn row_name(a: &Config, fwd: Forwarder, extra: &[String]) -> String {
+    let io = io_of(extra);
+    match fwd {
+        Forwarder::Kernel => "kernel bridge".to_string(),
+        Forwarder::KernelQdisc => format!("kernel bridge + {}", a.qdisc),
+        Forwarder::Gateway if extra.iter().any(|x| x == "--passthrough") => {
+            format!("do-nothing forwarder, {io}")
+        }
+        Forwarder::Gateway => {
+            let busy = if extra.iter().any(|x| x == "--busy-poll") {
+                " --busy-poll"
+            } else {
+                ""
+            };
+            format!("gateway {}, {io}{busy}", a.qdisc)
+        }
+    }
 }
 
 /// Start a forwarder (the gateway with `extra` arguments).
@@ -323,6 +359,9 @@ fn start(rig: &Rig, fwd: Forwarder, extra: &[String]) -> Result<()> {
                 exe: rig.exe.clone(),
                 gateway_args,
             })?;
+            if !rig.cpus.shared() {
+                threaded_napi(rig, io_of(extra) != "packet")?;
+            }
         }
     }
     // Let the forwarder settle (bridge ports come up, ARP for the pings).

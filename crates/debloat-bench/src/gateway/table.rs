@@ -63,16 +63,41 @@ fn print_throughput(a: &Config, generator_us: Option<[f64; 2]>, rows: &[Row], pa
     println!(
         "\n(≥: the generator could not offer more; Gbit/s counts the 1500-byte IP packets; a busy-polling gateway keeps its core 100 % busy, so its CPU per packet is not measured)"
     );
-    if let Some(g) = rows
+    for g in rows
         .iter()
-        .find(|r| r.fwd == Forwarder::Gateway && !r.spins)
+        .filter(|r| r.fwd == Forwarder::Gateway && !r.spins && !r.passthrough)
     {
         println!(
-            "\ndebloat's own per-packet work (parse, classify, {} enqueue + dequeue), timed in this process: {:.0} ns = {:.1} % of the gateway's CPU per 64 B packet",
+            "\ndebloat's own per-packet work (parse, classify, {} enqueue + dequeue), timed in this process: {:.0} ns = {:.1} % of the gateway's CPU per 64 B packet on {}",
             a.qdisc,
             path_ns,
-            path_ns / (g.r[0].at.cpu_us * 1e3) * 100.0
+            path_ns / (g.r[0].at.cpu_us * 1e3) * 100.0,
+            g.io
         );
+    }
+    print_work_share(rows);
+}
+
+/// On each back end, what the gateway's work adds to the do-nothing forwarder: its CPU per
+/// packet over the ceiling's, and its throughput as a share of the ceiling's.
+fn print_work_share(rows: &[Row]) {
+    for nothing in rows.iter().filter(|r| r.passthrough) {
+        let Some(g) = rows
+            .iter()
+            .find(|r| r.io == nothing.io && !r.passthrough && !r.spins)
+        else {
+            continue;
+        };
+        for (i, size) in ["64 B", "1500 B"].iter().enumerate() {
+            let (c, n) = (g.r[i].at.cpu_us, nothing.r[i].at.cpu_us);
+            println!(
+                "on {}, {size}: the gateway's work costs {:+.2} µs CPU/packet = {:+.1} % of the do-nothing forwarder's {n:.2} µs; throughput {}× the do-nothing forwarder's",
+                g.io,
+                c - n,
+                (c - n) / n.max(1e-9) * 100.0,
+                throughput_ratio(&g.r[i], &nothing.r[i])
+            );
+        }
     }
 }
 
@@ -93,15 +118,12 @@ fn print_ratios(rows: &[Row]) {
     let kernels = rows.iter().filter(|r| r.fwd != Forwarder::Gateway);
     for k in kernels {
         for g in rows.iter().filter(|r| r.fwd == Forwarder::Gateway) {
-            let name = format!(
-                "{} / {}",
-                if g.spins {
-                    "busy-polling gateway"
-                } else {
-                    "gateway"
-                },
-                k.name
-            );
+            let what = match (g.passthrough, g.spins) {
+                (true, _) => "do-nothing",
+                (false, true) => "busy-polling gateway",
+                (false, false) => "gateway",
+            };
+            let name = format!("{what}, {} / {}", g.io, k.name);
             let cpu_ratio = |i: usize| {
                 if g.spins || k.r[i].at.cpu_us < 0.05 {
                     // A figure at the resolution of the busy time (a short trial on a shared

@@ -93,6 +93,9 @@ fn restart_only(old: &Config, new: &Config) -> Vec<&'static str> {
     if old.busy_poll != new.busy_poll {
         v.push("busy-poll");
     }
+    if old.io != new.io {
+        v.push("io");
+    }
     v
 }
 
@@ -216,12 +219,16 @@ impl Gateway {
             self.cfg.metrics,
             self.cfg.seed,
             self.cfg.busy_poll,
+            self.cfg.io,
+            self.cfg.passthrough,
         );
         self.cfg = Config {
             control: keep.0,
             metrics: keep.1,
             seed: keep.2,
             busy_poll: keep.3,
+            io: keep.4,
+            passthrough: keep.5,
             ..new
         };
         if said.is_empty() {

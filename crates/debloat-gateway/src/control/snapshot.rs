@@ -18,6 +18,8 @@ pub struct Snapshot {
     pub ingress: DirectionStats,
     /// The marking stage's counters, when it runs.
     pub classify: Option<ClassifyStats>,
+    /// Forwarding threads (one today: both directions on one core).
+    pub workers: usize,
 }
 
 /// What the marking stage counted, by name.
@@ -89,6 +91,8 @@ pub struct DirectionStats {
     pub qdisc: String,
     /// The emulated link.
     pub link: String,
+    /// The packet I/O back end of the interface this direction's frames arrive on.
+    pub io: crate::port::Backend,
     /// The discipline's statistics, as tc reports them.
     pub stats: debloat_core::QdiscStats,
     /// Frame counters.
@@ -111,6 +115,15 @@ impl Snapshot {
     /// As `tc -s qdisc show` prints it, one block per direction, plus the gateway's counters.
     pub fn to_text(&self) -> String {
         let mut s = String::new();
+        let lan = self.egress.path.split(" → ").next().unwrap_or("lan");
+        let wan = self.ingress.path.split(" → ").next().unwrap_or("wan");
+        s.push_str(&format!(
+            "io: {lan} {}, {wan} {}; {} worker{}\n",
+            self.egress.io,
+            self.ingress.io,
+            self.workers,
+            if self.workers == 1 { "" } else { "s" }
+        ));
         for (name, d) in [("egress", &self.egress), ("ingress", &self.ingress)] {
             s.push_str(&format!(
                 "{name} {}: qdisc {}, link {}\n",

@@ -15,7 +15,8 @@ use crate::control::ControlServer;
 use crate::intake::{receive, Intake};
 use crate::metrics::Exporter;
 use crate::path::Path;
-use crate::sys::{wait, LinkEvents, PacketSocket};
+use crate::port::{Backend, IoChoice, Port};
+use crate::sys::{wait, LinkEvents};
 use debloat_core::classify::qosify::{self, Classifier, Direction};
 use debloat_core::classify::Classify;
 use debloat_core::link::Emulation;
@@ -58,6 +59,11 @@ pub struct Config {
     pub metrics: Option<std::net::SocketAddr>,
     /// Spin instead of sleeping between frames (one core stays busy; lower latency).
     pub busy_poll: bool,
+    /// The packet I/O back end (`--io`).
+    pub io: IoChoice,
+    /// Forward frames untouched, with no discipline, classifier or emulation: the ceiling of
+    /// the I/O back end, for benchmarks (`--passthrough`).
+    pub passthrough: bool,
     /// qosify's rules, marking DSCP before the disciplines (one stage for both directions:
     /// replies take the class of their flow).
     pub classify: Option<qosify::Config>,
@@ -82,8 +88,10 @@ pub type Reloader = Box<dyn FnMut() -> Result<Config, String> + Send>;
 /// The gateway.
 pub struct Gateway {
     pub(crate) cfg: Config,
-    lan: PacketSocket,
-    wan: PacketSocket,
+    lan: Port,
+    wan: Port,
+    /// Why AF_XDP was not used on the LAN and the WAN side (`--io auto`), if it was not.
+    fallback: [Option<String>; 2],
     pub(crate) egress: Side,
     pub(crate) ingress: Side,
     clock: crate::intake::Clock,
@@ -112,8 +120,15 @@ const BUSY_CONTROL_EVERY_NS: u64 = 1_000_000;
 impl Gateway {
     /// Open the interfaces and the control socket.
     pub fn open(cfg: Config) -> io::Result<Gateway> {
-        let lan = PacketSocket::open(&cfg.lan)?;
-        let wan = PacketSocket::open(&cfg.wan)?;
+        let (lan, lan_why) = Port::open(&cfg.lan, cfg.io)?;
+        let (wan, wan_why) = Port::open(&cfg.wan, cfg.io)?;
+        for (name, why) in [(&cfg.lan, &lan_why), (&cfg.wan, &wan_why)] {
+            if let Some(why) = why {
+                eprintln!(
+                    "{name}: AF_XDP not used ({why}); forwarding through AF_PACKET's TPACKET ring"
+                );
+            }
+        }
         let hasher = FlowHasher::new([cfg.seed, cfg.seed.rotate_left(17) ^ 0x6a09_e667]);
         let side = |spec: &QdiscSpec, emu, modem: &Option<_>, salt| Side {
             path: Path::new(spec, emu, hasher, cfg.seed.wrapping_add(salt)).with_modem(modem),
@@ -167,6 +182,7 @@ impl Gateway {
             ingress,
             lan,
             wan,
+            fallback: [lan_why, wan_why],
             clock: crate::intake::Clock::new(),
             control,
             metrics,
@@ -192,8 +208,8 @@ impl Gateway {
                 self.clock.resync();
                 links_at = now + LINK_CHECK_EVERY_NS;
             }
-            send_due(&mut self.egress, &self.wan, now, &mut batch);
-            send_due(&mut self.ingress, &self.lan, now, &mut batch);
+            send_due(&mut self.egress, &mut self.wan, now, &mut batch);
+            send_due(&mut self.ingress, &mut self.lan, now, &mut batch);
             if let Some(m) = &self.metrics {
                 if now >= publish_at {
                     m.publish(self.snapshot());
@@ -218,7 +234,14 @@ impl Gateway {
                     nl_ready,
                 ];
                 if r == [false; 4] {
-                    std::hint::spin_loop();
+                    if matches!(self.lan, Port::Xdp(..)) || matches!(self.wan, Port::Xdp(..)) {
+                        // In copy mode the kernel's receive work for an AF_XDP socket runs
+                        // in a NAPI poll, a kernel thread where NAPI is threaded: on a
+                        // forwarding core of its own, a spinning loop must leave it room.
+                        std::thread::yield_now();
+                    } else {
+                        std::hint::spin_loop();
+                    }
                 }
                 r
             } else {
@@ -259,7 +282,16 @@ impl Gateway {
             }
             self.check_links();
         }
-        if ready[0] {
+        if self.cfg.passthrough {
+            let e = &mut self.egress;
+            if ready[0] {
+                e.tx_errors += pass_through(&mut self.lan, &mut self.wan, &mut e.intake)?;
+            }
+            let i = &mut self.ingress;
+            if ready[1] {
+                i.tx_errors += pass_through(&mut self.wan, &mut self.lan, &mut i.intake)?;
+            }
+        } else if ready[0] {
             let m = self
                 .marker
                 .as_mut()
@@ -286,26 +318,28 @@ impl Gateway {
     /// interface. What the paths hold is kept; frames sent meanwhile were refused and counted.
     fn check_links(&mut self) {
         let (cfg, lan, wan) = (&self.cfg, &mut self.lan, &mut self.wan);
+        let [lan_why, wan_why] = &mut self.fallback;
         let sides = [
-            (lan, &cfg.lan, &mut self.egress),
-            (wan, &cfg.wan, &mut self.ingress),
+            (lan, &cfg.lan, &mut self.egress, lan_why),
+            (wan, &cfg.wan, &mut self.ingress, wan_why),
         ];
-        for (sock, name, side) in sides {
+        for (sock, name, side, fallback) in sides {
             let Some(now) = crate::sys::ifindex_of(name) else {
                 continue;
             };
-            if now == sock.ifindex {
+            if now == sock.ifindex() {
                 continue;
             }
-            match PacketSocket::open(name) {
-                Ok(s) => {
+            match Port::open(name, cfg.io) {
+                Ok((s, why)) => {
                     // Bound while the new interface was still down: drop that error now.
                     let _ = s.take_error();
                     eprintln!(
                         "{name} was made again (index {} → {now}): forwarding on the new one",
-                        sock.ifindex
+                        sock.ifindex()
                     );
                     *sock = s;
+                    *fallback = why;
                     side.intake.reopened += 1;
                 }
                 Err(e) => eprintln!("{name} was made again but cannot be opened yet: {e}"),
@@ -336,8 +370,9 @@ impl Gateway {
 
     /// The numbers now.
     pub fn snapshot(&self) -> Snapshot {
-        let d = |s: &Side, from: &str, to: &str| DirectionStats {
+        let d = |s: &Side, from: &str, to: &str, io: Backend| DirectionStats {
             path: format!("{from} → {to}"),
+            io,
             qdisc: s.spec.to_string(),
             link: s.path.emulation().to_string(),
             stats: s.path.qdisc().stats(),
@@ -353,9 +388,20 @@ impl Gateway {
         };
         Snapshot {
             uptime_s: self.clock.uptime_s(),
-            egress: d(&self.egress, &self.cfg.lan, &self.cfg.wan),
-            ingress: d(&self.ingress, &self.cfg.wan, &self.cfg.lan),
+            egress: d(
+                &self.egress,
+                &self.cfg.lan,
+                &self.cfg.wan,
+                self.lan.backend(self.fallback[0].as_ref()),
+            ),
+            ingress: d(
+                &self.ingress,
+                &self.cfg.wan,
+                &self.cfg.lan,
+                self.wan.backend(self.fallback[1].as_ref()),
+            ),
             classify: self.marker.as_ref().map(ClassifyStats::of),
+            workers: 1,
         }
     }
 
@@ -432,7 +478,7 @@ impl Gateway {
 /// Frames handed to the kernel per `sendmmsg`.
 const SEND_BATCH: usize = 64;
 
-fn send_due(side: &mut Side, out: &PacketSocket, now: u64, batch: &mut Vec<Vec<u8>>) {
+fn send_due(side: &mut Side, out: &mut Port, now: u64, batch: &mut Vec<Vec<u8>>) {
     let mut errors = 0;
     side.path.poll(now, &mut |f| {
         batch.push(f);
@@ -444,8 +490,32 @@ fn send_due(side: &mut Side, out: &PacketSocket, now: u64, batch: &mut Vec<Vec<u
     side.tx_errors += errors;
 }
 
+/// The do-nothing forwarder: what waits on `from` (a batch at most) straight to `to`, counted
+/// in `intake.passed`. Returns the frames the kernel refused.
+fn pass_through(
+    from: &mut Port,
+    to: &mut Port,
+    intake: &mut crate::intake::Intake,
+) -> io::Result<u64> {
+    let mut batch = Vec::with_capacity(SEND_BATCH);
+    let mut errors = 0;
+    for _ in 0..256 {
+        match from.recv_frame()? {
+            Some(crate::sys::Received::Frame(f)) => batch.push(f),
+            Some(_) => intake.oversized += 1,
+            None => break,
+        }
+        if batch.len() == SEND_BATCH {
+            intake.passed += batch.len() as u64;
+            errors += send_all(to, &mut batch);
+        }
+    }
+    intake.passed += batch.len() as u64;
+    Ok(errors + send_all(to, &mut batch))
+}
+
 /// Send the batch (emptying it); returns how many frames the kernel refused.
-fn send_all(out: &PacketSocket, batch: &mut Vec<Vec<u8>>) -> u64 {
+fn send_all(out: &mut Port, batch: &mut Vec<Vec<u8>>) -> u64 {
     let (mut errors, mut from, mut retried) = (0, 0, false);
     while from < batch.len() {
         let slices: Vec<&[u8]> = batch[from..].iter().map(Vec::as_slice).collect();

@@ -4,7 +4,8 @@
 //! they stand for ([`crate::gso`]), and what cannot be forwarded counted.
 
 use crate::path::Path;
-use crate::sys::{PacketSocket, Received};
+use crate::port::Port;
+use crate::sys::Received;
 use debloat_core::classify::Classify;
 use debloat_core::Direction;
 use serde::Serialize;
@@ -23,7 +24,8 @@ pub struct Intake {
     /// super-frame that could not be cut (see [`crate::gso`]).
     pub oversized: u64,
     /// How long frames waited in the kernel's receive ring before the gateway took them: a
-    /// queue the discipline does not see (a CPU-starved gateway shows it here).
+    /// queue the discipline does not see (a CPU-starved gateway shows it here). TPACKET only:
+    /// AF_XDP's descriptors carry no receive stamp.
     pub ring_wait: RingWait,
     /// Frames whose TCP/UDP checksum the sender's kernel left for a NIC (checksum offload)
     /// and the gateway completed.
@@ -37,6 +39,8 @@ pub struct Intake {
     pub super_segments: u64,
     /// Errors the kernel reported on the socket (its interface went down or away).
     pub link_errors: u64,
+    /// Frames forwarded untouched by a `--passthrough` gateway (no discipline counted them).
+    pub passed: u64,
     /// Times the interface was deleted and made again under its name, and the gateway
     /// opened a socket on the new one.
     pub reopened: u64,
@@ -127,7 +131,7 @@ impl Default for Clock {
 
 /// Read what is waiting (at most a batch, so the other direction is not starved).
 pub(crate) fn receive(
-    sock: &mut PacketSocket,
+    sock: &mut Port,
     intake: &mut Intake,
     path: &mut Path,
     clock: &Clock,
@@ -153,9 +157,11 @@ pub(crate) fn receive(
         if i % CLOCK_EVERY == 0 {
             now = clock.now();
         }
-        intake
-            .ring_wait
-            .record(clock.wall(now).saturating_sub(sock.last_stamp_ns()));
+        if let Some(stamp) = sock.last_stamp_ns() {
+            intake
+                .ring_wait
+                .record(clock.wall(now).saturating_sub(stamp));
+        }
         match got {
             Received::Frame(mut f) if f.len() <= MAX_FRAME => {
                 if sock.last_csum_not_ready() {

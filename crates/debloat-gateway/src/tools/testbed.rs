@@ -12,7 +12,8 @@
 //! neighbour discovery pass through the gateway). Segmentation offloads (TSO, GSO, GRO) are
 //! turned off on every veth, so the gateway forwards MTU-sized frames as a router's NIC would
 //! see them; checksum offload stays on (the default), so the hosts' TCP and UDP checksums arrive
-//! unfinished and the gateway completes them. Everything is done with `ip` and `ethtool` (iproute2, ethtool).
+//! unfinished and the gateway completes them (except under `--io af_xdp`/`auto`: XDP cannot see
+//! that a sum is unfinished, so the hosts then finish their own). Everything is done with `ip` and `ethtool` (iproute2, ethtool).
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -209,10 +210,38 @@ fn offloads_off(ns: &str, dev: &str) -> Result<(), TestbedError> {
     .map(|_| ())
 }
 
+/// Whether the gateway's arguments ask for AF_XDP (`--io af_xdp` or `--io auto`);
+/// `$DEBLOAT_IO` counts too: the gateway takes its default from it.
+fn uses_xdp(args: &[String]) -> bool {
+    let xdp = |w: &str| matches!(w, "af_xdp" | "auto");
+    match args.iter().position(|a| a == "--io") {
+        Some(i) => args.get(i + 1).is_some_and(|w| xdp(w)),
+        None => std::env::var("DEBLOAT_IO").is_ok_and(|w| xdp(&w)),
+    }
+}
+
+/// A host's checksum offload off, for a gateway on AF_XDP. A veth hands its peer a frame whose
+/// TCP/UDP checksum it left for a NIC (CHECKSUM_PARTIAL) together with the skb's note that it
+/// is partial; AF_PACKET passes the note on and the gateway completes the sum, but XDP sees
+/// only the bytes, and the frame leaves with a wrong checksum that the far host drops. A NIC's
+/// frames come from a wire with their sums complete, so only locally made frames (veths,
+/// containers) need this. The kernel's own XDP redirect between veths needs it too.
+fn host_checksum_offload_off(ns: &str) -> Result<(), TestbedError> {
+    sh(&[
+        "ip", "netns", "exec", ns, "ethtool", "-K", "eth0", "tx", "off",
+    ])
+    .map(|_| ())
+}
+
 /// Start the gateway between `lan0` and `wan0` of built namespaces, in the background; returns
 /// once its control socket is there.
 pub fn start_gateway(s: &Setup) -> Result<(), TestbedError> {
-    let [_, g, _] = namespaces(&s.prefix);
+    let [c, g, v] = namespaces(&s.prefix);
+    if uses_xdp(&s.gateway_args) {
+        for ns in [&c, &v] {
+            host_checksum_offload_off(ns)?;
+        }
+    }
     let g = g.as_str();
     let io = |e: std::io::Error| TestbedError(format!("{}: {e}", run_dir().display()));
     std::fs::create_dir_all(run_dir()).map_err(io)?;

@@ -77,6 +77,10 @@ struct GatewayArgs {
     /// lab's guest); CPU per packet then includes the generator's share.
     #[arg(long)]
     one_cpu: bool,
+    /// The gateway's packet I/O back ends to measure, each with a do-nothing forwarder
+    /// (`gateway --passthrough`) as its ceiling: a comma list of packet and af_xdp.
+    #[arg(long, value_delimiter = ',', default_value = "packet,af_xdp")]
+    io: Vec<String>,
 }
 
 /// Run the benchmark.
@@ -106,6 +110,15 @@ pub fn run(a: &Args) -> anyhow::Result<()> {
             kernel_qdisc: g.kernel_qdisc,
             one_cpu: g.one_cpu,
             exe: std::env::current_exe()?,
+            io: g
+                .io
+                .iter()
+                .map(|w| {
+                    w.parse::<debloat_gateway::port::IoChoice>()
+                        .map(|c| c.to_string())
+                        .map_err(|e| anyhow::anyhow!("--io: {e}"))
+                })
+                .collect::<anyhow::Result<_>>()?,
         }),
     }
 }

@@ -189,20 +189,26 @@ pub fn load(bed: &Bed, cc: &str) -> Load {
 
 /// `streams` uploads of `cc` for 20 s with a ping alongside.
 pub fn load_n(bed: &Bed, cc: &str, streams: u32) -> Load {
+    load_for(bed, cc, streams, 20)
+}
+
+/// `streams` uploads of `cc` for `secs` seconds (at least 4) with a ping every 0.2 s from 2 s
+/// in to about their end.
+pub fn load_for(bed: &Bed, cc: &str, streams: u32, secs: u32) -> Load {
     let idle = ping(bed, testbed::SERVER_V4, 10);
-    let sink = spawn_sink(bed, 5201, 24, &[]);
+    let sink = spawn_sink(bed, 5201, secs + 4, &[]);
     std::thread::sleep(std::time::Duration::from_millis(300));
     let mut send = tcp_send(
         &ns(bed, "client"),
         "198.18.2.2:5201",
-        20,
+        secs,
         cc,
         &["--streams", &streams.to_string()],
     );
     let sender = std::thread::spawn(move || send.output().expect("sender runs"));
     // Pings from 2 s into the load (past slow start) to its end.
     std::thread::sleep(std::time::Duration::from_secs(2));
-    let loaded = ping(bed, testbed::SERVER_V4, 85);
+    let loaded = ping(bed, testbed::SERVER_V4, (secs.max(4) - 3) * 5);
     let sent = sender.join().expect("sender thread");
     assert!(sent.status.success(), "tcp-send: {}", text(&sent));
     // The sink prints each connection's rate over the time it received data.

@@ -5,6 +5,8 @@
 //! [`Exporter`] about once a second, and the exporter's own thread answers requests from the
 //! latest one. Metrics (labels `direction` = egress | ingress, and `qdisc` = the discipline's kind):
 //! - `debloat_gateway_uptime_seconds`, `debloat_gateway_info{…, from, to, qdisc, link} 1`;
+//! - `debloat_gateway_io_info{direction, interface, io, xdp_mode, zero_copy} 1` (the back end
+//!   frames of the direction arrive on) and `debloat_gateway_workers`;
 //! - `debloat_gateway_frames_total{direction, fate}` — fate is received, malformed, oversized,
 //!   qdisc_dropped, lost, ecn_marked, duplicated, corrupted, reordered, overlimit,
 //!   buffer_dropped, sent, tx_error;
@@ -113,6 +115,7 @@ impl Collector for Collect {
             "The interfaces, discipline and emulated link of each direction.",
             &info,
         )?;
+        self.encode_io(&mut enc)?;
         self.encode_frames(&mut enc)?;
         self.encode_classify(&mut enc)?;
         self.encode_autorate(&mut enc)?;
@@ -122,6 +125,43 @@ impl Collector for Collect {
 }
 
 impl Collect {
+    /// The packet I/O back end of each direction's receiving interface, and the workers.
+    fn encode_io(&self, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let s = &self.0;
+        let rows: Vec<(Labels, f64)> = dirs(s)
+            .into_iter()
+            .map(|(dir, d)| {
+                let from = d.path.split(" → ").next().unwrap_or("");
+                let l = vec![
+                    ("direction", dir.to_string()),
+                    ("interface", from.to_string()),
+                    ("io", d.io.io.to_string()),
+                    (
+                        "xdp_mode",
+                        d.io.xdp.map_or("", |x| x.mode.as_str()).to_string(),
+                    ),
+                    (
+                        "zero_copy",
+                        d.io.xdp.is_some_and(|x| x.zero_copy).to_string(),
+                    ),
+                ];
+                (l, 1.0)
+            })
+            .collect();
+        gauge(
+            enc,
+            "debloat_gateway_io_info",
+            "The packet I/O back end each direction's frames arrive through.",
+            &rows,
+        )?;
+        gauge(
+            enc,
+            "debloat_gateway_workers",
+            "Forwarding threads.",
+            &[(vec![], s.workers as f64)],
+        )
+    }
+
     /// Frames by fate and direction.
     fn encode_frames(&self, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let s = &self.0;
@@ -482,6 +522,14 @@ pub(crate) mod tests {
             path: path.into(),
             qdisc: spec.into(),
             link: "rate 10Mbit delay 10ms".into(),
+            io: crate::port::Backend {
+                io: "af_xdp",
+                xdp: Some(crate::io::xdp::XdpInfo {
+                    mode: crate::io::xdp::XdpMode::Native,
+                    zero_copy: false,
+                }),
+                fallback: None,
+            },
             stats: stats.clone(),
             frames: Counters {
                 received: 10,
@@ -504,6 +552,7 @@ pub(crate) mod tests {
             egress: d("lan0 → wan0"),
             ingress: d("wan0 → lan0"),
             classify: None,
+            workers: 1,
         }
     }
 
@@ -512,6 +561,8 @@ pub(crate) mod tests {
         let page = render(snapshot("cake bandwidth 10Mbit diffserv4"));
         for want in [
             "debloat_gateway_uptime_seconds 3.5",
+            r#"debloat_gateway_io_info{direction="egress",interface="lan0",io="af_xdp",xdp_mode="native",zero_copy="false"} 1"#,
+            "debloat_gateway_workers 1",
             r#"debloat_gateway_frames_total{direction="egress",fate="received"} 10"#,
             r#"debloat_gateway_frames_total{direction="ingress",fate="lost"} 2"#,
             r#"debloat_gateway_frames_total{direction="egress",fate="oversized"} 1"#,

@@ -1,5 +1,5 @@
-//! The only `unsafe` in debloat: AF_PACKET sockets, their memory-mapped receive rings, and
-//! `ppoll`, through libc.
+//! The `unsafe` of AF_PACKET sockets, their memory-mapped receive rings, and `ppoll`, through
+//! libc (the AF_XDP back end has its own, in `io/xdp/`).
 //!
 //! A [`PacketSocket`] is bound to one interface, sees every frame that arrives on it
 //! (promiscuous; frames this process sends are not looped back: `PACKET_IGNORE_OUTGOING`), and

@@ -1,0 +1,216 @@
+//! One interface's packet I/O, on the back end chosen for it: `packet` (AF_PACKET with a
+//! TPACKET ring, [`crate::sys`]) or `af_xdp` (an XDP program and an AF_XDP socket,
+//! [`crate::io::xdp`]). `auto` takes AF_XDP where it attaches and TPACKET where it does not,
+//! and says why once. What the rest of the gateway sees is the same: frames in, frames out,
+//! a descriptor to wait on.
+
+use crate::io::xdp::{XdpInfo, XdpSocket};
+use crate::sys::{PacketSocket, Received};
+use serde::Serialize;
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+
+/// Which back end to use (`--io`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IoChoice {
+    /// AF_XDP where the program attaches, else the TPACKET ring (the reason said once).
+    Auto,
+    /// AF_XDP or nothing: the gateway does not start if it cannot attach.
+    AfXdp,
+    /// AF_PACKET with a TPACKET ring (what the gateway always had).
+    #[default]
+    Packet,
+}
+
+impl std::str::FromStr for IoChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<IoChoice, String> {
+        match s {
+            "auto" => Ok(IoChoice::Auto),
+            "af_xdp" | "af-xdp" | "xdp" => Ok(IoChoice::AfXdp),
+            "packet" | "af_packet" | "tpacket" => Ok(IoChoice::Packet),
+            _ => Err(format!(
+                "unknown I/O back end `{s}`: choose af_xdp, packet or auto"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for IoChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            IoChoice::Auto => "auto",
+            IoChoice::AfXdp => "af_xdp",
+            IoChoice::Packet => "packet",
+        })
+    }
+}
+
+/// What an interface runs on, for `gateway stats`, JSON and Prometheus.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Backend {
+    /// `af_xdp` or `packet`.
+    pub io: &'static str,
+    /// For AF_XDP: where XDP runs and whether it is zero-copy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub xdp: Option<XdpInfo>,
+    /// Why AF_XDP was not used, when it was asked for (`auto`) and could not be.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<String>,
+}
+
+impl std::fmt::Display for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.xdp {
+            Some(x) => write!(
+                f,
+                "af_xdp ({} XDP, {})",
+                x.mode,
+                if x.zero_copy {
+                    "zero-copy"
+                } else {
+                    "copy mode"
+                }
+            ),
+            None => match &self.fallback {
+                Some(why) => write!(f, "packet (AF_XDP not used: {why})"),
+                None => f.write_str("packet"),
+            },
+        }
+    }
+}
+
+/// An interface's frames in and out.
+#[derive(Debug)]
+pub enum Port {
+    /// AF_PACKET with a TPACKET receive ring.
+    Packet(PacketSocket),
+    /// An AF_XDP socket (boxed: its rings are large).
+    Xdp(Box<XdpSocket>, String, u32),
+}
+
+impl Port {
+    /// Open `ifname` on the chosen back end; with `auto`, the reason AF_XDP was not used is in
+    /// [`Port::backend`]'s `fallback`.
+    pub fn open(ifname: &str, choice: IoChoice) -> io::Result<(Port, Option<String>)> {
+        let xdp = |name: &str| -> Result<Port, String> {
+            let ifindex = crate::sys::ifindex_of(name).ok_or(format!("no interface {name}"))?;
+            let s = XdpSocket::open(name)?;
+            Ok(Port::Xdp(Box::new(s), name.to_string(), ifindex))
+        };
+        match choice {
+            IoChoice::Packet => Ok((Port::Packet(PacketSocket::open(ifname)?), None)),
+            IoChoice::AfXdp => xdp(ifname)
+                .map(|p| (p, None))
+                .map_err(|why| io::Error::other(format!("--io af_xdp on {ifname}: {why}"))),
+            IoChoice::Auto => match xdp(ifname) {
+                Ok(p) => Ok((p, None)),
+                Err(why) => Ok((Port::Packet(PacketSocket::open(ifname)?), Some(why))),
+            },
+        }
+    }
+
+    /// The back end, for the statistics.
+    pub fn backend(&self, fallback: Option<&String>) -> Backend {
+        match self {
+            Port::Packet(_) => Backend {
+                io: "packet",
+                xdp: None,
+                fallback: fallback.cloned(),
+            },
+            Port::Xdp(s, ..) => Backend {
+                io: "af_xdp",
+                xdp: Some(s.info),
+                fallback: None,
+            },
+        }
+    }
+
+    /// The interface's index when the port was opened.
+    pub fn ifindex(&self) -> u32 {
+        match self {
+            Port::Packet(s) => s.ifindex,
+            Port::Xdp(_, _, i) => *i,
+        }
+    }
+
+    /// Take the next frame: Ok(None) when none is waiting.
+    pub fn recv_frame(&mut self) -> io::Result<Option<Received>> {
+        match self {
+            Port::Packet(s) => s.recv_frame(),
+            Port::Xdp(s, ..) => Ok(s.recv_frame().map(|f| {
+                if f.is_empty() {
+                    Received::Oversized(0)
+                } else {
+                    Received::Frame(f)
+                }
+            })),
+        }
+    }
+
+    /// When the kernel received the last frame (CLOCK_REALTIME, ns), where the back end says
+    /// (AF_XDP's descriptors carry no stamp).
+    pub fn last_stamp_ns(&self) -> Option<u64> {
+        match self {
+            Port::Packet(s) => Some(s.last_stamp_ns()),
+            Port::Xdp(..) => None,
+        }
+    }
+
+    /// Whether the last frame's TCP/UDP checksum was left for a NIC (AF_PACKET says; an
+    /// XDP frame comes from a wire or from a veth whose peer has checksum offload off, see
+    /// docs/gateway.md).
+    pub fn last_csum_not_ready(&self) -> bool {
+        match self {
+            Port::Packet(s) => s.last_csum_not_ready(),
+            Port::Xdp(..) => false,
+        }
+    }
+
+    /// Whether a frame is waiting (read from the ring's memory, no system call).
+    pub fn readable(&self) -> bool {
+        match self {
+            Port::Packet(s) => s.readable(),
+            Port::Xdp(s, ..) => s.readable(),
+        }
+    }
+
+    /// The error the kernel left on the socket, if any (cleared by reading it).
+    pub fn take_error(&self) -> Option<io::Error> {
+        match self {
+            Port::Packet(s) => s.take_error(),
+            Port::Xdp(..) => None,
+        }
+    }
+
+    /// Send frames; returns how many the kernel took (see [`PacketSocket::send_batch`]).
+    pub fn send_batch(&mut self, frames: &[&[u8]]) -> io::Result<usize> {
+        match self {
+            Port::Packet(s) => s.send_batch(frames),
+            Port::Xdp(s, ..) => s.send_batch(frames),
+        }
+    }
+}
+
+impl AsRawFd for Port {
+    fn as_raw_fd(&self) -> RawFd {
+        match self {
+            Port::Packet(s) => s.as_raw_fd(),
+            Port::Xdp(s, ..) => s.fd(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn io_words_parse_and_print_back() {
+        for w in ["auto", "af_xdp", "packet"] {
+            assert_eq!(w.parse::<IoChoice>().map(|c| c.to_string()), Ok(w.into()));
+        }
+        let e = "dpdk".parse::<IoChoice>().expect_err("not a back end");
+        assert!(e.contains("af_xdp, packet or auto"), "{e}");
+    }
+}

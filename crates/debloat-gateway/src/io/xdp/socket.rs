@@ -1,0 +1,345 @@
+//! An AF_XDP socket on one interface's receive queue 0, with its own UMEM: the frames the
+//! kernel writes (the fill ring hands it empty frames, the RX ring hands them back full) and
+//! the frames the gateway sends (the TX ring, and the completion ring that returns them).
+//! Rings and UMEM are set up through xdpilone (pure Rust, no libbpf); the UMEM's memory is an
+//! anonymous mapping owned here.
+//!
+//! Half of the UMEM's frames feed the receive side (always on the fill ring or in the gateway's
+//! hands for the length of one copy), half are for sending (free, or on the TX ring until the
+//! completion ring returns them). Frames are copied out of the UMEM into the data path's own
+//! buffers and into it again on the way out, as the TPACKET back end copies them out of its
+//! ring and `sendmmsg` into the kernel's skbs: the discipline holds frames for as long as its
+//! queues are deep, longer than a receive ring can spare them.
+#![allow(unsafe_code)]
+
+use super::bpf::{Redirect, XdpMode};
+use std::ffi::CString;
+use std::io;
+use std::num::NonZeroU32;
+use std::ptr::NonNull;
+use xdpilone::xdp::XdpDesc;
+use xdpilone::{DeviceQueue, IfInfo, RingRx, RingTx, Socket, SocketConfig, Umem, UmemConfig, User};
+
+/// Bytes per UMEM frame: a page, enough for a 1500-byte MTU and the kernel's headroom (veth's
+/// native XDP refuses larger MTUs without multi-buffer frames).
+const FRAME: u32 = 4096;
+/// Frames per ring, and per half of the UMEM.
+const RING: u32 = 2048;
+
+/// The UMEM's memory: an anonymous, page-aligned mapping.
+struct Area {
+    base: NonNull<u8>,
+    len: usize,
+}
+
+impl Area {
+    fn new(len: usize) -> io::Result<Area> {
+        // SAFETY: a fresh private anonymous mapping; no address is given.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let base = NonNull::new(p.cast()).ok_or_else(|| io::Error::other("mmap gave null"))?;
+        Ok(Area { base, len })
+    }
+}
+
+impl Drop for Area {
+    fn drop(&mut self) {
+        // SAFETY: `base` and `len` are what mmap returned; the sockets using it are dropped
+        // first (field order of `XdpSocket`).
+        unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
+    }
+}
+
+/// How the socket was bound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct XdpInfo {
+    /// Where the XDP program runs.
+    pub mode: XdpMode,
+    /// Whether the driver shares the UMEM with the device (zero-copy) or copies into it.
+    pub zero_copy: bool,
+}
+
+/// An AF_XDP socket bound to an interface's queue 0.
+pub struct XdpSocket {
+    // Field order is drop order: rings and sockets before the program, the memory last.
+    rx: RingRx,
+    tx: RingTx,
+    device: DeviceQueue,
+    _user: User,
+    redirect: Redirect,
+    area: Area,
+    /// Frames free to send (UMEM offsets).
+    free_tx: Vec<u64>,
+    /// Receive frames handed back since the fill ring was last topped up.
+    to_fill: Vec<u64>,
+    /// How it was bound.
+    pub info: XdpInfo,
+}
+
+// SAFETY: the mapping and the rings belong to this socket alone; xdpilone's rings are Send and
+// the raw pointer is only dereferenced by the thread that owns the socket.
+unsafe impl Send for XdpSocket {}
+
+impl std::fmt::Debug for XdpSocket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XdpSocket")
+            .field("info", &self.info)
+            .finish()
+    }
+}
+
+fn errno(what: &str, e: xdpilone::Errno) -> String {
+    format!("{what}: {e}")
+}
+
+/// `XDP_OPTIONS` (linux/if_xdp.h) and its `XDP_OPTIONS_ZEROCOPY` flag.
+const XDP_OPTIONS: libc::c_int = 8;
+const XDP_OPTIONS_ZEROCOPY: u32 = 1;
+
+fn zero_copy(fd: i32) -> bool {
+    let mut flags: u32 = 0;
+    let mut len = 4 as libc::socklen_t;
+    // SAFETY: `flags` and `len` are live and of the size passed.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_XDP,
+            XDP_OPTIONS,
+            (&mut flags as *mut u32).cast(),
+            &mut len,
+        )
+    };
+    r == 0 && flags & XDP_OPTIONS_ZEROCOPY != 0
+}
+
+impl XdpSocket {
+    /// Attach the redirecting program to `ifname` and bind a socket to its queue 0. Err says
+    /// why not, in words (the caller falls back to the TPACKET back end and says so).
+    pub fn open(ifname: &str) -> Result<XdpSocket, String> {
+        let queues = rx_queues(ifname);
+        if queues > 1 {
+            return Err(format!(
+                "{ifname} has {queues} receive queues and one AF_XDP socket serves one"
+            ));
+        }
+        let mtu = mtu(ifname);
+        if mtu + 18 > FRAME as usize - HEADROOM {
+            return Err(format!(
+                "{ifname}'s MTU {mtu} does not fit one {FRAME}-byte UMEM frame (AF_XDP's multi-buffer frames are not used yet)"
+            ));
+        }
+        let name = CString::new(ifname).map_err(|_| format!("bad interface name {ifname:?}"))?;
+        let mut iface = IfInfo::invalid();
+        iface
+            .from_name(&name)
+            .map_err(|e| errno(&format!("interface {ifname}"), e))?;
+        iface.set_queue(0);
+        let redirect = Redirect::attach(iface.ifindex(), 1)?;
+        let area = Area::new((2 * RING * FRAME) as usize).map_err(|e| format!("UMEM: {e}"))?;
+        let cfg = UmemConfig {
+            fill_size: RING,
+            complete_size: RING,
+            frame_size: FRAME,
+            headroom: 0,
+            flags: 0,
+        };
+        let mem = NonNull::slice_from_raw_parts(area.base, area.len);
+        // SAFETY: the area is page aligned, of the length given, and outlives the UMEM (it is
+        // the last field of the socket to drop).
+        let umem = unsafe { Umem::new(cfg, mem) }.map_err(|e| errno("registering the UMEM", e))?;
+        let sock = Socket::with_shared(&iface, &umem).map_err(|e| errno("AF_XDP socket", e))?;
+        let mut device = umem
+            .fq_cq(&sock)
+            .map_err(|e| errno("fill and completion rings", e))?;
+        let rings = SocketConfig {
+            rx_size: NonZeroU32::new(RING),
+            tx_size: NonZeroU32::new(RING),
+            bind_flags: SocketConfig::XDP_BIND_NEED_WAKEUP,
+        };
+        let user = umem
+            .rx_tx(&sock, &rings)
+            .map_err(|e| errno("RX and TX rings", e))?;
+        let rx = user.map_rx().map_err(|e| errno("mapping the RX ring", e))?;
+        let tx = user.map_tx().map_err(|e| errno("mapping the TX ring", e))?;
+        umem.bind(&user)
+            .map_err(|e| errno(&format!("binding to {ifname} queue 0"), e))?;
+        redirect
+            .add_socket(0, user.as_raw_fd())
+            .map_err(|e| format!("adding the socket to the XSKMAP: {e}"))?;
+        // The receive half: every frame on the fill ring.
+        let mut fill = device.fill(RING);
+        fill.insert((0..RING).map(|i| u64::from(i * FRAME)));
+        fill.commit();
+        drop(fill);
+        let info = XdpInfo {
+            mode: redirect.mode,
+            zero_copy: zero_copy(user.as_raw_fd()),
+        };
+        Ok(XdpSocket {
+            rx,
+            tx,
+            device,
+            _user: user,
+            redirect,
+            area,
+            free_tx: (RING..2 * RING).map(|i| u64::from(i * FRAME)).collect(),
+            to_fill: Vec::with_capacity(RING as usize),
+            info,
+        })
+    }
+
+    /// The socket's descriptor, to wait on (readable when the RX ring has frames).
+    pub fn fd(&self) -> i32 {
+        self.rx.as_raw_fd()
+    }
+
+    /// Whether a frame waits in the RX ring (read from the ring's memory, no system call).
+    pub fn readable(&self) -> bool {
+        self.rx.available() > 0
+    }
+
+    /// The frame's bytes at UMEM offset `addr`.
+    fn bytes(&self, addr: u64, len: u32) -> Option<&[u8]> {
+        let (a, l) = (addr as usize, len as usize);
+        if a.checked_add(l)? > self.area.len {
+            return None;
+        }
+        // SAFETY: in bounds (checked); the kernel handed this frame to us through the RX ring
+        // and writes it no more until it is back on the fill ring.
+        Some(unsafe { std::slice::from_raw_parts(self.area.base.as_ptr().add(a), l) })
+    }
+
+    /// Take the next frame: Ok(None) when none is waiting. A descriptor pointing outside the
+    /// UMEM (a kernel bug) is returned as an empty frame, which the caller counts and drops.
+    pub fn recv_frame(&mut self) -> Option<Vec<u8>> {
+        let desc = {
+            let mut r = self.rx.receive(1);
+            let d = r.read();
+            r.release();
+            d
+        };
+        let Some(XdpDesc { addr, len, .. }) = desc else {
+            self.refill();
+            return None;
+        };
+        let frame = self
+            .bytes(addr, len)
+            .map(<[u8]>::to_vec)
+            .unwrap_or_default();
+        self.to_fill.push(addr);
+        if self.to_fill.len() >= 64 {
+            self.refill();
+        }
+        Some(frame)
+    }
+
+    /// Hand the frames read since the last time back to the fill ring (and wake the driver if
+    /// it sleeps for want of them).
+    fn refill(&mut self) {
+        if self.to_fill.is_empty() {
+            return;
+        }
+        let mut f = self.device.fill(self.to_fill.len() as u32);
+        let n = f.insert(self.to_fill.iter().copied()) as usize;
+        f.commit();
+        drop(f);
+        self.to_fill.drain(..n);
+        if self.device.needs_wakeup() {
+            self.device.wake();
+        }
+    }
+
+    /// Take back the frames the kernel finished sending.
+    fn reclaim(&mut self) {
+        let mut c = self.device.complete(RING);
+        while let Some(addr) = c.read() {
+            self.free_tx.push(addr & !u64::from(FRAME - 1));
+        }
+        c.release();
+    }
+
+    /// Put frames on the TX ring and kick the kernel: returns how many it took (fewer when the
+    /// ring or the free frames ran out, or a frame was longer than a UMEM frame).
+    pub fn send_batch(&mut self, frames: &[&[u8]]) -> io::Result<usize> {
+        self.reclaim();
+        let mut sent = 0;
+        {
+            let mut w = self.tx.transmit(frames.len() as u32);
+            for f in frames {
+                if f.len() > FRAME as usize {
+                    break;
+                }
+                let Some(addr) = self.free_tx.pop() else {
+                    break;
+                };
+                // SAFETY: `addr` is a free frame of this UMEM (not on any ring), FRAME bytes
+                // long, and `f` fits it (checked).
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        f.as_ptr(),
+                        self.area.base.as_ptr().add(addr as usize),
+                        f.len(),
+                    )
+                };
+                let desc = XdpDesc {
+                    addr,
+                    len: f.len() as u32,
+                    options: 0,
+                };
+                if !w.insert_once(desc) {
+                    self.free_tx.push(addr);
+                    break;
+                }
+                sent += 1;
+            }
+            w.commit();
+        }
+        if sent > 0 {
+            // In copy mode the kernel sends only when asked (and needs_wakeup is always set).
+            self.tx.wake();
+        }
+        if sent == 0 && !frames.is_empty() {
+            return Err(io::Error::from_raw_os_error(libc::ENOBUFS));
+        }
+        Ok(sent)
+    }
+
+    /// The interface's index the program is attached to.
+    pub fn mode(&self) -> XdpMode {
+        self.redirect.mode
+    }
+}
+
+/// What the kernel keeps in front of a frame in a UMEM frame (`XDP_PACKET_HEADROOM`).
+const HEADROOM: usize = 256;
+
+/// The interface's MTU (sysfs), 1500 where it cannot be read.
+fn mtu(ifname: &str) -> usize {
+    std::fs::read_to_string(format!("/sys/class/net/{ifname}/mtu"))
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(1500)
+}
+
+/// The interface's receive queues (sysfs), 1 where it cannot be read.
+fn rx_queues(ifname: &str) -> u32 {
+    std::fs::read_dir(format!("/sys/class/net/{ifname}/queues"))
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
+                .count() as u32
+        })
+        .unwrap_or(1)
+        .max(1)
+}
