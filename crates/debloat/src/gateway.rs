@@ -148,6 +148,19 @@ pub struct RunArgs {
     /// of the I/O back end, for `debloat bench gateway`; not a shaper.
     #[arg(long)]
     pub(crate) passthrough: bool,
+    /// Forwarding threads, each with a shard of the hosts: the kernel hands each worker all
+    /// frames of its hosts (by the LAN host's address, both ways), a shaper's rate is split
+    /// between the workers by demand every 0.5 ms. AF_PACKET only; not with --autorate-*.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub(crate) workers: Option<u16>,
+    /// Pin the workers to these CPUs, one each (`--cores 2,3`: two workers); sets --workers.
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        conflicts_with = "cpu"
+    )]
+    pub(crate) cores: Option<Vec<usize>>,
     /// Mark DSCP with qosify's rules before the disciplines: qosify's UCI file
     /// (/etc/config/qosify, with the map files its `list defaults` names) or one map file
     /// (`tcp:22 +video`, `udp:53 voice`, `198.18.0.0/15 bulk` …, read with qosify's shipped
@@ -274,7 +287,55 @@ fn config(a: &RunArgs, lan: &str, wan: &str) -> Result<Config> {
         },
         classify: crate::classify::load(a.classify.as_deref())?,
         passthrough: a.passthrough,
+        workers: workers(a)?,
+        cores: a.cores.clone(),
     })
+}
+
+/// Turn back on what the gateway turned off.
+fn restore(changed: &[debloat_gateway::offload::Changed]) {
+    for c in changed {
+        if let Err(e) = c.restore() {
+            eprintln!("warning: turning the offloads back on: {e}");
+        }
+    }
+}
+
+/// One gateway, or the first of `--workers N` with the others already running.
+fn open(
+    cfg: &Config,
+    stop: &Arc<AtomicBool>,
+    realtime: Option<u8>,
+) -> std::io::Result<(Gateway, debloat_gateway::worker::Others)> {
+    if cfg.workers > 1 {
+        debloat_gateway::worker::open_workers(cfg, stop, realtime)
+    } else {
+        Gateway::open(cfg.clone()).map(|g| (g, Vec::new()))
+    }
+}
+
+fn say_workers(cfg: &Config) {
+    if cfg.workers > 1 {
+        println!(
+            "{} workers{}, each with a shard of the hosts (by the LAN host's address); a shaper's rate split between them by demand every 0.5 ms",
+            cfg.workers,
+            cfg.cores.as_ref().map_or(String::new(), |c| format!(" on CPUs {c:?}"))
+        );
+    }
+}
+
+/// `--workers N` and `--cores LIST`: how many workers (LIST's length, if N is not given).
+fn workers(a: &RunArgs) -> Result<usize> {
+    match (a.workers, &a.cores) {
+        (Some(n), Some(c)) if usize::from(n) != c.len() => bail!(
+            "--workers {n} with --cores naming {} CPUs: give one CPU per worker (or drop --workers)",
+            c.len()
+        ),
+        (Some(n), _) => Ok(usize::from(n)),
+        (None, Some(c)) if c.is_empty() => bail!("--cores needs at least one CPU"),
+        (None, Some(c)) => Ok(c.len()),
+        (None, None) => Ok(1),
+    }
 }
 
 fn forward(cli: &RunArgs) -> Result<()> {
@@ -307,24 +368,18 @@ fn forward(cli: &RunArgs) -> Result<()> {
     } else {
         offloads_off(&[lan, wan])
     };
-    let opened = Gateway::open(cfg.clone());
-    let restore = |changed: &[debloat_gateway::offload::Changed]| {
-        for c in changed {
-            if let Err(e) = c.restore() {
-                eprintln!("warning: turning the offloads back on: {e}");
-            }
-        }
-    };
+    let opened = open(&cfg, &stop, a.realtime);
     if opened.is_err() {
         restore(&changed);
     }
-    let mut gw = opened.with_context(|| {
+    let (mut gw, others) = opened.with_context(|| {
         format!("opening {lan} and {wan} (needs root or CAP_NET_RAW, and both interfaces up)")
     })?;
     println!(
         "forwarding {lan} ⇄ {wan}: egress qdisc {} over link {}; ingress qdisc {} over link {}",
         cfg.egress, cfg.emulate_egress, cfg.ingress, cfg.emulate_ingress
     );
+    say_workers(&cfg);
     print_classify(cfg.classify.as_ref());
     let again = cli.clone();
     gw.set_reloader(Box::new(move || {
@@ -349,8 +404,13 @@ fn forward(cli: &RunArgs) -> Result<()> {
         }
     }
     let res = gw.run(&stop);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for t in others {
+        let _ = t.join();
+    }
     restore(&changed);
-    let snap = res?;
+    res?;
+    let snap = gw.snapshot();
     println!("stopped after {:.1} s; final statistics:\n", snap.uptime_s);
     print!("{}", snap.to_text());
     Ok(())

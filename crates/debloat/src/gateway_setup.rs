@@ -81,6 +81,8 @@ pub struct FileConfig {
     realtime: Option<u8>,
     busy_poll: Option<bool>,
     io: Option<String>,
+    workers: Option<u16>,
+    cores: Option<Vec<usize>>,
     classify: Option<PathBuf>,
     keep_offloads: Option<bool>,
     sqm: Option<PathBuf>,
@@ -137,6 +139,8 @@ fn merge_file(a: &mut RunArgs, f: FileConfig) {
         cpu,
         realtime,
         io,
+        workers,
+        cores,
         classify
     );
     a.busy_poll |= f.busy_poll.unwrap_or(false);
@@ -193,6 +197,34 @@ fn quote(s: &str) -> String {
 }
 
 /// `--dry-run`: the setup as flags and as `gateway.toml`, and the warnings.
+/// The order `--dry-run` prints the flags in.
+const FLAG_ORDER: [&str; 24] = [
+    "lan",
+    "wan",
+    "egress",
+    "ingress",
+    "emulate_egress",
+    "emulate_ingress",
+    "autorate_egress",
+    "autorate_ingress",
+    "autorate_mode",
+    "reflectors",
+    "reflector_interval",
+    "ping_netns",
+    "ping_device",
+    "classify",
+    "control",
+    "metrics",
+    "seed",
+    "cpu",
+    "realtime",
+    "busy_poll",
+    "io",
+    "workers",
+    "cores",
+    "keep_offloads",
+];
+
 pub fn print(a: &RunArgs, egress: &str, ingress: &str, warnings: &[String]) -> Result<()> {
     let file = FileConfig {
         lan: a.lan.clone(),
@@ -215,6 +247,8 @@ pub fn print(a: &RunArgs, egress: &str, ingress: &str, warnings: &[String]) -> R
         realtime: a.realtime,
         busy_poll: a.busy_poll.then_some(true),
         io: a.io.clone(),
+        workers: a.workers,
+        cores: a.cores.clone(),
         classify: a.classify.clone(),
         keep_offloads: a.keep_offloads.then_some(true),
         sqm: None,
@@ -222,31 +256,7 @@ pub fn print(a: &RunArgs, egress: &str, ingress: &str, warnings: &[String]) -> R
     };
     let mut flags = vec!["debloat gateway".to_string()];
     let v = serde_json::to_value(&file)?;
-    let order = [
-        "lan",
-        "wan",
-        "egress",
-        "ingress",
-        "emulate_egress",
-        "emulate_ingress",
-        "autorate_egress",
-        "autorate_ingress",
-        "autorate_mode",
-        "reflectors",
-        "reflector_interval",
-        "ping_netns",
-        "ping_device",
-        "classify",
-        "control",
-        "metrics",
-        "seed",
-        "cpu",
-        "realtime",
-        "busy_poll",
-        "io",
-        "keep_offloads",
-    ];
-    for k in order {
+    for k in FLAG_ORDER {
         let Some(val) = v.get(k) else { continue };
         let flag = format!("--{}", k.replace('_', "-"));
         match val {

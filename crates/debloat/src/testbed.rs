@@ -171,6 +171,9 @@ pub struct UpArgs {
     /// The gateway's packet I/O (`gateway --io`): af_xdp, packet or auto.
     #[arg(long, value_name = "af_xdp|packet|auto")]
     io: Option<String>,
+    /// Forwarding threads, each with a shard of the hosts (`gateway --workers`).
+    #[arg(long, value_name = "N")]
+    workers: Option<u16>,
     /// The gateway reads its disciplines (and whatever else it names) from this TOML file
     /// (`gateway --config`; --egress/--ingress are then not passed), so `debloat gateway
     /// reload` can change them.
@@ -320,6 +323,9 @@ fn extra_gateway_args(u: &UpArgs) -> Result<Vec<String>> {
     }
     if let Some(io) = &u.io {
         gateway_args.extend(["--io".into(), io.clone()]);
+    }
+    if let Some(n) = u.workers {
+        gateway_args.extend(["--workers".into(), n.to_string()]);
     }
     if let Some(f) = &u.classify {
         let f = std::fs::canonicalize(f).with_context(|| format!("--classify {}", f.display()))?;

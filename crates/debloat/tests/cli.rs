@@ -322,6 +322,28 @@ fn busy_poll_and_realtime_together_are_refused() {
     assert!(text(&o).contains("cannot be used with"), "{}", text(&o));
 }
 
+/// `--io` and `--workers`/`--cores` words are checked before any interface is touched: an
+/// unknown back end names the valid ones; a worker count that disagrees with the CPU list,
+/// and several workers on AF_XDP or with a rate controller, are refused with the reason.
+#[test]
+fn io_and_worker_words_are_checked_with_the_choices_named() {
+    let gw = |more: &[&str]| {
+        let mut a = vec!["gateway", "--lan", "nosuch0", "--wan", "nosuch1"];
+        a.extend_from_slice(more);
+        let o = debloat(&a);
+        assert!(!o.status.success(), "{more:?} started");
+        text(&o)
+    };
+    let t = gw(&["--io", "dpdk"]);
+    assert!(t.contains("af_xdp, packet or auto"), "{t}");
+    let t = gw(&["--workers", "2", "--cores", "0,1,2"]);
+    assert!(t.contains("--workers 2 with --cores naming 3 CPUs"), "{t}");
+    let t = gw(&["--workers", "0"]);
+    assert!(t.contains("--workers"), "{t}");
+    let t = gw(&["--workers", "2", "--io", "af_xdp"]);
+    assert!(t.contains("--workers above 1 runs on --io packet"), "{t}");
+}
+
 #[test]
 fn spec_prints_derived_parameters_as_tc_would() {
     let o = debloat(&["spec", "cake bandwidth 20Mbit diffserv3"]);

@@ -113,6 +113,10 @@ impl Gateway {
     /// Read the configuration again and apply it; one line saying what changed, or why nothing
     /// did (`error: …`).
     pub fn reload(&mut self) -> String {
+        if self.shard.is_some() {
+            return "error: reload with --workers above 1 is not supported yet: restart the gateway"
+                .into();
+        }
         let Some(r) = self.reloader.as_mut() else {
             return "error: this gateway was started without a way to re-read its configuration"
                 .into();

@@ -18,8 +18,11 @@ pub struct Snapshot {
     pub ingress: DirectionStats,
     /// The marking stage's counters, when it runs.
     pub classify: Option<ClassifyStats>,
-    /// Forwarding threads (one today: both directions on one core).
+    /// Forwarding threads, each with a shard of the hosts (`--workers`).
     pub workers: usize,
+    /// Each worker's numbers, when there are several.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub shards: Vec<ShardStats>,
 }
 
 /// What the marking stage counted, by name.
@@ -153,9 +156,111 @@ impl Snapshot {
                 d.intake.super_segments
             ));
         }
+        for w in &self.shards {
+            let rate = |r: Option<u64>| {
+                r.map_or("unshaped".to_string(), |b| {
+                    format!("{:.2}Mbit", b as f64 / 1e6)
+                })
+            };
+            s.push_str(&format!(
+                "worker {}{}: egress received {} sent {} at {}, ingress received {} sent {} at {}\n",
+                w.worker,
+                w.cpu.map_or(String::new(), |c| format!(" (CPU {c})")),
+                w.egress_received,
+                w.egress_sent,
+                rate(w.egress_rate_bps),
+                w.ingress_received,
+                w.ingress_sent,
+                rate(w.ingress_rate_bps)
+            ));
+        }
         if let Some(c) = &self.classify {
             s.push_str(&c.to_text());
         }
         s
     }
+}
+
+impl Snapshot {
+    /// Add another worker's numbers to these (`--workers N`): every counter, backlog and queue
+    /// length summed, so that the accounting (in = dropped + queued + sent) holds for the
+    /// whole gateway. The discipline's detailed statistics (`xstats`: cake's tins, fq_codel's
+    /// flows) stay the first worker's; `gateway stats --json`'s `shards` has each worker's.
+    pub fn merge(&mut self, other: &Snapshot) {
+        self.egress.merge(&other.egress);
+        self.ingress.merge(&other.ingress);
+    }
+}
+
+impl DirectionStats {
+    fn merge(&mut self, o: &DirectionStats) {
+        let (f, g) = (&mut self.frames, &o.frames);
+        for (a, b) in [
+            (&mut f.received, g.received),
+            (&mut f.malformed, g.malformed),
+            (&mut f.qdisc_dropped, g.qdisc_dropped),
+            (&mut f.lost, g.lost),
+            (&mut f.ecn_marked, g.ecn_marked),
+            (&mut f.corrupted, g.corrupted),
+            (&mut f.reordered, g.reordered),
+            (&mut f.overlimit, g.overlimit),
+            (&mut f.buffer_dropped, g.buffer_dropped),
+            (&mut f.duplicated, g.duplicated),
+            (&mut f.sent, g.sent),
+        ] {
+            *a += b;
+        }
+        let (s, t) = (&mut self.stats, &o.stats);
+        for (a, b) in [
+            (&mut s.bytes, t.bytes),
+            (&mut s.packets, t.packets),
+            (&mut s.drops, t.drops),
+            (&mut s.overlimits, t.overlimits),
+            (&mut s.requeues, t.requeues),
+            (&mut s.backlog, t.backlog),
+            (&mut s.qlen, t.qlen),
+        ] {
+            *a += b;
+        }
+        let (i, j) = (&mut self.intake, &o.intake);
+        for (a, b) in [
+            (&mut i.oversized, j.oversized),
+            (&mut i.csum_completed, j.csum_completed),
+            (&mut i.csum_unfinished, j.csum_unfinished),
+            (&mut i.super_frames, j.super_frames),
+            (&mut i.super_segments, j.super_segments),
+            (&mut i.link_errors, j.link_errors),
+            (&mut i.passed, j.passed),
+            (&mut i.reopened, j.reopened),
+            (&mut i.ring_wait.frames, j.ring_wait.frames),
+            (&mut i.ring_wait.total_us, j.ring_wait.total_us),
+        ] {
+            *a += b;
+        }
+        i.ring_wait.max_us = i.ring_wait.max_us.max(j.ring_wait.max_us);
+        self.tx_errors += o.tx_errors;
+        self.on_wire += o.on_wire;
+        self.in_buffer += o.in_buffer;
+    }
+}
+
+/// One worker's share of the gateway (`--workers N`).
+#[derive(Clone, Debug, Serialize)]
+pub struct ShardStats {
+    /// The worker's index (frames of hosts the fanout hashes to it).
+    pub worker: usize,
+    /// The CPU it is pinned to, if any.
+    pub cpu: Option<usize>,
+    /// Frames its egress and ingress received and sent.
+    pub egress_received: u64,
+    /// Frames it sent LAN → WAN.
+    pub egress_sent: u64,
+    /// Frames its ingress received.
+    pub ingress_received: u64,
+    /// Frames it sent WAN → LAN.
+    pub ingress_sent: u64,
+    /// Its share of the egress and ingress shapers' rates now, bit/s (None: no shaper).
+    pub egress_rate_bps: Option<u64>,
+    /// The same for ingress.
+    pub ingress_rate_bps: Option<u64>,
 }

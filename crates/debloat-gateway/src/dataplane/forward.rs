@@ -64,6 +64,10 @@ pub struct Config {
     /// Forward frames untouched, with no discipline, classifier or emulation: the ceiling of
     /// the I/O back end, for benchmarks (`--passthrough`).
     pub passthrough: bool,
+    /// Forwarding threads, each with a shard of the hosts (`--workers`; 1: one thread).
+    pub workers: usize,
+    /// The CPU of each worker (`--cores`), if they are pinned.
+    pub cores: Option<Vec<usize>>,
     /// qosify's rules, marking DSCP before the disciplines (one stage for both directions:
     /// replies take the class of their flow).
     pub classify: Option<qosify::Config>,
@@ -88,8 +92,8 @@ pub type Reloader = Box<dyn FnMut() -> Result<Config, String> + Send>;
 /// The gateway.
 pub struct Gateway {
     pub(crate) cfg: Config,
-    lan: Port,
-    wan: Port,
+    pub(crate) lan: Port,
+    pub(crate) wan: Port,
     /// Why AF_XDP was not used on the LAN and the WAN side (`--io auto`), if it was not.
     fallback: [Option<String>; 2],
     pub(crate) egress: Side,
@@ -107,6 +111,8 @@ pub struct Gateway {
     pub(crate) reload_asked: std::sync::Arc<AtomicBool>,
     /// Reflector pings, when a controller needs them.
     pub(crate) pinger: Option<crate::pinger::Pinger>,
+    /// This gateway's place among N workers, when there are several (`crate::worker`).
+    pub(crate) shard: Option<crate::worker::ShardRole>,
 }
 
 /// How often the forwarding loop hands the Prometheus endpoint fresh numbers.
@@ -120,8 +126,18 @@ const BUSY_CONTROL_EVERY_NS: u64 = 1_000_000;
 impl Gateway {
     /// Open the interfaces and the control socket.
     pub fn open(cfg: Config) -> io::Result<Gateway> {
-        let (lan, lan_why) = Port::open(&cfg.lan, cfg.io)?;
-        let (wan, wan_why) = Port::open(&cfg.wan, cfg.io)?;
+        let lan = Port::open(&cfg.lan, cfg.io)?;
+        let wan = Port::open(&cfg.wan, cfg.io)?;
+        Self::open_with(cfg, lan, wan, None)
+    }
+
+    /// Open with the interfaces' ports already open (a worker's fanout members).
+    pub(crate) fn open_with(
+        cfg: Config,
+        (lan, lan_why): (Port, Option<String>),
+        (wan, wan_why): (Port, Option<String>),
+        shard: Option<crate::worker::ShardRole>,
+    ) -> io::Result<Gateway> {
         for (name, why) in [(&cfg.lan, &lan_why), (&cfg.wan, &wan_why)] {
             if let Some(why) = why {
                 eprintln!(
@@ -174,6 +190,7 @@ impl Gateway {
         }
         let pinger = crate::autorate::pinger_for(&cfg)?;
         Ok(Gateway {
+            shard,
             pinger,
             marker,
             reloader: None,
@@ -210,6 +227,7 @@ impl Gateway {
             }
             send_due(&mut self.egress, &mut self.wan, now, &mut batch);
             send_due(&mut self.ingress, &mut self.lan, now, &mut batch);
+            self.shard_tick(now);
             if let Some(m) = &self.metrics {
                 if now >= publish_at {
                     m.publish(self.snapshot());
@@ -250,6 +268,7 @@ impl Gateway {
                     self.ingress.path.next_wakeup(),
                     self.metrics.as_ref().map(|_| publish_at),
                     self.egress.autorate.as_ref().map(|c| c.due()),
+                    self.shard.as_ref().map(|r| r.due()),
                     self.ingress.autorate.as_ref().map(|c| c.due()),
                 ]
                 .into_iter()
@@ -270,6 +289,7 @@ impl Gateway {
             }
             self.feed_autorate();
         }
+        self.shard_publish();
         Ok(self.snapshot())
     }
 
@@ -368,8 +388,16 @@ impl Gateway {
         self.metrics.as_ref().map(Exporter::addr)
     }
 
-    /// The numbers now.
+    /// The numbers now: with several workers, the first one's are everyone's (merged from what
+    /// the others published last, at most 100 ms ago).
     pub fn snapshot(&self) -> Snapshot {
+        let mut s = self.local_snapshot();
+        self.merge_shards(&mut s);
+        s
+    }
+
+    /// This worker's own numbers.
+    pub(crate) fn local_snapshot(&self) -> Snapshot {
         let d = |s: &Side, from: &str, to: &str, io: Backend| DirectionStats {
             path: format!("{from} → {to}"),
             io,
@@ -401,7 +429,8 @@ impl Gateway {
                 self.wan.backend(self.fallback[1].as_ref()),
             ),
             classify: self.marker.as_ref().map(ClassifyStats::of),
-            workers: 1,
+            workers: self.shard.as_ref().map_or(1, |r| r.shards.len()),
+            shards: self.shard_stats().into_iter().collect(),
         }
     }
 
@@ -414,7 +443,12 @@ impl Gateway {
                 format!("{r}\n")
             } else if let Some(cmd) = req.line.strip_prefix("set ") {
                 match self.set(cmd) {
-                    Ok(()) => format!("ok: {cmd}\n"),
+                    Ok(()) => {
+                        if let Some(r) = &self.shard {
+                            r.shards.broadcast(cmd);
+                        }
+                        format!("ok: {cmd}\n")
+                    }
                     Err(e) => format!("error: {e}\n"),
                 }
             } else if req.line == "json" {

@@ -8,4 +8,6 @@ pub mod forward;
 pub mod frame;
 pub mod gso;
 pub mod path;
+pub mod shards;
 pub mod tcp_seen;
+pub mod worker;

@@ -553,6 +553,7 @@ pub(crate) mod tests {
             ingress: d("wan0 → lan0"),
             classify: None,
             workers: 1,
+            shards: Vec::new(),
         }
     }
 

@@ -28,7 +28,9 @@ use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
+mod fanout;
 mod ring;
+pub use fanout::{shard_of, shard_of_ip, HostIs};
 use ring::{RxRing, Slot};
 
 /// `PACKET_IGNORE_OUTGOING` (linux/if_packet.h, Linux 4.20).

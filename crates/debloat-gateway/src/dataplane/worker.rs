@@ -1,0 +1,304 @@
+//! `--workers N`: N forwarding threads, each a [`Gateway`] of its own over a shard of the hosts.
+//!
+//! Each interface gets one AF_PACKET socket per worker, opened in order in one thread and joined
+//! to a fanout group whose program sends a host's frames, both ways, to the same worker
+//! ([`crate::sys::fanout`]). Each worker then runs the forwarding loop unchanged on its two
+//! sockets, with its own disciplines, and every half millisecond takes its share of the shaper's
+//! rate ([`crate::shards`]). The first worker serves the control socket and the metrics, merges
+//! the others' numbers into `gateway stats`, and passes `gateway set` on to them.
+//!
+//! Not (yet) with several workers: AF_XDP (one socket per receive queue and worker: a device
+//! with one queue would need the workers to share its fill ring), a rate controller
+//! (`--autorate-*`: one controller would have to drive the split's total), and `reload`.
+
+use crate::forward::{Config, Gateway};
+use crate::port::{IoChoice, Port};
+use crate::shards::{split, Demand, Shards, SPLIT_EVERY_NS, STANDING_BYTES};
+use crate::snapshot::{ShardStats, Snapshot};
+use crate::sys::{HostIs, PacketSocket};
+use debloat_core::QdiscSpec;
+use std::io;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+/// How often a worker publishes its numbers and takes commands, ns.
+const PUBLISH_EVERY_NS: u64 = 100_000_000;
+/// The arrival rate's smoothing time, ns.
+const SMOOTH_NS: f64 = 20e6;
+/// A shard with frames waiting at this share of the last 5 ms of splits counts as busy.
+const BUSY_SHARE: f64 = 0.75;
+/// The smoothing time of the share of splits at which frames waited, ns.
+const CONSTRAINED_NS: f64 = 5e6;
+
+/// A worker's place among the others.
+#[derive(Debug)]
+pub struct ShardRole {
+    /// Its index (the fanout member it is on both interfaces).
+    pub index: usize,
+    /// What the workers share.
+    pub shards: Arc<Shards>,
+    /// Its CPU, if pinned.
+    pub cpu: Option<usize>,
+    split_at: u64,
+    publish_at: u64,
+    /// Per direction: the discipline's bytes sent and backlog at the last split, and when.
+    last: [(u64, u64, u64); 2],
+    arrival_bps: [f64; 2],
+    /// Per direction: the smoothed share of splits at which frames waited.
+    constrained: [f64; 2],
+    /// Per direction: the share last set on the shaper.
+    share: [Option<u64>; 2],
+}
+
+impl ShardRole {
+    /// When the next split is due.
+    pub fn due(&self) -> u64 {
+        self.split_at
+    }
+}
+
+/// The shaper's configured rate, bit/s, if the discipline has one.
+fn shaper_bps(spec: &QdiscSpec) -> Option<u64> {
+    match spec {
+        QdiscSpec::Cake(c) => c.bandwidth_bytes_per_s.map(|b| b * 8),
+        _ => None,
+    }
+}
+
+impl Gateway {
+    /// When due (every half millisecond): say what arrives, take this worker's share of each shaper; every
+    /// 100 ms, publish the numbers and take the commands passed on.
+    pub(crate) fn shard_tick(&mut self, now: u64) {
+        let Some(role) = self.shard.as_mut().filter(|r| now >= r.split_at) else {
+            return;
+        };
+        role.split_at = now + SPLIT_EVERY_NS;
+        for (dir, side) in [&mut self.egress, &mut self.ingress]
+            .into_iter()
+            .enumerate()
+        {
+            let st = side.path.qdisc().stats();
+            let (sent0, backlog0, t0) = role.last[dir];
+            let arrived = (st.bytes + st.backlog).saturating_sub(sent0 + backlog0);
+            let dt = now.saturating_sub(t0).max(1) as f64;
+            let inst = arrived as f64 * 8.0 * 1e9 / dt;
+            let a = (dt / SMOOTH_NS).min(1.0);
+            role.arrival_bps[dir] += a * (inst - role.arrival_bps[dir]);
+            role.last[dir] = (st.bytes, st.backlog, now);
+            // Busy: frames waited in the shard's discipline at three quarters of the splits of
+            // the last 5 ms, or a queue of two frames stands now. A light shard's share is
+            // twice what arrives (see `split`), so its frames wait at most half the time; a
+            // flow its share holds back keeps a frame waiting nearly always.
+            let constrained = f64::from(u8::from(st.backlog > 0));
+            let c = (dt / CONSTRAINED_NS).min(1.0);
+            role.constrained[dir] += c * (constrained - role.constrained[dir]);
+            let d = Demand {
+                arrival_bps: role.arrival_bps[dir],
+                busy: role.constrained[dir] >= BUSY_SHARE || st.backlog >= STANDING_BYTES,
+            };
+            role.shards.publish(role.index, dir, d);
+            let Some(total) = shaper_bps(&side.spec) else {
+                role.share[dir] = None;
+                continue;
+            };
+            let mine = split(total, &role.shards.demands(dir))[role.index];
+            let moved = role.share[dir].is_none_or(|s| s.abs_diff(mine) * 200 > s);
+            if moved && side.path.qdisc_mut().set_bandwidth(Some(mine)) {
+                role.share[dir] = Some(mine);
+            }
+        }
+        if now >= role.publish_at {
+            role.publish_at = now + PUBLISH_EVERY_NS;
+            self.shard_publish();
+            self.take_commands();
+        }
+    }
+
+    /// Publish this worker's numbers (the first worker merges the others' instead).
+    pub(crate) fn shard_publish(&self) {
+        let Some(r) = self.shard.as_ref().filter(|r| r.index > 0) else {
+            return;
+        };
+        let s = self.local_snapshot();
+        *r.shards.snapshots[r.index]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(s);
+    }
+
+    /// Apply what the first worker passed on.
+    fn take_commands(&mut self) {
+        let Some(r) = self.shard.as_ref().filter(|r| r.index > 0) else {
+            return;
+        };
+        let index = r.index;
+        let cmds = std::mem::take(
+            &mut *r.shards.commands[index]
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        for c in cmds {
+            if let Err(e) = self.set(&c) {
+                eprintln!("worker {index}: set {c}: {e}");
+            }
+        }
+    }
+
+    /// This worker's line in `gateway stats`.
+    pub(crate) fn shard_stats(&self) -> Option<ShardStats> {
+        let r = self.shard.as_ref()?;
+        let (e, i) = (self.egress.path.counters(), self.ingress.path.counters());
+        Some(ShardStats {
+            worker: r.index,
+            cpu: r.cpu,
+            egress_received: e.received,
+            egress_sent: e.sent,
+            ingress_received: i.received,
+            ingress_sent: i.sent,
+            egress_rate_bps: r.share[0],
+            ingress_rate_bps: r.share[1],
+        })
+    }
+
+    /// On the first worker: everyone's numbers added to its own.
+    pub(crate) fn merge_shards(&self, s: &mut Snapshot) {
+        let Some(r) = self.shard.as_ref().filter(|r| r.index == 0) else {
+            return;
+        };
+        for slot in r.shards.snapshots.iter().skip(1) {
+            if let Some(o) = &*slot.lock().unwrap_or_else(|e| e.into_inner()) {
+                s.merge(o);
+                s.shards.extend(o.shards.iter().cloned());
+            }
+        }
+    }
+}
+
+/// The fanout group of an interface for this gateway (unique among the gateways of a host).
+fn group(side: u16) -> u16 {
+    ((std::process::id() as u16) << 1) | side
+}
+
+/// Each worker's LAN and WAN sockets, opened in order so that worker `i` is fanout member `i`
+/// on both interfaces.
+fn open_ports(cfg: &Config) -> io::Result<Vec<(Port, Port)>> {
+    if cfg.io == IoChoice::AfXdp {
+        return Err(io::Error::other(
+            "--workers above 1 runs on --io packet (AF_XDP with several workers is not built yet)",
+        ));
+    }
+    if cfg.autorate_egress.is_some() || cfg.autorate_ingress.is_some() {
+        return Err(io::Error::other(
+            "--autorate-* with --workers above 1 is not supported yet: one worker, or a fixed rate",
+        ));
+    }
+    (0..cfg.workers)
+        .map(|_| {
+            let lan = PacketSocket::open(&cfg.lan)?;
+            lan.join_fanout(group(0), HostIs::Source)?;
+            let wan = PacketSocket::open(&cfg.wan)?;
+            wan.join_fanout(group(1), HostIs::Destination)?;
+            Ok((Port::Packet(lan), Port::Packet(wan)))
+        })
+        .collect()
+}
+
+/// What a worker thread needs to start.
+struct Start {
+    cfg: Config,
+    ports: (Port, Port),
+    index: usize,
+    shards: Arc<Shards>,
+}
+
+fn role(index: usize, shards: Arc<Shards>, cpu: Option<usize>) -> ShardRole {
+    ShardRole {
+        index,
+        shards,
+        cpu,
+        split_at: 0,
+        publish_at: 0,
+        last: [(0, 0, 0); 2],
+        arrival_bps: [0.0; 2],
+        constrained: [0.0; 2],
+        share: [None; 2],
+    }
+}
+
+impl Start {
+    fn open(self) -> io::Result<Gateway> {
+        let cpu = self
+            .cfg
+            .cores
+            .as_ref()
+            .and_then(|c| c.get(self.index).copied());
+        if let Some(c) = cpu {
+            crate::sys::pin_to_cpu(c)?;
+        }
+        let mut cfg = self.cfg;
+        if self.index > 0 {
+            // The first worker serves these for all.
+            (cfg.control, cfg.metrics, cfg.reflectors) = (None, None, None);
+        }
+        let r = role(self.index, self.shards, cpu);
+        Gateway::open_with(cfg, (self.ports.0, None), (self.ports.1, None), Some(r))
+    }
+}
+
+/// The workers after the first, forwarding on threads of their own until `stop` is set.
+pub type Others = Vec<std::thread::JoinHandle<()>>;
+
+/// Open `cfg.workers` workers: the first is returned (to run on the calling thread, with the
+/// control socket); the others already run, each pinned to its core (`cfg.cores`) and at
+/// SCHED_FIFO `realtime` if given, until `stop`. Join them after the first has stopped, then
+/// take the first's snapshot: it merges what they published last.
+pub fn open_workers(
+    cfg: &Config,
+    stop: &Arc<AtomicBool>,
+    realtime: Option<u8>,
+) -> io::Result<(Gateway, Others)> {
+    let ports = open_ports(cfg)?;
+    let shards = Arc::new(Shards::new(cfg.workers));
+    let mut starts: Vec<Start> = ports
+        .into_iter()
+        .enumerate()
+        .map(|(index, ports)| Start {
+            cfg: cfg.clone(),
+            ports,
+            index,
+            shards: Arc::clone(&shards),
+        })
+        .collect();
+    let others = starts.split_off(1);
+    let first = starts.pop().ok_or_else(|| io::Error::other("no worker"))?;
+    let mut threads = Vec::new();
+    for s in others {
+        let stop = Arc::clone(stop);
+        let index = s.index;
+        let t = std::thread::Builder::new()
+            .name(format!("worker {index}"))
+            .spawn(move || match s.open() {
+                Ok(mut gw) => {
+                    if let Some(p) = realtime {
+                        if let Err(e) = crate::sys::realtime(p) {
+                            eprintln!("worker {index}: --realtime: {e}");
+                        }
+                    }
+                    if let Err(e) = gw.run(&stop) {
+                        eprintln!("worker {index}: {e}");
+                    }
+                }
+                Err(e) => eprintln!("worker {index} did not start: {e}"),
+            })?;
+        threads.push(t);
+    }
+    match first.open() {
+        Ok(gw) => Ok((gw, threads)),
+        Err(e) => {
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            for t in threads {
+                let _ = t.join();
+            }
+            Err(e)
+        }
+    }
+}
