@@ -26,9 +26,11 @@ use std::time::{Duration, Instant};
 
 mod latency;
 mod napi;
+mod rows;
 mod table;
 use latency::{latency_variants, measure_latency, Latency};
 use napi::{threaded_napi, write_sysfs};
+use rows::{forwarders, io_of, row_name};
 use table::print_table;
 
 /// What `debloat bench gateway` measures.
@@ -59,6 +61,10 @@ pub struct Config {
     /// The gateway's packet I/O back ends to measure (`gateway --io`), each with its
     /// do-nothing forwarder (`gateway --passthrough`): `packet`, `af_xdp`.
     pub io: Vec<String>,
+    /// Also measure `gateway --workers N` (0 or 1: not), all N on the forwarding core: the cost
+    /// of sharding itself (the fanout program, N loops, the rate split), and where the machine
+    /// has N more CPUs than the generator's, N workers on N cores.
+    pub workers: usize,
 }
 
 /// The unicast MAC address the generator sends to: locally administered, owned by no one.
@@ -238,7 +244,7 @@ fn throughput_rows(rig: &Rig, a: &Config) -> Result<(Vec<Row>, Option<[f64; 2]>)
     };
     let busy = "--busy-poll".to_string();
     let mut rows = Vec::new();
-    for (fwd, extra) in forwarders(a) {
+    for (fwd, extra) in forwarders(a, rig.cpus) {
         let name = row_name(a, fwd, &extra);
         start(rig, fwd, &extra)?;
         let mut r = Vec::new();
@@ -265,55 +271,6 @@ fn throughput_rows(rig: &Rig, a: &Config) -> Result<(Vec<Row>, Option<[f64; 2]>)
         });
     }
     Ok((rows, generator_us))
-}
-
-/// The forwarders measured, in order: the kernel's bridge (and with the discipline), then per
-/// back end the do-nothing forwarder, the gateway, and the busy-polling gateway.
-fn forwarders(a: &Config) -> Vec<(Forwarder, Vec<String>)> {
-    let mut v: Vec<(Forwarder, Vec<String>)> = vec![(Forwarder::Kernel, vec![])];
-    if a.kernel_qdisc {
-        v.push((Forwarder::KernelQdisc, vec![]));
-    }
-    for io in &a.io {
-        let with = |more: &[&str]| {
-            let mut x = vec!["--io".to_string(), io.clone()];
-            x.extend(more.iter().map(|m| m.to_string()));
-            (Forwarder::Gateway, x)
-        };
-        v.push(with(&["--passthrough"]));
-        v.push(with(&[]));
-        if !a.no_busy_poll {
-            v.push(with(&["--busy-poll"]));
-        }
-    }
-    v
-}
-
-/// The back end a gateway's arguments name (`--io X`), "" for none.
-fn io_of(extra: &[String]) -> String {
-    extra
-        .windows(2)
-        .find(|w| w[0] == "--io")
-        .map_or(String::new(), |w| w[1].clone())
-}
-
-fn row_name(a: &Config, fwd: Forwarder, extra: &[String]) -> String {
-    let io = io_of(extra);
-    match fwd {
-        Forwarder::Kernel => "kernel bridge".to_string(),
-        Forwarder::KernelQdisc => format!("kernel bridge + {}", a.qdisc),
-        Forwarder::Gateway if extra.iter().any(|x| x == "--passthrough") => {
-            format!("do-nothing forwarder, {io}")
-        }
-        Forwarder::Gateway => {
-            let busy = if extra.iter().any(|x| x == "--busy-poll") {
-                " --busy-poll"
-            } else {
-                ""
-            };
-            format!("gateway {}, {io}{busy}", a.qdisc)
-        }
-    }
 }
 
 /// Start a forwarder (the gateway with `extra` arguments).
@@ -343,16 +300,13 @@ fn start(rig: &Rig, fwd: Forwarder, extra: &[String]) -> Result<()> {
         }
         Forwarder::Gateway => {
             let cpu = rig.cpus.fwd.to_string();
-            let mut gateway_args = [
-                "--egress",
-                &rig.qdisc,
-                "--ingress",
-                &rig.qdisc,
-                "--cpu",
-                &cpu,
-            ]
-            .map(String::from)
-            .to_vec();
+            let mut gateway_args = ["--egress", &rig.qdisc, "--ingress", &rig.qdisc]
+                .map(String::from)
+                .to_vec();
+            // Workers are pinned by their own --cores.
+            if !extra.iter().any(|x| x == "--cores") {
+                gateway_args.extend(["--cpu".to_string(), cpu]);
+            }
             gateway_args.extend_from_slice(extra);
             testbed::start_gateway(&Setup {
                 prefix: rig.prefix.clone(),

@@ -68,11 +68,11 @@ fn print_throughput(a: &Config, generator_us: Option<[f64; 2]>, rows: &[Row], pa
         .filter(|r| r.fwd == Forwarder::Gateway && !r.spins && !r.passthrough)
     {
         println!(
-            "\ndebloat's own per-packet work (parse, classify, {} enqueue + dequeue), timed in this process: {:.0} ns = {:.1} % of the gateway's CPU per 64 B packet on {}",
+            "\ndebloat's own per-packet work (parse, classify, {} enqueue + dequeue), timed in this process: {:.0} ns = {:.1} % of the CPU per 64 B packet of \"{}\"",
             a.qdisc,
             path_ns,
             path_ns / (g.r[0].at.cpu_us * 1e3) * 100.0,
-            g.io
+            g.name
         );
     }
     print_work_share(rows);
@@ -121,6 +121,7 @@ fn print_ratios(rows: &[Row]) {
             let what = match (g.passthrough, g.spins) {
                 (true, _) => "do-nothing",
                 (false, true) => "busy-polling gateway",
+                (false, false) if g.name.contains(" workers on ") => "gateway's workers",
                 (false, false) => "gateway",
             };
             let name = format!("{what}, {} / {}", g.io, k.name);
