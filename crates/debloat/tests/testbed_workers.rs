@@ -12,7 +12,6 @@ mod common;
 use common::bed::*;
 use common::text;
 use debloat_gateway::testbed;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 const A: &str = "198.18.1.2";
@@ -163,10 +162,6 @@ fn two_workers_keep_host_fairness_the_rate_and_give_a_busy_shard_what_an_idle_on
     for dir in ["egress", "ingress"] {
         assert!(accounted(&j[dir]), "{dir}: {}", j[dir]);
     }
-    let o = Command::new(EXE)
-        .args(["gateway", "stats", "--control"])
-        .arg(testbed::control_socket(&bed.prefix))
-        .output()
-        .expect("stats");
-    assert!(text(&o).contains("; 2 workers"), "{}", text(&o));
+    let t = gateway_stats_text(&bed);
+    assert!(t.contains("; 2 workers"), "{t}");
 }

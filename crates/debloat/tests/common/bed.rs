@@ -228,6 +228,32 @@ pub fn report(what: &str, l: &Load) {
     );
 }
 
+/// The running gateway's numbers as text (`debloat gateway stats`).
+pub fn gateway_stats_text(bed: &Bed) -> String {
+    let o = Command::new(EXE)
+        .args(["gateway", "stats", "--control"])
+        .arg(testbed::control_socket(&bed.prefix))
+        .output()
+        .expect("stats");
+    text(&o)
+}
+
+/// Issue 5's band for a shaper at the link's rate: the ping's p99 within 15 ms of the idle
+/// median, and at least 9 Mbit/s of goodput (of 10).
+pub fn assert_near_idle_at_full_rate(what: &str, l: &Load) {
+    assert!(
+        l.p99 < l.idle_p50 + 15.0,
+        "{what}: ping p99 {:.1} ms vs idle {:.1} ms",
+        l.p99,
+        l.idle_p50
+    );
+    assert!(
+        l.goodput_mbps >= 9.0,
+        "{what}: goodput {:.2} Mbit/s",
+        l.goodput_mbps
+    );
+}
+
 /// The running gateway's numbers (`debloat gateway stats --json`).
 pub fn gateway_stats(bed: &Bed) -> serde_json::Value {
     let o = Command::new(EXE)
