@@ -72,7 +72,7 @@ pub(super) fn measure_latency(rig: &Rig, a: &Config, variants: &mut [Latency]) -
     );
     for _ in 0..LATENCY_ROUNDS {
         for v in variants.iter_mut() {
-            start(rig, v.fwd, &v.extra)?;
+            start(rig, v.fwd, &v.extra, false)?;
             let awake = v.keep_awake.then(|| KeepAwake::start(rig.cpus.fwd));
             let got = ping(rig, per_round);
             drop(awake);

@@ -126,8 +126,8 @@ const BUSY_CONTROL_EVERY_NS: u64 = 1_000_000;
 impl Gateway {
     /// Open the interfaces and the control socket.
     pub fn open(cfg: Config) -> io::Result<Gateway> {
-        let lan = Port::open(&cfg.lan, cfg.io)?;
-        let wan = Port::open(&cfg.wan, cfg.io)?;
+        let lan = Port::open(&cfg.lan, cfg.io, cfg.busy_poll)?;
+        let wan = Port::open(&cfg.wan, cfg.io, cfg.busy_poll)?;
         Self::open_with(cfg, lan, wan, None)
     }
 
@@ -237,31 +237,7 @@ impl Gateway {
             let ctl = self.control.as_ref().map_or(-1, |c| c.as_raw_fd());
             let nl = self.links.as_ref().map_or(-1, |l| l.as_raw_fd());
             let ready = if self.cfg.busy_poll {
-                // The rings are read in memory; the control and link sockets (a system call)
-                // only when a millisecond has passed since they were last looked at.
-                let [ctl_ready, nl_ready] = if now >= control_at {
-                    control_at = now + BUSY_CONTROL_EVERY_NS;
-                    wait([ctl, nl], Some(0))?
-                } else {
-                    [false; 2]
-                };
-                let r = [
-                    self.lan.readable(),
-                    self.wan.readable(),
-                    ctl_ready,
-                    nl_ready,
-                ];
-                if r == [false; 4] {
-                    if matches!(self.lan, Port::Xdp(..)) || matches!(self.wan, Port::Xdp(..)) {
-                        // In copy mode the kernel's receive work for an AF_XDP socket runs
-                        // in a NAPI poll, a kernel thread where NAPI is threaded: on a
-                        // forwarding core of its own, a spinning loop must leave it room.
-                        std::thread::yield_now();
-                    } else {
-                        std::hint::spin_loop();
-                    }
-                }
-                r
+                self.busy_ready(now, &mut control_at, [ctl, nl])?
             } else {
                 let next = [
                     self.egress.path.next_wakeup(),
@@ -291,6 +267,42 @@ impl Gateway {
         }
         self.shard_publish();
         Ok(self.snapshot())
+    }
+
+    /// A busy-polling turn: the rings read in memory; the control and link sockets (a system
+    /// call) only when a millisecond has passed since they were last looked at.
+    fn busy_ready(
+        &mut self,
+        now: u64,
+        control_at: &mut u64,
+        fds: [i32; 2],
+    ) -> io::Result<[bool; 4]> {
+        let [ctl_ready, nl_ready] = if now >= *control_at {
+            *control_at = now + BUSY_CONTROL_EVERY_NS;
+            wait(fds, Some(0))?
+        } else {
+            [false; 2]
+        };
+        let r = [
+            self.lan.readable(),
+            self.wan.readable(),
+            ctl_ready,
+            nl_ready,
+        ];
+        // An AF_XDP socket whose NAPI runs here: once a turn, frames waiting or not
+        // (io/xdp/busy.rs).
+        let polled = self.lan.poll_napi() | self.wan.poll_napi();
+        if !polled && r == [false; 4] {
+            if matches!(self.lan, Port::Xdp(..)) || matches!(self.wan, Port::Xdp(..)) {
+                // In copy mode the kernel's receive work for an AF_XDP socket runs in a NAPI
+                // poll, a kernel thread where NAPI is threaded: on a forwarding core of its
+                // own, a spinning loop must leave it room.
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+        Ok(r)
     }
 
     /// Act on what the wait found ready: link events, frames from either side, the control
@@ -350,7 +362,7 @@ impl Gateway {
             if now == sock.ifindex() {
                 continue;
             }
-            match Port::open(name, cfg.io) {
+            match Port::open(name, cfg.io, cfg.busy_poll) {
                 Ok((s, why)) => {
                     // Bound while the new interface was still down: drop that error now.
                     let _ = s.take_error();

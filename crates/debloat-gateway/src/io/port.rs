@@ -64,12 +64,17 @@ impl std::fmt::Display for Backend {
         match self.xdp {
             Some(x) => write!(
                 f,
-                "af_xdp ({} XDP, {})",
+                "af_xdp ({} XDP, {}{})",
                 x.mode,
                 if x.zero_copy {
                     "zero-copy"
                 } else {
                     "copy mode"
+                },
+                if x.busy_poll {
+                    ", NAPI busy-polled"
+                } else {
+                    ""
                 }
             ),
             None => match &self.fallback {
@@ -91,11 +96,24 @@ pub enum Port {
 
 impl Port {
     /// Open `ifname` on the chosen back end; with `auto`, the reason AF_XDP was not used is in
-    /// [`Port::backend`]'s `fallback`.
-    pub fn open(ifname: &str, choice: IoChoice) -> io::Result<(Port, Option<String>)> {
+    /// [`Port::backend`]'s `fallback`. `busy_poll`: an AF_XDP socket also runs its device's
+    /// receive work in the gateway's thread (where the kernel refuses, said once on stderr).
+    pub fn open(
+        ifname: &str,
+        choice: IoChoice,
+        busy_poll: bool,
+    ) -> io::Result<(Port, Option<String>)> {
         let xdp = |name: &str| -> Result<Port, String> {
             let ifindex = crate::sys::ifindex_of(name).ok_or(format!("no interface {name}"))?;
-            let s = XdpSocket::open(name)?;
+            let mut s = XdpSocket::open(name)?;
+            if busy_poll {
+                if let Err(e) = s.prefer_busy_poll(name) {
+                    eprintln!(
+                        "gateway: {name}: the AF_XDP socket cannot busy-poll its NAPI ({e}); \
+                         the kernel's softirq or NAPI thread delivers its frames"
+                    );
+                }
+            }
             Ok(Port::Xdp(Box::new(s), name.to_string(), ifindex))
         };
         match choice {
@@ -164,6 +182,15 @@ impl Port {
         match self {
             Port::Packet(s) => s.last_csum_not_ready(),
             Port::Xdp(..) => false,
+        }
+    }
+
+    /// Run the device's receive work for an AF_XDP socket that busy-polls (a system call);
+    /// false where there is none to run here (see [`XdpSocket::poll_napi`]).
+    pub fn poll_napi(&mut self) -> bool {
+        match self {
+            Port::Xdp(s, ..) => s.poll_napi(),
+            Port::Packet(_) => false,
         }
     }
 

@@ -81,7 +81,7 @@ fn qlabels(dir: &'static str, d: &DirectionStats) -> Labels {
 fn ecn_marks(x: &Xstats) -> u64 {
     match x {
         Xstats::Codel { ecn_mark, .. } | Xstats::FqCodel { ecn_mark, .. } => u64::from(*ecn_mark),
-        Xstats::Deadline { ecn_mark, .. } => u64::from(*ecn_mark),
+        Xstats::Deadline { ecn_mark, .. } | Xstats::Pie { ecn_mark, .. } => u64::from(*ecn_mark),
         Xstats::Cake(c) => c.tins.iter().map(|t| u64::from(t.ecn_mark)).sum(),
         Xstats::None => 0,
     }
@@ -491,6 +491,7 @@ pub(crate) mod tests {
                 xdp: Some(crate::io::xdp::XdpInfo {
                     mode: crate::io::xdp::XdpMode::Native,
                     zero_copy: false,
+                    busy_poll: false,
                 }),
                 fallback: None,
             },

@@ -1,6 +1,8 @@
 //! The AF_XDP back end: an XDP program redirects each frame an interface receives to an
-//! AF_XDP socket ([`bpf`]), whose rings the gateway reads and writes in memory ([`socket`]).
+//! AF_XDP socket ([`bpf`]), whose rings the gateway reads and writes in memory ([`socket`]);
+//! with `--busy-poll`, the device's receive work runs in the gateway's thread ([`busy`]).
 pub mod bpf;
+pub mod busy;
 pub mod socket;
 
 pub use bpf::XdpMode;

@@ -68,6 +68,9 @@ pub struct XdpInfo {
     pub mode: XdpMode,
     /// Whether the driver shares the UMEM with the device (zero-copy) or copies into it.
     pub zero_copy: bool,
+    /// Whether the device's receive work runs in the gateway's thread (preferred busy
+    /// polling, [`super::busy`]).
+    pub busy_poll: bool,
 }
 
 /// An AF_XDP socket bound to an interface's queue 0.
@@ -85,6 +88,12 @@ pub struct XdpSocket {
     to_fill: Vec<u64>,
     /// How it was bound.
     pub info: XdpInfo,
+    /// The interface, when busy polling was asked for.
+    busy_if: Option<String>,
+    /// Calls of [`XdpSocket::poll_napi`] while the queue's NAPI was unknown.
+    napi_checks: u32,
+    /// The interface's NAPI knobs while busy polling (restored on drop, after the rings).
+    napi: Option<super::busy::NapiDefer>,
 }
 
 // SAFETY: the mapping and the rings belong to this socket alone; xdpilone's rings are Send and
@@ -185,6 +194,7 @@ impl XdpSocket {
         let info = XdpInfo {
             mode: redirect.mode,
             zero_copy: zero_copy(user.as_raw_fd()),
+            busy_poll: false,
         };
         Ok(XdpSocket {
             rx,
@@ -196,7 +206,43 @@ impl XdpSocket {
             free_tx: (RING..2 * RING).map(|i| u64::from(i * FRAME)).collect(),
             to_fill: Vec::with_capacity(RING as usize),
             info,
+            busy_if: None,
+            napi_checks: 0,
+            napi: None,
         })
+    }
+
+    /// Ask for preferred busy polling ([`super::busy`]); Err says why the kernel refused, and
+    /// the socket goes on as it was. Polling starts once the kernel names the queue's NAPI.
+    pub fn prefer_busy_poll(&mut self, ifname: &str) -> io::Result<()> {
+        super::busy::prefer_busy_poll(self.fd())?;
+        self.busy_if = Some(ifname.to_string());
+        Ok(())
+    }
+
+    /// With busy polling asked for and the queue's NAPI known, run the device's receive work
+    /// for this socket now; false (and nothing done) otherwise. Until the NAPI is known its id
+    /// is looked up every 4096th call: Linux ≥ 6.13 gives it at bind time and to zero-copy
+    /// sockets only, older kernels from the first frame received.
+    pub fn poll_napi(&mut self) -> bool {
+        let Some(ifname) = &self.busy_if else {
+            return false;
+        };
+        if !self.info.busy_poll {
+            self.napi_checks = self.napi_checks.wrapping_add(1);
+            if self.napi_checks % 4096 != 1 || super::busy::napi_id(self.fd()) == 0 {
+                return false;
+            }
+            match super::busy::NapiDefer::apply(ifname) {
+                Ok(d) => self.napi = Some(d),
+                Err(e) => eprintln!(
+                    "gateway: {ifname}: busy-polling without deferring the kernel's own polls ({e})"
+                ),
+            }
+            self.info.busy_poll = true;
+        }
+        super::busy::poll_napi(self.fd());
+        true
     }
 
     /// The socket's descriptor, to wait on (readable when the RX ring has frames).
