@@ -1,6 +1,6 @@
 #!/bin/sh
 # Every discipline family side by side with the real kernel's (issue 26):
-#   scripts/lab/compare-all.sh [OUTDIR]     (30 lines, about 55 s each; needs user-mode-linux and kmod)
+#   scripts/lab/compare-all.sh [OUTDIR]     (34 lines, about 55 s each; needs user-mode-linux and kmod)
 # Each line is one `debloat lab compare`: the same real TCP uploads through the kernel's
 # discipline and through debloat's gateway in one guest. OUTDIR gets NAME.txt (the table) and
 # NAME.json (both runs' figures); the last line printed says how many differed.
@@ -41,4 +41,10 @@ c netem-delay-jitter    "pfifo" --netem "delay 20ms 5ms rate 10Mbit" --rate 10Mb
 c netem-loss            "pfifo" --netem "rate 10Mbit loss 1%" --rate 10Mbit/2Mbit --delay 10ms
 c cake-autorate-ingress "cake bandwidth 100Mbit autorate-ingress besteffort" --down fq_codel --upstream-rate 8Mbit $C
 c netem-slot            "pfifo" --netem "rate 10Mbit slot 2ms 4ms" --rate 10Mbit/2Mbit --delay 10ms
+# tupdate in whole 10 ms: the lab's kernel counts it in jiffies of HZ=100 (docs/algorithms.md §6.1).
+c pie                   "pie tupdate 20ms" $R
+c pie-ecn               "pie tupdate 20ms ecn" $R --ecn
+c pie-dq-rate           "pie tupdate 20ms dq_rate_estimator" $R
+# On the lab's bridge every frame has priority 0 (a veth clears it): one band (docs/algorithms.md §7).
+c pfifo_fast            "pfifo_fast" $R --hosts 2,2 --tos 0x10,0x08
 echo "$fail differed"

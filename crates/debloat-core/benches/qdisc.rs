@@ -114,6 +114,8 @@ fn bench(c: &mut Criterion) {
     let cases: &[(&str, &str, u32)] = &[
         ("pfifo", "pfifo limit 10000", 1024),
         ("codel", "codel limit 10000", 1024),
+        ("pie", "pie limit 10000", 1024),
+        ("pfifo_fast", "pfifo_fast txqueuelen 10000", 1024),
         ("fq_codel", "fq_codel", 1),
         ("fq_codel", "fq_codel", 64),
         ("fq_codel", "fq_codel", 1024),
@@ -135,7 +137,9 @@ fn bench(c: &mut Criterion) {
         ),
     ];
     for &(name, spec, n) in cases {
-        let fq = !name.starts_with("pfifo") && !name.starts_with("codel");
+        let fq = !["pfifo", "codel", "pie"]
+            .iter()
+            .any(|x| name.starts_with(x));
         for cached in [false, true] {
             if cached && !fq {
                 continue;

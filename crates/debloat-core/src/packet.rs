@@ -118,6 +118,11 @@ pub struct PacketMeta {
     pub ecn: Ecn,
     /// Firewall mark (`skb->mark`), used by CAKE's `fwmark` tin override.
     pub mark: u32,
+    /// Linux's `skb->priority`, which picks `pfifo_fast`'s band: a host's own packets carry
+    /// their socket's (from `IP_TOS`: [`crate::qdisc::pfifo_fast::tos_priority`]), a routed
+    /// packet gets the same from its TOS in `ip_forward`; 0 for a bridged frame or one that
+    /// crossed a veth (`dev_forward_skb` clears it), as the gateway's are.
+    pub priority: u32,
     /// When the packet entered the discipline; written by `enqueue`.
     pub enqueue_ns: Nanos,
     /// Memory the packet costs (Linux `skb->truesize`); memory limits count this, not `len`.
@@ -144,6 +149,7 @@ impl PacketMeta {
             dscp: 0,
             ecn: Ecn::NotEct,
             mark: 0,
+            priority: 0,
             enqueue_ns: 0,
             truesize: default_truesize(len),
             gso_segs: 1,

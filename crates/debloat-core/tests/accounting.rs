@@ -43,6 +43,7 @@ fn spec() -> impl Strategy<Value = String> {
     prop_oneof![
         (1u32..50).prop_map(|l| format!("pfifo limit {l}")),
         (100u32..50_000).prop_map(|l| format!("bfifo limit {l}")),
+        (1u32..20).prop_map(|l| format!("pfifo_fast txqueuelen {l}")),
         (1u32..50, time.clone(), any::<bool>()).prop_map(|(l, t, e)| format!(
             "codel limit {l} target {t} {}",
             if e { "ecn" } else { "noecn" }
@@ -97,8 +98,22 @@ fn spec() -> impl Strategy<Value = String> {
             .prop_map(|(bw, ds, fm, af, oh, x, m)| format!(
                 "cake {bw} {ds} {fm} {af} {oh} {x} memlimit {m}"
             )),
-        (time, 1u32..50, any::<bool>())
+        (time.clone(), 1u32..50, any::<bool>())
             .prop_map(|(t, l, e)| format!("deadline {t} limit {l} {}", if e { "ecn" } else { "" })),
+        (
+            1u32..50,
+            time,
+            prop_oneof![Just("1ms"), Just("15ms"), Just("30ms")],
+            0u32..33,
+            0u32..33,
+            any::<[bool; 3]>()
+        )
+            .prop_map(|(l, t, u, a, b, [e, by, dq])| format!(
+                "pie limit {l} target {t} tupdate {u} alpha {a} beta {b} {} {} {}",
+                if e { "ecn" } else { "noecn" },
+                if by { "bytemode" } else { "" },
+                if dq { "dq_rate_estimator" } else { "" }
+            )),
     ]
 }
 
@@ -114,6 +129,7 @@ fn packet(id: u64, len: u32, flow: u8, host: u8, ecn: u8, dscp: u8, ack: Option<
     let mut m = PacketMeta::new(len, key);
     m.ecn = Ecn::from_bits(ecn);
     m.dscp = dscp;
+    m.priority = u32::from(dscp); // every pfifo_fast band
     m.tcp = ack.map(|a| TcpInfo::pure_ack(u32::from(a) * 1000));
     Record::new(id, m)
 }

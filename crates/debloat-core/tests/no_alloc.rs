@@ -73,6 +73,9 @@ fn steady_state_enqueue_dequeue_does_not_allocate() {
         "cake bandwidth 1Gbit diffserv4 triple-isolate",
         "cake unlimited diffserv3 ack-filter",
         "deadline 5ms",
+        "pie",
+        "pie ecn bytemode dq_rate_estimator",
+        "pfifo_fast",
     ];
     COUNTED.with(|c| c.set(true));
     let flows: Vec<PacketMeta> = (0..1024u32)

@@ -1,5 +1,5 @@
 //! Ground truth from the real kernel (User-Mode Linux, Debian unstable's Linux 7.2, which the
-//! lab fetches itself): `debloat spec` prints exactly what `tc -s qdisc show` prints for 21
+//! lab fetches itself): `debloat spec` prints exactly what `tc -s qdisc show` prints for 25
 //! specs of every discipline family and for times of any value, on a veth (MTU 1500), the
 //! handle aside. Needs `kmod`, `patchelf` and apt reaching the Debian archive (once); without
 //! them the test prints SKIP, and under CI (`CI` set) it fails, since `.ci/run` installs them.
@@ -7,9 +7,10 @@
 mod common;
 use common::{debloat, text};
 
-const SPECS: [&str; 21] = [
+const SPECS: [&str; 25] = [
     "pfifo limit 1000",
     "bfifo limit 100000",
+    "pfifo_fast",
     "codel",
     "codel target 3ms interval 50ms limit 500 ecn",
     "fq_codel",
@@ -29,6 +30,10 @@ const SPECS: [&str; 21] = [
     "cake bandwidth 2Mbit pppoe-vcmux",
     "cake bandwidth 30Mbit autorate-ingress ingress",
     "cake bandwidth 40Mbit docsis memlimit 8Mb",
+    // tupdate in whole 10 ms: the lab's kernel counts it in jiffies of HZ=100 (docs/algorithms.md §6.1).
+    "pie tupdate 30ms",
+    "pie limit 500 target 20ms tupdate 20ms alpha 4 beta 30 ecn bytemode",
+    "pie target 1234us tupdate 10ms alpha 0 dq_rate_estimator",
 ];
 
 #[test]
@@ -48,7 +53,7 @@ fn debloat_spec_prints_what_the_kernels_tc_prints() {
     println!("{t}");
     assert!(o.status.success(), "{t}");
     assert!(
-        t.contains("21 specs: debloat prints what the kernel's tc prints"),
+        t.contains("25 specs: debloat prints what the kernel's tc prints"),
         "{t}"
     );
     // The comparison is real: the kernel's text is in the output, e.g. cake's tin table.
@@ -59,7 +64,7 @@ fn debloat_spec_prints_what_the_kernels_tc_prints() {
 }
 
 /// Times printed as iproute2 prints them (three significant digits of what the kernel gives
-/// back), for values that are not round: 40 specs from a fixed seed, one guest.
+/// back), for values that are not round: 53 specs from a fixed seed, one guest.
 #[test]
 fn times_of_any_value_print_as_the_kernels_tc_prints_them() {
     if let Err(e) = debloat_lab::Lab::find() {
@@ -88,6 +93,7 @@ fn times_of_any_value_print_as_the_kernels_tc_prints_them() {
             "cake bandwidth 20Mbit rtt {}us",
             next(1, 3_000_000)
         ));
+        specs.push(format!("pie target {t}us tupdate 10ms"));
     }
     let mut args = vec!["lab", "spec"];
     args.extend(specs.iter().map(String::as_str));
@@ -96,7 +102,7 @@ fn times_of_any_value_print_as_the_kernels_tc_prints_them() {
     println!("{t}");
     assert!(o.status.success(), "{t}");
     assert!(
-        t.contains("40 specs: debloat prints what the kernel's tc prints (Linux "),
+        t.contains("53 specs: debloat prints what the kernel's tc prints (Linux "),
         "{t}"
     );
     assert!(t.contains("ce_threshold 1.02s"), "{t}");

@@ -19,6 +19,8 @@ pub mod deadline;
 pub mod fifo;
 pub mod fq_codel;
 pub mod list;
+pub mod pfifo_fast;
+pub mod pie;
 pub mod pktq;
 pub mod spec;
 pub mod stats;

@@ -11,6 +11,8 @@ use crate::qdisc::deadline::Deadline;
 use crate::qdisc::fifo::spec::parse_fifo_limit;
 use crate::qdisc::fifo::{Fifo, Limit};
 use crate::qdisc::fq_codel::FqCodel;
+use crate::qdisc::pfifo_fast::PfifoFast;
+use crate::qdisc::pie::Pie;
 use crate::qdisc::Qdisc;
 use crate::units::fmt_size;
 use std::fmt;
@@ -20,6 +22,8 @@ pub use crate::qdisc::words::{nearest, SpecError, Tokens, QDISCS};
 pub use crate::qdisc::codel::spec::{codel_time_as_tc_shows, CodelKnobs, CodelSpec};
 pub use crate::qdisc::deadline::spec::DeadlineSpec;
 pub use crate::qdisc::fq_codel::spec::FqCodelSpec;
+pub use crate::qdisc::pfifo_fast::PfifoFastSpec;
+pub use crate::qdisc::pie::PieSpec;
 
 /// A parsed discipline spec.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,6 +46,10 @@ pub enum QdiscSpec {
     Cake(CakeSpec),
     /// `deadline T …`.
     Deadline(DeadlineSpec),
+    /// `pie …`.
+    Pie(PieSpec),
+    /// `pfifo_fast [txqueuelen N]`.
+    PfifoFast(PfifoFastSpec),
 }
 
 impl std::str::FromStr for QdiscSpec {
@@ -68,10 +76,12 @@ impl QdiscSpec {
             "fq_codel" => QdiscSpec::FqCodel(FqCodelSpec::parse(&mut t)?),
             "cake" => QdiscSpec::Cake(CakeSpec::parse(&mut t)?),
             "deadline" => QdiscSpec::Deadline(DeadlineSpec::parse(&mut t)?),
-            "fq_pie" | "pie" | "fq" | "sfq" | "htb" | "tbf" | "netem" | "red" | "pfifo_fast" => {
+            "pie" => QdiscSpec::Pie(PieSpec::parse(&mut t)?),
+            "pfifo_fast" => QdiscSpec::PfifoFast(PfifoFastSpec::parse(&mut t)?),
+            "fq_pie" | "fq" | "sfq" | "htb" | "tbf" | "netem" | "red" => {
                 return Err(SpecError::unsupported(
                     kind,
-                    "debloat implements pfifo, bfifo, codel, fq_codel, cake and deadline",
+                    "debloat implements pfifo, bfifo, pfifo_fast, codel, fq_codel, cake, pie and deadline",
                 ))
             }
             _ => return Err(SpecError::unknown(kind, "qdisc", QDISCS)),
@@ -88,6 +98,8 @@ impl QdiscSpec {
             QdiscSpec::FqCodel(_) => "fq_codel",
             QdiscSpec::Cake(_) => "cake",
             QdiscSpec::Deadline(_) => "deadline",
+            QdiscSpec::Pie(_) => "pie",
+            QdiscSpec::PfifoFast(_) => "pfifo_fast",
         }
     }
 
@@ -100,6 +112,8 @@ impl QdiscSpec {
             QdiscSpec::FqCodel(s) => Box::new(FqCodel::new(s, hasher)),
             QdiscSpec::Cake(s) => Box::new(Cake::new(s, hasher, seed)),
             QdiscSpec::Deadline(s) => Box::new(Deadline::new(s)),
+            QdiscSpec::Pie(s) => Box::new(Pie::new(s, seed)),
+            QdiscSpec::PfifoFast(s) => Box::new(PfifoFast::new(s)),
         }
     }
 }
@@ -113,6 +127,8 @@ impl fmt::Display for QdiscSpec {
             QdiscSpec::FqCodel(s) => write!(f, "fq_codel {s}"),
             QdiscSpec::Cake(s) => write!(f, "cake {s}"),
             QdiscSpec::Deadline(s) => write!(f, "deadline {s}"),
+            QdiscSpec::Pie(s) => write!(f, "pie {s}"),
+            QdiscSpec::PfifoFast(s) => write!(f, "pfifo_fast {s}"),
         }
     }
 }

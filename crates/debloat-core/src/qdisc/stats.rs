@@ -83,6 +83,25 @@ pub enum Xstats {
     },
     /// cake.
     Cake(Box<CakeStats>),
+    /// pie (`struct tc_pie_xstats`).
+    Pie {
+        /// Drop probability as the kernel reports it: a fraction of 2^64.
+        prob: u64,
+        /// Queue delay, µs.
+        delay_us: u64,
+        /// Drain rate, bytes/s (only with `dq_rate_estimator`).
+        avg_dq_rate: Option<u32>,
+        /// Packets queued.
+        packets_in: u32,
+        /// Packets dropped at the limit.
+        overlimit: u32,
+        /// Packets dropped, early or at the limit.
+        dropped: u32,
+        /// The longest queue an arriving packet found.
+        maxq: u32,
+        /// Packets CE-marked.
+        ecn_mark: u32,
+    },
     /// deadline.
     Deadline {
         /// Packets dropped for exceeding the deadline.
@@ -168,8 +187,13 @@ impl QdiscStats {
     /// The `tc -s qdisc show` rendering.
     pub fn to_tc_string(&self) -> String {
         let mut s = String::new();
-        // iproute2 ends every option it prints with a space, except the fifos' `limit`.
-        let end = if self.kind.ends_with("fifo") { "" } else { " " };
+        // iproute2 ends every option it prints with a space, except the fifos' `limit` and
+        // pfifo_fast's priomap.
+        let end = if self.kind.ends_with("fifo") || self.kind == "pfifo_fast" {
+            ""
+        } else {
+            " "
+        };
         let _ = writeln!(
             s,
             "qdisc {} 1: root refcnt 2 {}{end}",
@@ -197,9 +221,62 @@ impl QdiscStats {
                 let _ = writeln!(s, "  deadline_drops {deadline_drops} ecn_mark {ecn_mark} drop_overlimit {drop_overlimit}");
             }
             Xstats::Cake(c) => write_cake(&mut s, c),
+            Xstats::Pie { .. } => write_pie(&mut s, &self.xstats),
         }
         s
     }
+}
+
+/// PIE's statistics as iproute2 prints them (`prob` with C's `%lg`).
+fn write_pie(s: &mut String, x: &Xstats) {
+    let Xstats::Pie {
+        prob,
+        delay_us,
+        avg_dq_rate,
+        packets_in,
+        overlimit,
+        dropped,
+        maxq,
+        ecn_mark,
+    } = x
+    else {
+        return;
+    };
+    let p = *prob as f64 / u64::MAX as f64;
+    let _ = write!(s, "  prob {} delay {}", fmt_g(p), fmt_usecs(*delay_us));
+    if let Some(r) = avg_dq_rate {
+        // Bytes/s as a number, as the lab's iproute2 (6.1) prints it; newer iproute2 prints a
+        // rate (`tc_print_rate`).
+        let _ = write!(s, " avg_dq_rate {r}");
+    }
+    s.push('\n');
+    let _ = writeln!(
+        s,
+        "  pkts_in {packets_in} overlimit {overlimit} dropped {dropped} maxq {maxq} ecn_mark {ecn_mark}"
+    );
+}
+
+/// C's `%g`: six significant digits, trailing zeros dropped, the exponent form below 1e-4
+/// and from 1e6 on (0.0123 → "0.0123", 2.5e-05 → "2.5e-05", 0 → "0").
+pub fn fmt_g(x: f64) -> String {
+    if x == 0.0 || !x.is_finite() {
+        return if x == 0.0 { "0".into() } else { x.to_string() };
+    }
+    let sci = format!("{x:.5e}");
+    let (mant, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let trim = |m: &str| {
+        if m.contains('.') {
+            m.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            m.to_string()
+        }
+    };
+    if !(-4..6).contains(&exp) {
+        let sign = if exp < 0 { '-' } else { '+' };
+        return format!("{}e{sign}{:02}", trim(mant), exp.abs());
+    }
+    trim(&format!("{x:.*}", (5 - exp) as usize))
 }
 
 /// CoDel's statistics as iproute2 prints them.

@@ -90,7 +90,16 @@ pub fn nearest(word: &str, choices: &[&'static str]) -> Option<&'static str> {
 }
 
 /// The disciplines debloat knows.
-pub const QDISCS: &[&str] = &["pfifo", "bfifo", "codel", "fq_codel", "cake", "deadline"];
+pub const QDISCS: &[&str] = &[
+    "pfifo",
+    "bfifo",
+    "pfifo_fast",
+    "codel",
+    "fq_codel",
+    "cake",
+    "pie",
+    "deadline",
+];
 
 /// Whitespace-separated words of a spec.
 pub type Tokens<'a> = std::iter::Peekable<std::str::SplitWhitespace<'a>>;

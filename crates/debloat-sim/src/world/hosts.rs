@@ -3,6 +3,7 @@
 //! reaches its receiver.
 
 use super::*;
+use debloat_core::qdisc::pfifo_fast::tos_priority;
 
 /// A bulk TCP transfer.
 pub struct Flow {
@@ -277,6 +278,7 @@ impl World {
         };
         let mut m = PacketMeta::new(len, key);
         m.dscp = p.dscp;
+        m.priority = tos_priority(p.dscp);
         m
     }
 
@@ -383,6 +385,7 @@ impl World {
         let key = f.key.reversed();
         let mut m = PacketMeta::new(ACK_FRAME, key);
         m.dscp = f.dscp;
+        m.priority = tos_priority(f.dscp);
         let mut tcp = debloat_core::packet::TcpInfo::pure_ack(a.ack as u32);
         tcp.sack_len = a.sack_len;
         for (k, b) in a.sack.iter().enumerate().take(3) {
@@ -418,6 +421,8 @@ impl World {
             let f = &self.flows[i];
             let mut m = PacketMeta::new(DATA_FRAME, f.key);
             m.dscp = f.dscp;
+            // The socket's priority from its TOS (IP_TOS), as a Linux sender's and a router's.
+            m.priority = tos_priority(f.dscp);
             m.ecn = if f.ecn { Ecn::Ect0 } else { Ecn::NotEct };
             let mut tcp = debloat_core::packet::TcpInfo::pure_ack(0);
             tcp.payload_len = MSS;
