@@ -1,6 +1,6 @@
 #!/bin/sh
 # Every discipline family side by side with the real kernel's (issue 26):
-#   scripts/lab/compare-all.sh [OUTDIR]     (34 lines, about 55 s each; needs user-mode-linux and kmod)
+#   scripts/lab/compare-all.sh [OUTDIR]     (35 lines, about 55 s each; needs user-mode-linux and kmod)
 # Each line is one `debloat lab compare`: the same real TCP uploads through the kernel's
 # discipline and through debloat's gateway in one guest. OUTDIR gets NAME.txt (the table) and
 # NAME.json (both runs' figures); the last line printed says how many differed.
@@ -47,4 +47,5 @@ c pie-ecn               "pie tupdate 20ms ecn" $R --ecn
 c pie-dq-rate           "pie tupdate 20ms dq_rate_estimator" $R
 # On the lab's bridge every frame has priority 0 (a veth clears it): one band (docs/algorithms.md §7).
 c pfifo_fast            "pfifo_fast" $R --hosts 2,2 --tos 0x10,0x08
+c tbf                   "tbf rate 10Mbit burst 10kb latency 50ms" --down "tbf rate 2Mbit burst 5kb latency 50ms" $C
 echo "$fail differed"

@@ -116,6 +116,7 @@ fn bench(c: &mut Criterion) {
         ("codel", "codel limit 10000", 1024),
         ("pie", "pie limit 10000", 1024),
         ("pfifo_fast", "pfifo_fast txqueuelen 10000", 1024),
+        ("tbf", "tbf rate 100Gbit burst 1mb limit 100mb", 1024),
         ("fq_codel", "fq_codel", 1),
         ("fq_codel", "fq_codel", 64),
         ("fq_codel", "fq_codel", 1024),
@@ -137,7 +138,7 @@ fn bench(c: &mut Criterion) {
         ),
     ];
     for &(name, spec, n) in cases {
-        let fq = !["pfifo", "codel", "pie"]
+        let fq = !["pfifo", "codel", "pie", "tbf"]
             .iter()
             .any(|x| name.starts_with(x));
         for cached in [false, true] {

@@ -221,9 +221,35 @@ pub fn fmt_size(b: u64) -> String {
     }
 }
 
+/// A size as iproute2's `sprint_size` prints what the kernel reports: `Mb` when within 1 KiB of
+/// a whole MiB, `Kb` when within 16 bytes of a whole KiB (32767 → `32Kb`), else bytes. Not
+/// exact, so for statistics and tc's text, never for spec words ([`fmt_size`]).
+pub fn fmt_size_tc(b: u64) -> String {
+    let (kilo, mega) = (1024.0, 1024.0 * 1024.0);
+    let x = b as f64;
+    if x >= mega && (mega * (x / mega).round() - x).abs() < 1024.0 {
+        format!("{:.0}Mb", (x / mega).round())
+    } else if x >= kilo && (kilo * (x / kilo).round() - x).abs() < 16.0 {
+        format!("{:.0}Kb", (x / kilo).round())
+    } else {
+        format!("{b}b")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_as_iproute2_prints_them() {
+        assert_eq!(fmt_size_tc(32767), "32Kb");
+        assert_eq!(fmt_size_tc(102412), "100Kb");
+        assert_eq!(fmt_size_tc(12344), "12344b");
+        assert_eq!(fmt_size_tc(1540), "1540b");
+        assert_eq!(fmt_size_tc(1049000), "1Mb");
+        assert_eq!(fmt_size_tc(1048000), "1048000b");
+        assert_eq!(fmt_size_tc(100000), "100000b");
+    }
 
     #[test]
     fn rates_as_tc_reads_them() {

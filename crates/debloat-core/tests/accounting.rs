@@ -44,6 +44,17 @@ fn spec() -> impl Strategy<Value = String> {
         (1u32..50).prop_map(|l| format!("pfifo limit {l}")),
         (100u32..50_000).prop_map(|l| format!("bfifo limit {l}")),
         (1u32..20).prop_map(|l| format!("pfifo_fast txqueuelen {l}")),
+        (
+            rate.clone(),
+            1600u32..20_000,
+            2000u32..60_000,
+            prop_oneof![
+                Just(""),
+                Just("peakrate 2Gbit mtu 1600"),
+                Just("child fq_codel limit 20")
+            ]
+        )
+            .prop_map(|(r, b, l, x)| format!("tbf rate {r} burst {b} limit {l} {x}")),
         (1u32..50, time.clone(), any::<bool>()).prop_map(|(l, t, e)| format!(
             "codel limit {l} target {t} {}",
             if e { "ecn" } else { "noecn" }

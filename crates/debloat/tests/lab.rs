@@ -1,5 +1,5 @@
 //! Ground truth from the real kernel (User-Mode Linux, Debian unstable's Linux 7.2, which the
-//! lab fetches itself): `debloat spec` prints exactly what `tc -s qdisc show` prints for 25
+//! lab fetches itself): `debloat spec` prints exactly what `tc -s qdisc show` prints for 29
 //! specs of every discipline family and for times of any value, on a veth (MTU 1500), the
 //! handle aside. Needs `kmod`, `patchelf` and apt reaching the Debian archive (once); without
 //! them the test prints SKIP, and under CI (`CI` set) it fails, since `.ci/run` installs them.
@@ -7,7 +7,7 @@
 mod common;
 use common::{debloat, text};
 
-const SPECS: [&str; 25] = [
+const SPECS: [&str; 29] = [
     "pfifo limit 1000",
     "bfifo limit 100000",
     "pfifo_fast",
@@ -34,6 +34,10 @@ const SPECS: [&str; 25] = [
     "pie tupdate 30ms",
     "pie limit 500 target 20ms tupdate 20ms alpha 4 beta 30 ecn bytemode",
     "pie target 1234us tupdate 10ms alpha 0 dq_rate_estimator",
+    "tbf rate 10Mbit burst 10kb latency 50ms",
+    "tbf rate 20Mbit burst 32kb latency 400ms peakrate 40Mbit mtu 1540",
+    "tbf rate 100Mbit burst 100kb limit 1mb mpu 64 overhead 24",
+    "tbf rate 500kbit burst 3000 limit 500",
 ];
 
 #[test]
@@ -53,7 +57,7 @@ fn debloat_spec_prints_what_the_kernels_tc_prints() {
     println!("{t}");
     assert!(o.status.success(), "{t}");
     assert!(
-        t.contains("25 specs: debloat prints what the kernel's tc prints"),
+        t.contains("29 specs: debloat prints what the kernel's tc prints"),
         "{t}"
     );
     // The comparison is real: the kernel's text is in the output, e.g. cake's tin table.

@@ -24,6 +24,7 @@ pub mod pie;
 pub mod pktq;
 pub mod spec;
 pub mod stats;
+pub mod tbf;
 pub mod words;
 
 use crate::packet::{Nanos, Packet};

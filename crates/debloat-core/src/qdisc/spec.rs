@@ -13,6 +13,7 @@ use crate::qdisc::fifo::{Fifo, Limit};
 use crate::qdisc::fq_codel::FqCodel;
 use crate::qdisc::pfifo_fast::PfifoFast;
 use crate::qdisc::pie::Pie;
+use crate::qdisc::tbf::Tbf;
 use crate::qdisc::Qdisc;
 use crate::units::fmt_size;
 use std::fmt;
@@ -24,6 +25,7 @@ pub use crate::qdisc::deadline::spec::DeadlineSpec;
 pub use crate::qdisc::fq_codel::spec::FqCodelSpec;
 pub use crate::qdisc::pfifo_fast::PfifoFastSpec;
 pub use crate::qdisc::pie::PieSpec;
+pub use crate::qdisc::tbf::TbfSpec;
 
 /// A parsed discipline spec.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,6 +52,8 @@ pub enum QdiscSpec {
     Pie(PieSpec),
     /// `pfifo_fast [txqueuelen N]`.
     PfifoFast(PfifoFastSpec),
+    /// `tbf rate R burst B (limit L | latency T) … [child SPEC…]`.
+    Tbf(TbfSpec),
 }
 
 impl std::str::FromStr for QdiscSpec {
@@ -78,10 +82,11 @@ impl QdiscSpec {
             "deadline" => QdiscSpec::Deadline(DeadlineSpec::parse(&mut t)?),
             "pie" => QdiscSpec::Pie(PieSpec::parse(&mut t)?),
             "pfifo_fast" => QdiscSpec::PfifoFast(PfifoFastSpec::parse(&mut t)?),
-            "fq_pie" | "fq" | "sfq" | "htb" | "tbf" | "netem" | "red" => {
+            "tbf" => QdiscSpec::Tbf(TbfSpec::parse(&mut t)?),
+            "fq_pie" | "fq" | "sfq" | "htb" | "netem" | "red" => {
                 return Err(SpecError::unsupported(
                     kind,
-                    "debloat implements pfifo, bfifo, pfifo_fast, codel, fq_codel, cake, pie and deadline",
+                    "debloat implements pfifo, bfifo, pfifo_fast, codel, fq_codel, cake, pie, tbf and deadline",
                 ))
             }
             _ => return Err(SpecError::unknown(kind, "qdisc", QDISCS)),
@@ -100,6 +105,7 @@ impl QdiscSpec {
             QdiscSpec::Deadline(_) => "deadline",
             QdiscSpec::Pie(_) => "pie",
             QdiscSpec::PfifoFast(_) => "pfifo_fast",
+            QdiscSpec::Tbf(_) => "tbf",
         }
     }
 
@@ -114,6 +120,7 @@ impl QdiscSpec {
             QdiscSpec::Deadline(s) => Box::new(Deadline::new(s)),
             QdiscSpec::Pie(s) => Box::new(Pie::new(s, seed)),
             QdiscSpec::PfifoFast(s) => Box::new(PfifoFast::new(s)),
+            QdiscSpec::Tbf(s) => Box::new(Tbf::new(s, hasher, seed)),
         }
     }
 }
@@ -129,6 +136,7 @@ impl fmt::Display for QdiscSpec {
             QdiscSpec::Deadline(s) => write!(f, "deadline {s}"),
             QdiscSpec::Pie(s) => write!(f, "pie {s}"),
             QdiscSpec::PfifoFast(s) => write!(f, "pfifo_fast {s}"),
+            QdiscSpec::Tbf(s) => write!(f, "tbf {s}"),
         }
     }
 }

@@ -176,10 +176,14 @@ pub struct SideBySide {
     pub kernel_release: String,
 }
 
-/// Whether a spec shapes by itself (cake with a bandwidth), so needs no HTB or link rate.
+/// Whether a spec shapes by itself (cake with a bandwidth, tbf), so needs no HTB or link rate.
 pub fn shapes(spec: &str) -> Result<bool, String> {
     let q: debloat_core::QdiscSpec = spec.parse().map_err(|e| format!("\"{spec}\": {e}"))?;
-    Ok(matches!(q, debloat_core::QdiscSpec::Cake(c) if c.bandwidth_bytes_per_s.is_some()))
+    Ok(match q {
+        debloat_core::QdiscSpec::Cake(c) => c.bandwidth_bytes_per_s.is_some(),
+        debloat_core::QdiscSpec::Tbf(_) => true,
+        _ => false,
+    })
 }
 
 /// Run both sides, the gateway first unless the plan says `kernel_first`. `exe` is the
