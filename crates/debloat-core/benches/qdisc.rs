@@ -120,6 +120,7 @@ fn bench(c: &mut Criterion) {
         ("fq_codel", "fq_codel", 1),
         ("fq_codel", "fq_codel", 64),
         ("fq_codel", "fq_codel", 1024),
+        ("fq_pie", "fq_pie", 1024),
         ("fq_codel", "fq_codel flows 65536", 65536),
         (
             "cake_besteffort_triple",

@@ -1,7 +1,7 @@
 //! # debloat-core
 //!
 //! Sans-IO queue disciplines that behave like the Linux kernel's: `pfifo`/`bfifo`,
-//! `pfifo_fast`, `codel`, `fq_codel`, `pie`, `tbf`, `cake` (with COBALT, tins, host isolation, the shaper, overhead compensation and
+//! `pfifo_fast`, `codel`, `fq_codel`, `pie`, `fq_pie`, `tbf`, `cake` (with COBALT, tins, host isolation, the shaper, overhead compensation and
 //! the ACK filter), the `deadline` baseline, DQL (the algorithm behind BQL), and Wi-Fi airtime
 //! (mac80211's per-station queues, the airtime-fairness scheduler and AQL, in `airtime`). Specs and
 //! statistics are in tc's words.

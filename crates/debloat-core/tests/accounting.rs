@@ -44,6 +44,13 @@ fn spec() -> impl Strategy<Value = String> {
         (1u32..50).prop_map(|l| format!("pfifo limit {l}")),
         (100u32..50_000).prop_map(|l| format!("bfifo limit {l}")),
         (1u32..20).prop_map(|l| format!("pfifo_fast txqueuelen {l}")),
+        (1u32..60, 1u32..64, 1u32..3000, 0u32..100, any::<bool>()).prop_map(|(l, f, q, p, e)| {
+            format!(
+                "fq_pie limit {l} flows {f} quantum {q} ecn_prob {} {} tupdate 1ms",
+                p.min(99),
+                if e { "ecn" } else { "" }
+            )
+        }),
         (
             rate.clone(),
             1600u32..20_000,

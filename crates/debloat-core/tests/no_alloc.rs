@@ -76,6 +76,7 @@ fn steady_state_enqueue_dequeue_does_not_allocate() {
         "pie",
         "pie ecn bytemode dq_rate_estimator",
         "pfifo_fast",
+        "fq_pie",
         "tbf rate 1Gbit burst 100kb latency 50ms",
     ];
     COUNTED.with(|c| c.set(true));

@@ -18,6 +18,7 @@ pub mod codel;
 pub mod deadline;
 pub mod fifo;
 pub mod fq_codel;
+pub mod fq_pie;
 pub mod list;
 pub mod pfifo_fast;
 pub mod pie;

@@ -11,6 +11,7 @@ use crate::qdisc::deadline::Deadline;
 use crate::qdisc::fifo::spec::parse_fifo_limit;
 use crate::qdisc::fifo::{Fifo, Limit};
 use crate::qdisc::fq_codel::FqCodel;
+use crate::qdisc::fq_pie::FqPie;
 use crate::qdisc::pfifo_fast::PfifoFast;
 use crate::qdisc::pie::Pie;
 use crate::qdisc::tbf::Tbf;
@@ -23,6 +24,7 @@ pub use crate::qdisc::words::{nearest, SpecError, Tokens, QDISCS};
 pub use crate::qdisc::codel::spec::{codel_time_as_tc_shows, CodelKnobs, CodelSpec};
 pub use crate::qdisc::deadline::spec::DeadlineSpec;
 pub use crate::qdisc::fq_codel::spec::FqCodelSpec;
+pub use crate::qdisc::fq_pie::FqPieSpec;
 pub use crate::qdisc::pfifo_fast::PfifoFastSpec;
 pub use crate::qdisc::pie::PieSpec;
 pub use crate::qdisc::tbf::TbfSpec;
@@ -54,6 +56,8 @@ pub enum QdiscSpec {
     PfifoFast(PfifoFastSpec),
     /// `tbf rate R burst B (limit L | latency T) … [child SPEC…]`.
     Tbf(TbfSpec),
+    /// `fq_pie …`.
+    FqPie(FqPieSpec),
 }
 
 impl std::str::FromStr for QdiscSpec {
@@ -83,10 +87,11 @@ impl QdiscSpec {
             "pie" => QdiscSpec::Pie(PieSpec::parse(&mut t)?),
             "pfifo_fast" => QdiscSpec::PfifoFast(PfifoFastSpec::parse(&mut t)?),
             "tbf" => QdiscSpec::Tbf(TbfSpec::parse(&mut t)?),
-            "fq_pie" | "fq" | "sfq" | "htb" | "netem" | "red" => {
+            "fq_pie" => QdiscSpec::FqPie(FqPieSpec::parse(&mut t)?),
+            "fq" | "sfq" | "htb" | "netem" | "red" => {
                 return Err(SpecError::unsupported(
                     kind,
-                    "debloat implements pfifo, bfifo, pfifo_fast, codel, fq_codel, cake, pie, tbf and deadline",
+                    "debloat implements pfifo, bfifo, pfifo_fast, codel, fq_codel, cake, pie, fq_pie, tbf and deadline",
                 ))
             }
             _ => return Err(SpecError::unknown(kind, "qdisc", QDISCS)),
@@ -106,6 +111,7 @@ impl QdiscSpec {
             QdiscSpec::Pie(_) => "pie",
             QdiscSpec::PfifoFast(_) => "pfifo_fast",
             QdiscSpec::Tbf(_) => "tbf",
+            QdiscSpec::FqPie(_) => "fq_pie",
         }
     }
 
@@ -121,6 +127,7 @@ impl QdiscSpec {
             QdiscSpec::Pie(s) => Box::new(Pie::new(s, seed)),
             QdiscSpec::PfifoFast(s) => Box::new(PfifoFast::new(s)),
             QdiscSpec::Tbf(s) => Box::new(Tbf::new(s, hasher, seed)),
+            QdiscSpec::FqPie(s) => Box::new(FqPie::new(s, hasher, seed)),
         }
     }
 }
@@ -137,6 +144,7 @@ impl fmt::Display for QdiscSpec {
             QdiscSpec::Pie(s) => write!(f, "pie {s}"),
             QdiscSpec::PfifoFast(s) => write!(f, "pfifo_fast {s}"),
             QdiscSpec::Tbf(s) => write!(f, "tbf {s}"),
+            QdiscSpec::FqPie(s) => write!(f, "fq_pie {s}"),
         }
     }
 }

@@ -83,6 +83,27 @@ pub enum Xstats {
     },
     /// cake.
     Cake(Box<CakeStats>),
+    /// fq_pie (`struct tc_fq_pie_xstats`).
+    FqPie {
+        /// Packets queued.
+        packets_in: u32,
+        /// Packets dropped at the limit.
+        overlimit: u32,
+        /// Arrivals over the memory limit (counted only).
+        overmemory: u32,
+        /// Packets dropped, early or at the limit.
+        dropped: u32,
+        /// Packets CE-marked.
+        ecn_mark: u32,
+        /// Flows that became active.
+        new_flow_count: u32,
+        /// Flows on new_flows.
+        new_flows_len: u32,
+        /// Flows on old_flows.
+        old_flows_len: u32,
+        /// Truesize bytes queued.
+        memory_used: u32,
+    },
     /// pie (`struct tc_pie_xstats`).
     Pie {
         /// Drop probability as the kernel reports it: a fraction of 2^64.
@@ -222,6 +243,20 @@ impl QdiscStats {
             }
             Xstats::Cake(c) => write_cake(&mut s, c),
             Xstats::Pie { .. } => write_pie(&mut s, &self.xstats),
+            Xstats::FqPie {
+                packets_in,
+                overlimit,
+                overmemory,
+                dropped,
+                ecn_mark,
+                new_flow_count,
+                new_flows_len,
+                old_flows_len,
+                memory_used,
+            } => {
+                let _ = writeln!(s, "  pkts_in {packets_in} overlimit {overlimit} overmemory {overmemory} dropped {dropped} ecn_mark {ecn_mark}");
+                let _ = writeln!(s, "  new_flow_count {new_flow_count} new_flows_len {new_flows_len} old_flows_len {old_flows_len} memory_used {memory_used}");
+            }
         }
         s
     }

@@ -33,6 +33,8 @@
 pub mod qdisc;
 pub mod spec;
 
+// fq_pie (`super::fq_pie`) runs the same law per flow.
+
 pub use qdisc::Pie;
 pub use spec::PieSpec;
 
@@ -327,13 +329,22 @@ impl Updates {
     /// packet. Once an update leaves the variables as they were, the ones after it would too
     /// (an update depends only on them and the backlog): those are skipped at once.
     pub fn catch_up(&mut self, p: &Params, v: &mut Vars, backlog: u64, now: Nanos) {
-        let next = self.next.get_or_insert(now + FIRST_UPDATE_NS);
-        let every = p.tupdate_ns.max(1);
-        while now >= *next {
+        self.catch_up_with(p.tupdate_ns, now, || {
             let before = *v;
             update(p, v, backlog);
+            *v != before
+        });
+    }
+
+    /// Run `update` once for each update due at or before `now`, every `tupdate_ns`; it says
+    /// whether it changed anything, and once it did not, the rest are skipped.
+    pub fn catch_up_with(&mut self, tupdate_ns: u64, now: Nanos, mut update: impl FnMut() -> bool) {
+        let next = self.next.get_or_insert(now + FIRST_UPDATE_NS);
+        let every = tupdate_ns.max(1);
+        while now >= *next {
+            let changed = update();
             *next += every;
-            if *v == before && now >= *next {
+            if !changed && now >= *next {
                 *next += ((now - *next) / every + 1) * every;
             }
         }

@@ -69,24 +69,32 @@ fn usecs(t: &mut Tokens<'_>, w: &str) -> Result<u32, SpecError> {
 impl PieSpec {
     pub(crate) fn parse(t: &mut Tokens<'_>) -> Result<Self, SpecError> {
         let mut s = PieSpec::default();
-        let keep = |v: u32, old: u32| if v == 0 { old } else { v };
         while let Some(w) = t.next() {
-            match w {
-                "limit" => s.limit = keep(count_value(t, w, 0, u32::MAX)?, s.limit),
-                "target" => s.target_us = keep(usecs(t, w)?, s.target_us),
-                "tupdate" => s.tupdate_us = keep(usecs(t, w)?, s.tupdate_us),
-                "alpha" => s.alpha = keep(count_value(t, w, 0, 32)?, s.alpha),
-                "beta" => s.beta = keep(count_value(t, w, 0, 32)?, s.beta),
-                "ecn" => s.ecn = true,
-                "noecn" => s.ecn = false,
-                "bytemode" => s.bytemode = true,
-                "nobytemode" => s.bytemode = false,
-                "dq_rate_estimator" => s.dq_rate_estimator = true,
-                "no_dq_rate_estimator" => s.dq_rate_estimator = false,
-                _ => return Err(SpecError::unknown(w, "pie", PIE_WORDS)),
+            if !s.keyword(w, t)? {
+                return Err(SpecError::unknown(w, "pie", PIE_WORDS));
             }
         }
         Ok(s)
+    }
+
+    /// Try one of PIE's words (shared with fq_pie); Ok(false) if `w` is not one.
+    pub(crate) fn keyword(&mut self, w: &str, t: &mut Tokens<'_>) -> Result<bool, SpecError> {
+        let keep = |v: u32, old: u32| if v == 0 { old } else { v };
+        match w {
+            "limit" => self.limit = keep(count_value(t, w, 0, u32::MAX)?, self.limit),
+            "target" => self.target_us = keep(usecs(t, w)?, self.target_us),
+            "tupdate" => self.tupdate_us = keep(usecs(t, w)?, self.tupdate_us),
+            "alpha" => self.alpha = keep(count_value(t, w, 0, 32)?, self.alpha),
+            "beta" => self.beta = keep(count_value(t, w, 0, 32)?, self.beta),
+            "ecn" => self.ecn = true,
+            "noecn" => self.ecn = false,
+            "bytemode" => self.bytemode = true,
+            "nobytemode" => self.bytemode = false,
+            "dq_rate_estimator" => self.dq_rate_estimator = true,
+            "no_dq_rate_estimator" => self.dq_rate_estimator = false,
+            _ => return Ok(false),
+        }
+        Ok(true)
     }
 
     /// The controller's parameters in the kernel's units.
@@ -103,27 +111,27 @@ impl PieSpec {
         }
     }
 
-    fn fmt_with(&self, f: &mut fmt::Formatter<'_>, tc: bool) -> fmt::Result {
-        let time = |us: u32| {
-            if tc {
-                fmt_usecs(target_as_tc_shows(us))
-            } else {
-                fmt_time_exact(u64::from(us) * 1000)
-            }
-        };
-        write!(
-            f,
-            "limit {}p target {} tupdate {} alpha {} beta {}",
-            self.limit,
-            time(self.target_us),
-            if tc {
+    /// `target … tupdate …` as spec words (`tc == false`) or as tc prints them.
+    pub(crate) fn fmt_times(&self, f: &mut fmt::Formatter<'_>, tc: bool) -> fmt::Result {
+        if tc {
+            write!(
+                f,
+                "target {} tupdate {}",
+                fmt_usecs(target_as_tc_shows(self.target_us)),
                 fmt_usecs(u64::from(self.tupdate_us))
-            } else {
+            )
+        } else {
+            write!(
+                f,
+                "target {} tupdate {}",
+                fmt_time_exact(u64::from(self.target_us) * 1000),
                 fmt_time_exact(u64::from(self.tupdate_us) * 1000)
-            },
-            self.alpha,
-            self.beta
-        )?;
+            )
+        }
+    }
+
+    /// The flags that are on, each with a space before it.
+    pub(crate) fn fmt_flags(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (on, word) in [
             (self.ecn, "ecn"),
             (self.bytemode, "bytemode"),
@@ -134,6 +142,13 @@ impl PieSpec {
             }
         }
         Ok(())
+    }
+
+    fn fmt_with(&self, f: &mut fmt::Formatter<'_>, tc: bool) -> fmt::Result {
+        write!(f, "limit {}p ", self.limit)?;
+        self.fmt_times(f, tc)?;
+        write!(f, " alpha {} beta {}", self.alpha, self.beta)?;
+        self.fmt_flags(f)
     }
 
     /// The options as `tc qdisc show` prints them (the target as the kernel keeps it).

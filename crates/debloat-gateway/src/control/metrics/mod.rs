@@ -81,7 +81,9 @@ fn qlabels(dir: &'static str, d: &DirectionStats) -> Labels {
 fn ecn_marks(x: &Xstats) -> u64 {
     match x {
         Xstats::Codel { ecn_mark, .. } | Xstats::FqCodel { ecn_mark, .. } => u64::from(*ecn_mark),
-        Xstats::Deadline { ecn_mark, .. } | Xstats::Pie { ecn_mark, .. } => u64::from(*ecn_mark),
+        Xstats::Deadline { ecn_mark, .. }
+        | Xstats::Pie { ecn_mark, .. }
+        | Xstats::FqPie { ecn_mark, .. } => u64::from(*ecn_mark),
         Xstats::Cake(c) => c.tins.iter().map(|t| u64::from(t.ecn_mark)).sum(),
         Xstats::None => 0,
     }
