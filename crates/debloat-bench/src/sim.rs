@@ -31,6 +31,7 @@ pub fn run(length: f64) -> Result<()> {
             step_s: 0.2,
             streams,
             cc: Algorithm::Cubic,
+            cc_turns: Vec::new(),
             ecn: false,
             seed: 1,
             device: Default::default(),

@@ -214,12 +214,12 @@ pub fn data_file(w: &World, cfg: &Config, epoch: u64, title: &str) -> Value {
     let hosts: Vec<String> = (0..cfg.hosts().len()).map(Config::host_name).collect();
     let note = match &cfg.wifi {
         Some(wc) => format!(
-            "debloat sim: {}, wired host {} ms RTT from the AP, cc {:?}, ecn {}, seed {}, delay {} s",
-            wc.describe(), cfg.rtt_ns as f64 / 1e6, cfg.cc, cfg.ecn, cfg.seed, delay_s
+            "debloat sim: {}, wired host {} ms RTT from the AP, cc {}, ecn {}, seed {}, delay {} s",
+            wc.describe(), cfg.rtt_ns as f64 / 1e6, cfg.cc_words(), cfg.ecn, cfg.seed, delay_s
         ),
         None => format!(
-        "debloat sim: {}/{} bit/s down/up, base RTT {} ms, qdisc up `{}`, down `{}`, cc {:?}, ecn {}, seed {}, delay {} s",
-        cfg.down_bps, cfg.up_bps, cfg.rtt_ns as f64 / 1e6, cfg.qdisc_up, cfg.qdisc_down, cfg.cc, cfg.ecn, cfg.seed, delay_s
+        "debloat sim: {}/{} bit/s down/up, base RTT {} ms, qdisc up `{}`, down `{}`, cc {}, ecn {}, seed {}, delay {} s",
+        cfg.down_bps, cfg.up_bps, cfg.rtt_ns as f64 / 1e6, cfg.qdisc_up, cfg.qdisc_down, cfg.cc_words(), cfg.ecn, cfg.seed, delay_s
     ),
     };
     let mut file = json!({

@@ -313,6 +313,7 @@ fn config(f: &ScenarioFile, load: TraceLoader<'_>) -> Result<Config> {
         step_s: step,
         streams: 0,
         cc: Algorithm::Cubic,
+        cc_turns: Vec::new(),
         ecn: false,
         seed,
         device,

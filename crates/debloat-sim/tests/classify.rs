@@ -27,6 +27,7 @@ fn rrul(classify: Option<debloat_core::classify::qosify::Config>) -> Summary {
         step_s: 0.2,
         streams: 4,
         cc: Algorithm::Cubic,
+        cc_turns: Vec::new(),
         ecn: false,
         seed: 1,
         device: Default::default(),

@@ -31,6 +31,7 @@ fn cfg(
         step_s: 0.2,
         streams,
         cc: Algorithm::Cubic,
+        cc_turns: Vec::new(),
         ecn,
         seed: 1,
         device: Default::default(),
@@ -586,5 +587,59 @@ fn tcp_2up_square_shares_and_recovers() {
     assert!(
         alone >= 0.97 * base,
         "the long flow alone again: {alone:.2} Mbit/s vs {base:.2} for a lone flow"
+    );
+}
+
+/// `--cc bbr,cubic`: the TCP flows take the list in turn, in the test's order; a test that names
+/// its flows' own (the square wave) keeps them.
+#[test]
+fn a_cc_list_is_taken_in_turn() {
+    let mut c = cfg(
+        Test::TcpNUp,
+        20_000_000,
+        20_000_000,
+        20_000_000,
+        "fq_codel",
+        5.0,
+        4,
+        false,
+    );
+    c.delay_s = 1.0;
+    c.cc_turns = vec![Algorithm::Bbr, Algorithm::Cubic];
+    let s = debloat_sim::run(&c, |_| {});
+    let ccs: Vec<_> = s.flows.iter().map(|f| f.cc).collect();
+    assert_eq!(
+        ccs,
+        [
+            Algorithm::Bbr,
+            Algorithm::Cubic,
+            Algorithm::Bbr,
+            Algorithm::Cubic
+        ]
+        .map(Some)
+    );
+    let mut sq = cfg(
+        Test::Tcp4UpSquarewave,
+        20_000_000,
+        20_000_000,
+        20_000_000,
+        "fq_codel",
+        20.0,
+        4,
+        false,
+    );
+    sq.delay_s = 1.0;
+    sq.cc_turns = vec![Algorithm::Reno, Algorithm::Westwood];
+    let s = debloat_sim::run(&sq, |_| {});
+    let ccs: Vec<_> = s.flows.iter().map(|f| f.cc).collect();
+    assert_eq!(
+        ccs,
+        [
+            Algorithm::Bbr,
+            Algorithm::Cubic,
+            Algorithm::Bbr,
+            Algorithm::Cubic
+        ]
+        .map(Some)
     );
 }

@@ -38,6 +38,7 @@ fn run_on(test: Test, wc: WifiConfig, rtts: &[u64]) -> Summary {
         step_s: 0.2,
         streams: 1,
         cc: Algorithm::Cubic,
+        cc_turns: Vec::new(),
         ecn: false,
         seed: 1,
         device: Default::default(),

@@ -60,6 +60,7 @@ fn config(up: &str, down: &str, length: f64, seed: u64) -> Result<Config> {
         step_s: 0.2,
         streams: 4,
         cc: Algorithm::Cubic,
+        cc_turns: Vec::new(),
         ecn: false,
         seed,
         device: Default::default(),

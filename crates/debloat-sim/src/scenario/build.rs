@@ -43,8 +43,9 @@ pub fn simulate_with_tap(
     let hosts = cfg.hosts();
     let base_rtt = hosts.iter().copied().min().unwrap_or(cfg.rtt_ns);
     let mut w = build_world(cfg, timing.end, base_rtt, tap);
+    let mut tcp_flows = 0;
     for item in def.iter().flat_map(|d| &d.items) {
-        add_item(&mut w, cfg, item, &timing, &hosts, base_rtt);
+        add_item(&mut w, cfg, item, &timing, &hosts, base_rtt, &mut tcp_flows);
     }
     if let Some(wc) = &cfg.wifi {
         place_on_stations(&mut w, wc, !hosts.is_empty());
@@ -141,13 +142,19 @@ fn add_item(
     t: &Timing,
     hosts: &[u64],
     base_rtt: u64,
+    tcp_flows: &mut usize,
 ) {
     let extra = |h: usize| hosts.get(h).map_or(0, |r| r.saturating_sub(base_rtt) / 2);
     match item {
         catalog::Item::Flow(f) => {
             let start = f.start.nanos(t.delay, t.length);
             let stop = start + f.length.nanos(t.delay, t.length);
-            let cc = f.cc.and_then(|c| c.parse().ok()).unwrap_or(cfg.cc);
+            let turn = match cfg.cc_turns.len() {
+                0 => cfg.cc,
+                n => cfg.cc_turns[*tcp_flows % n],
+            };
+            *tcp_flows += 1;
+            let cc = f.cc.and_then(|c| c.parse().ok()).unwrap_or(turn);
             let dir = match f.dir {
                 catalog::Dir::Up => Dir::Up,
                 catalog::Dir::Down => Dir::Down,

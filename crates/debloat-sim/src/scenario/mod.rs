@@ -168,6 +168,9 @@ pub struct Config {
     pub streams: u32,
     /// Congestion control of every flow.
     pub cc: Algorithm,
+    /// With two or more, the TCP flows take these in turn instead of `cc`, in the test's order
+    /// (`sim --cc bbr,cubic`); a test that names a flow's own (the square waves) keeps it.
+    pub cc_turns: Vec<Algorithm>,
     /// ECN on the flows.
     pub ecn: bool,
     /// Seed for flow-hash keys and discipline randomness.
@@ -237,6 +240,7 @@ impl Config {
             step_s: 0.2,
             streams: 4,
             cc: Algorithm::Cubic,
+            cc_turns: Vec::new(),
             ecn: false,
             seed,
             device: crate::world::DeviceConfig::default(),
@@ -248,6 +252,16 @@ impl Config {
             adaptive: Adaptive::default(),
             classify: None,
             wifi: None,
+        }
+    }
+
+    /// The congestion control as the run's header and flent note say it: `Cubic`, or
+    /// `[Bbr, Cubic] in turn`.
+    pub fn cc_words(&self) -> String {
+        if self.cc_turns.is_empty() {
+            format!("{:?}", self.cc)
+        } else {
+            format!("{:?} in turn", self.cc_turns)
         }
     }
 

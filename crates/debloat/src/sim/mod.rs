@@ -75,8 +75,9 @@ pub struct Args {
     /// Streams for tcp_nup / tcp_ndown.
     #[arg(long, default_value_t = 4)]
     pub(crate) streams: u32,
-    /// Congestion control of the flows: cubic, reno, bbr or westwood (the square-wave tests set
-    /// their own).
+    /// Congestion control of the flows: cubic, reno, bbr or westwood; or a comma list the TCP
+    /// flows take in turn, in the test's order (`--cc bbr,cubic`). The square-wave tests set
+    /// their own.
     #[arg(long, default_value = "cubic")]
     pub(crate) cc: String,
     /// Make the TCP flows ECN-capable.
@@ -348,7 +349,11 @@ pub fn config(a: &Args) -> Result<Config> {
         delay_s: a.delay,
         step_s: a.step,
         streams: a.streams.max(1),
-        cc: a.cc.parse::<Algorithm>().map_err(anyhow::Error::msg)?,
+        cc: cc_turns(&a.cc)?[0],
+        cc_turns: match cc_turns(&a.cc)? {
+            v if v.len() > 1 => v,
+            _ => Vec::new(),
+        },
         ecn: a.ecn,
         seed: a.seed,
         tcp_window: tcp_window(a)?,
@@ -568,4 +573,16 @@ pub fn run(a: &Args) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// `--cc`: one congestion control, or a comma list for the flows to take in turn.
+fn cc_turns(words: &str) -> Result<Vec<Algorithm>> {
+    words
+        .split(',')
+        .map(|w| {
+            w.trim()
+                .parse::<Algorithm>()
+                .map_err(|e| anyhow::anyhow!("--cc {words}: {e}"))
+        })
+        .collect()
 }

@@ -13,7 +13,7 @@ pub(crate) fn headline(cfg: &Config) -> String {
     let cc = if cfg.test == Test::Custom {
         String::new()
     } else {
-        format!(", cc {:?}", cfg.cc)
+        format!(", cc {}", cfg.cc_words())
     };
     let over = match &cfg.wifi {
         Some(w) => w.describe(),
