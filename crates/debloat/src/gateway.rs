@@ -130,12 +130,12 @@ pub struct RunArgs {
     pub(crate) cpu: Option<usize>,
     /// Run the forwarding loop under SCHED_FIFO at this priority (1–99), as `chrt -f` would:
     /// a frame's wake-up then never waits behind ordinary tasks (cuts the idle latency's
-    /// millisecond tail; see the README). Threads serving stats and metrics stay ordinary.
+    /// millisecond tail; docs/gateway-speed.md). Threads serving stats and metrics stay ordinary.
     #[arg(long, value_name = "PRIO", value_parser = clap::value_parser!(u8).range(1..=99))]
     pub(crate) realtime: Option<u8>,
     /// Never sleep: watch the receive rings in a tight loop instead of waiting in `ppoll`.
     /// Takes the process's wake-up out of every frame's path (lower, steadier latency; see the
-    /// README) and keeps one core 100 % busy even when idle. Use with --cpu.
+    /// docs/gateway-speed.md) and keeps one core 100 % busy even when idle. Use with --cpu.
     #[arg(long)]
     pub(crate) busy_poll: bool,
     /// Packet I/O: `af_xdp` (an XDP program hands each frame to an AF_XDP socket: native XDP

@@ -24,7 +24,7 @@ pub struct Args {
     /// tcp_4up_squarewave, tcp_2up_square, rtt_fair_up, rtt_fair_var_up, rtt_fair_var_down, voip.
     #[arg(required_unless_present = "scenario")]
     pub(crate) test: Option<String>,
-    /// Run a scenario from a TOML file instead (topology and any mix of flows; see README).
+    /// Run a scenario from a TOML file instead (topology and any mix of flows; see docs/sim.md).
     #[arg(long, conflicts_with = "test")]
     scenario: Option<PathBuf>,
     /// Bottleneck rates DOWN/UP, e.g. 20Mbit/2Mbit (one value: both directions). Either side
