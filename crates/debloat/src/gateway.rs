@@ -41,7 +41,7 @@ enum Sub {
 #[derive(clap::Args, Debug)]
 pub struct ReloadArgs {
     /// The gateway's control socket.
-    #[arg(long, default_value = "/run/debloat/dbl.sock")]
+    #[arg(long, default_value = crate::gateway_ports::DEFAULT_CONTROL)]
     control: PathBuf,
 }
 
@@ -49,7 +49,7 @@ pub struct ReloadArgs {
 #[derive(clap::Args, Debug)]
 pub struct SetArgs {
     /// The gateway's control socket.
-    #[arg(long, default_value = "/run/debloat/dbl.sock")]
+    #[arg(long, default_value = crate::gateway_ports::DEFAULT_CONTROL)]
     control: PathBuf,
     /// New shaper rate for LAN → WAN: "bandwidth 8Mbit" or "unlimited".
     #[arg(long)]
@@ -69,7 +69,7 @@ pub struct SetArgs {
 #[derive(clap::Args, Debug)]
 pub struct StatsArgs {
     /// The gateway's control socket.
-    #[arg(long, default_value = "/run/debloat/dbl.sock")]
+    #[arg(long, default_value = crate::gateway_ports::DEFAULT_CONTROL)]
     control: PathBuf,
     /// JSON instead of text.
     #[arg(long)]
@@ -116,7 +116,8 @@ pub struct RunArgs {
     /// Bind the reflector pings to this interface.
     #[arg(long, value_name = "IF")]
     pub(crate) ping_device: Option<String>,
-    /// Unix socket for `debloat gateway stats` (created with mode 0600).
+    /// Unix socket for `debloat gateway stats`, `set` and `reload` (mode 0600). Default
+    /// /run/debloat/gateway.sock; if another gateway has that, /run/debloat/gateway-LAN-WAN.sock.
     #[arg(long)]
     pub(crate) control: Option<PathBuf>,
     /// Serve Prometheus metrics at http://ADDR/metrics; a bare port binds 127.0.0.1:PORT.
@@ -339,11 +340,19 @@ fn workers(a: &RunArgs) -> Result<usize> {
 }
 
 fn forward(cli: &RunArgs) -> Result<()> {
-    let (a, warnings) = crate::gateway_setup::resolve(cli)?;
+    let (a, mut warnings) = crate::gateway_setup::resolve(cli)?;
     let a = &a;
+    let named = config(a, "LAN", "WAN")?;
+    warnings.extend(crate::gateway_ports::inert_words(&named.egress, "--egress"));
+    warnings.extend(crate::gateway_ports::inert_words(
+        &named.ingress,
+        "--ingress",
+    ));
+    if let (Some(lan), Some(wan)) = (&a.lan, &a.wan) {
+        crate::gateway_ports::two_ports(lan, wan)?;
+    }
     if a.dry_run {
-        let cfg = config(a, "LAN", "WAN")?;
-        let (e, i) = (cfg.egress.to_string(), cfg.ingress.to_string());
+        let (e, i) = (named.egress.to_string(), named.ingress.to_string());
         return crate::gateway_setup::print(a, &e, &i, &warnings);
     }
     for w in &warnings {
@@ -352,7 +361,9 @@ fn forward(cli: &RunArgs) -> Result<()> {
     let (Some(lan), Some(wan)) = (&a.lan, &a.wan) else {
         bail!("give both --lan IF and --wan IF (see `debloat gateway --help`)");
     };
-    let cfg = config(a, lan, wan)?;
+    let mut cfg = config(a, lan, wan)?;
+    let held = crate::gateway_ports::claim_ports(lan, wan, a.control.as_deref())?;
+    cfg.control.clone_from(&held.control);
     if a.busy_poll && a.realtime.is_some() {
         bail!("--busy-poll with --realtime would spin at real-time priority and starve the kernel's own packet processing (ksoftirqd) on that CPU: use one or the other");
     }
@@ -410,6 +421,7 @@ fn forward(cli: &RunArgs) -> Result<()> {
     }
     restore(&changed);
     res?;
+    drop(held);
     let snap = gw.snapshot();
     println!("stopped after {:.1} s; final statistics:\n", snap.uptime_s);
     print!("{}", snap.to_text());

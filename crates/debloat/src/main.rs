@@ -6,6 +6,7 @@ mod classify;
 mod compare;
 mod demo;
 mod gateway;
+mod gateway_ports;
 mod gateway_setup;
 mod lab;
 mod link_trace;

@@ -172,3 +172,118 @@ fn an_unprivileged_gateway_with_two_capabilities_forwards_reloads_and_exits_0() 
     assert!(log.contains("reloaded: nothing changed"), "SIGHUP: {log}");
     assert_eq!(out.status.code(), Some(0), "exit on SIGTERM: {log}");
 }
+
+/// A gateway in the testbed's middle namespace, its output piped; waits for its first line.
+fn start_gateway(gw: &str, args: &[&str]) -> std::process::Child {
+    let mut full = vec![EXE, "gateway"];
+    full.extend_from_slice(args);
+    testbed::in_ns(gw, &full)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("gateway starts")
+}
+
+fn wait_for(path: &std::path::Path) -> bool {
+    let t = Instant::now();
+    while !path.exists() && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    path.exists()
+}
+
+fn stop(child: std::process::Child) -> String {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    text(&child.wait_with_output().expect("gateway ends"))
+}
+
+/// Issue 46's safe gateway, on real interfaces: `--lan X --wan X` is refused; a second gateway
+/// on a port the first forwards is refused naming the first (its pid), before it touches the
+/// port; a port that is down is named with the command that brings it up; a plain run serves
+/// the default control socket that `gateway stats` asks, and a second plain run on other ports
+/// takes one named after its ports.
+#[test]
+fn a_second_gateway_on_a_port_is_refused_naming_the_first() {
+    if let Err(w) = testbed::available() {
+        if skip(&format!("testbed: {w}")) {
+            return;
+        }
+    }
+    let prefix = format!("dq{}", std::process::id() % 100_000);
+    struct Down(String);
+    impl Drop for Down {
+        fn drop(&mut self) {
+            let _ = testbed::down(&self.0);
+        }
+    }
+    let _down = Down(prefix.clone());
+    testbed::build_namespaces(&prefix).expect("namespaces");
+    let [_, gw, _] = testbed::namespaces(&prefix);
+    let same = testbed::in_ns(&gw, &[EXE, "gateway", "--lan", "lan0", "--wan", "lan0"])
+        .output()
+        .expect("run");
+    assert!(!same.status.success());
+    assert!(
+        text(&same).contains("--lan and --wan are both lan0"),
+        "{}",
+        text(&same)
+    );
+
+    let default = std::path::Path::new("/run/debloat/gateway.sock");
+    let _ = std::fs::remove_file(default);
+    let first = start_gateway(&gw, &["--lan", "lan0", "--wan", "wan0"]);
+    assert!(wait_for(default), "the default control socket appears");
+    let stats = testbed::in_ns(&gw, &[EXE, "gateway", "stats"])
+        .output()
+        .expect("stats");
+    assert!(
+        text(&stats).contains("fq_codel"),
+        "plain `stats` asks the default: {}",
+        text(&stats)
+    );
+
+    let second = testbed::in_ns(&gw, &[EXE, "gateway", "--lan", "wan0", "--wan", "lan0"])
+        .output()
+        .expect("run");
+    let said = text(&second);
+    assert!(!second.status.success(), "{said}");
+    let holder = format!(
+        "already forwarded by another gateway (pid {}: debloat gateway --lan lan0 --wan wan0",
+        first.id()
+    );
+    assert!(said.contains(&holder), "{said}");
+    assert!(
+        !said.contains("offloads turned off"),
+        "refused before touching the ports: {said}"
+    );
+
+    // Other ports, with one of them down: a warning, and a control socket of its own.
+    for cmd in ["ip link add x0 type veth peer name x1", "ip link set x1 up"] {
+        let args: Vec<&str> = cmd.split(' ').collect();
+        assert!(
+            testbed::in_ns(&gw, &args).status().expect("ip").success(),
+            "{cmd}"
+        );
+    }
+    let own = std::path::Path::new("/run/debloat/gateway-x0-x1.sock");
+    let _ = std::fs::remove_file(own);
+    let third = start_gateway(&gw, &["--lan", "x0", "--wan", "x1", "--io", "packet"]);
+    let served = wait_for(own);
+    let log3 = stop(third);
+    let log1 = stop(first);
+    assert!(
+        log3.contains("warning: x0 is down: bring it up with `ip link set x0 up`"),
+        "{log3}"
+    );
+    assert!(
+        served,
+        "a second plain gateway serves its own socket: {log3}"
+    );
+    assert!(
+        log3.contains("control socket: /run/debloat/gateway-x0-x1.sock"),
+        "{log3}"
+    );
+    assert!(log1.contains("stopped after"), "{log1}");
+}

@@ -143,4 +143,34 @@ fn reload_from_fq_codel_to_cake_under_load_moves_every_frame() {
     assert!(accounted(&before["egress"]) && accounted(e), "{e}");
     assert!(accounted(&after["ingress"]), "{}", after["ingress"]);
     assert!(mbps > 17.0, "goodput {mbps:.2} Mbit/s");
+    // A runtime `gateway set` that the file does not give is not undone without a word: the
+    // reload says it replaced it; one the file gives too is said to be kept (issue 46).
+    std::fs::write(
+        &toml,
+        "egress = \"cake bandwidth 19Mbit diffserv4\"\ningress = \"fq_codel\"\n",
+    )
+    .expect("toml");
+    let set = |rate: &str| {
+        let o = Command::new(EXE)
+            .args(["gateway", "set", "--control"])
+            .arg(testbed::control_socket(&bed.prefix))
+            .args(["--egress", &format!("bandwidth {rate}")])
+            .output()
+            .expect("set");
+        assert!(o.status.success(), "{}", text(&o));
+    };
+    set("15Mbit");
+    let r = text(&reload(&bed));
+    assert!(
+        r.contains("runtime changes replaced by the file (write them into it to keep them): `egress bandwidth 15Mbit`"),
+        "{r}"
+    );
+    set("19Mbit");
+    let r = text(&reload(&bed));
+    assert!(
+        r.contains(
+            "nothing changed; runtime changes the file also gives, kept: `egress bandwidth 19Mbit`"
+        ),
+        "{r}"
+    );
 }

@@ -15,6 +15,7 @@
 //! moved frame's sojourn restarts at the move in disciplines that stamp arrival on enqueue.
 
 use crate::control::ChangeError;
+use crate::dataplane::forward::spec_after_set;
 use crate::forward::{Config, Gateway, Side};
 use debloat_core::QdiscSpec;
 
@@ -133,10 +134,56 @@ impl Gateway {
         );
         match applied {
             Ok(s) => {
-                format!("reloaded: {s} (read in {read_ms:.2} ms, applied in {apply_ms:.2} ms)")
+                let sets = self.runtime_sets_after_reload();
+                format!(
+                    "reloaded: {s}{sets} (read in {read_ms:.2} ms, applied in {apply_ms:.2} ms)"
+                )
             }
             Err(e) => format!("error: {e} (the running configuration is kept)"),
         }
+    }
+
+    /// What became of the `gateway set` changes made since the last read: each one the file
+    /// now gives too is kept, the others are replaced by the file's values; said so that a
+    /// reload never undoes an operator's change without a word. Then forgotten.
+    fn runtime_sets_after_reload(&mut self) -> String {
+        let sets = std::mem::take(&mut self.runtime_sets);
+        if sets.is_empty() {
+            return String::new();
+        }
+        let (mut kept, mut undone) = (Vec::new(), Vec::new());
+        for cmd in sets {
+            let holds = match cmd.split_once(' ') {
+                Some(("egress", w)) => spec_after_set(&self.egress.spec, w) == self.egress.spec,
+                Some(("ingress", w)) => spec_after_set(&self.ingress.spec, w) == self.ingress.spec,
+                Some(("emulate-egress", w)) => {
+                    w.parse::<crate::Emulation>().ok() == Some(self.egress.path.emulation())
+                }
+                Some(("emulate-ingress", w)) => {
+                    w.parse::<crate::Emulation>().ok() == Some(self.ingress.path.emulation())
+                }
+                _ => false,
+            };
+            if holds {
+                kept.push(cmd)
+            } else {
+                undone.push(cmd)
+            }
+        }
+        let mut out = String::new();
+        if !undone.is_empty() {
+            out += &format!(
+                "; runtime changes replaced by the file (write them into it to keep them): `{}`",
+                undone.join("`, `")
+            );
+        }
+        if !kept.is_empty() {
+            out += &format!(
+                "; runtime changes the file also gives, kept: `{}`",
+                kept.join("`, `")
+            );
+        }
+        out
     }
 
     /// One direction's discipline, emulated link and rate controller; what changed.

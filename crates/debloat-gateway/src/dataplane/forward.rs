@@ -109,6 +109,9 @@ pub struct Gateway {
     pub(crate) reloader: Option<Reloader>,
     /// Set (by a SIGHUP handler) to ask the loop to reload.
     pub(crate) reload_asked: std::sync::Arc<AtomicBool>,
+    /// The `gateway set` commands applied since the configuration was last read: a reload
+    /// says what became of each (issue 46: it used to undo them without a word).
+    pub(crate) runtime_sets: Vec<String>,
     /// Reflector pings, when a controller needs them.
     pub(crate) pinger: Option<crate::pinger::Pinger>,
     /// This gateway's place among N workers, when there are several (`crate::worker`).
@@ -195,6 +198,7 @@ impl Gateway {
             marker,
             reloader: None,
             reload_asked: std::sync::Arc::new(AtomicBool::new(false)),
+            runtime_sets: Vec::new(),
             egress,
             ingress,
             lan,
@@ -459,6 +463,7 @@ impl Gateway {
                         if let Some(r) = &self.shard {
                             r.shards.broadcast(cmd);
                         }
+                        self.runtime_sets.push(cmd.to_string());
                         format!("ok: {cmd}\n")
                     }
                     Err(e) => format!("error: {e}\n"),
@@ -486,15 +491,7 @@ impl Gateway {
                     &mut self.ingress
                 };
                 side.path.change_qdisc(words)?;
-                if let QdiscSpec::Cake(c) = &mut side.spec {
-                    c.bandwidth_bytes_per_s = match words.split_whitespace().nth(1) {
-                        Some(r) => debloat_core::units::parse_rate(r)
-                            .ok()
-                            .map(|b| b / 8)
-                            .filter(|&b| b > 0),
-                        None => None,
-                    };
-                }
+                side.spec = spec_after_set(&side.spec, words);
                 Ok(())
             }
             "emulate-egress" | "emulate-ingress" => {
@@ -519,6 +516,21 @@ impl Gateway {
             )),
         }
     }
+}
+
+/// `spec` after `gateway set … WORDS` (`bandwidth 8Mbit`, `unlimited`): cake's rate.
+pub(crate) fn spec_after_set(spec: &QdiscSpec, words: &str) -> QdiscSpec {
+    let mut out = spec.clone();
+    if let QdiscSpec::Cake(c) = &mut out {
+        c.bandwidth_bytes_per_s = match words.split_whitespace().nth(1) {
+            Some(r) => debloat_core::units::parse_rate(r)
+                .ok()
+                .map(|b| b / 8)
+                .filter(|&b| b > 0),
+            None => None,
+        };
+    }
+    out
 }
 
 /// Frames handed to the kernel per `sendmmsg`.

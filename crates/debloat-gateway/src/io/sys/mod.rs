@@ -28,6 +28,7 @@ use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
+pub mod claim;
 mod fanout;
 mod ring;
 pub use fanout::{shard_of, shard_of_ip, HostIs};
