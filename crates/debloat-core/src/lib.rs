@@ -39,6 +39,7 @@ pub mod link;
 pub mod packet;
 pub mod path;
 pub mod qdisc;
+pub mod rate_words;
 pub mod rng;
 pub mod units;
 

@@ -199,6 +199,11 @@ fn autorate(
     what: &str,
 ) -> Result<Option<debloat_gateway::autorate::AutorateConfig>> {
     let Some(w) = words else { return Ok(None) };
+    for part in w.split(',') {
+        if let Some((k, v)) = part.trim().split_once('=') {
+            crate::rates::check_rate(&format!("{what} {k}"), v)?;
+        }
+    }
     let bounds = debloat_core::autorate::Bounds::parse(w)
         .map_err(anyhow::Error::msg)
         .with_context(|| format!("{what} {w}"))?;
@@ -339,9 +344,19 @@ fn workers(a: &RunArgs) -> Result<usize> {
     }
 }
 
-fn forward(cli: &RunArgs) -> Result<()> {
-    let (a, mut warnings) = crate::gateway_setup::resolve(cli)?;
-    let a = &a;
+/// What is checked before anything is opened, `--dry-run` or not: every rate said in words
+/// (or refused), the setup built with placeholder ports, the inert words named, two ports.
+fn preflight(a: &RunArgs, warnings: &mut Vec<String>) -> Result<Config> {
+    for (flag, words) in [
+        ("--egress", &a.link.egress),
+        ("--ingress", &a.link.ingress),
+        ("--emulate-egress", &a.link.emulate_egress),
+        ("--emulate-ingress", &a.link.emulate_ingress),
+    ] {
+        if let Some(w) = words {
+            crate::rates::check_spec(flag, w)?;
+        }
+    }
     let named = config(a, "LAN", "WAN")?;
     warnings.extend(crate::gateway_ports::inert_words(&named.egress, "--egress"));
     warnings.extend(crate::gateway_ports::inert_words(
@@ -351,6 +366,13 @@ fn forward(cli: &RunArgs) -> Result<()> {
     if let (Some(lan), Some(wan)) = (&a.lan, &a.wan) {
         crate::gateway_ports::two_ports(lan, wan)?;
     }
+    Ok(named)
+}
+
+fn forward(cli: &RunArgs) -> Result<()> {
+    let (a, mut warnings) = crate::gateway_setup::resolve(cli)?;
+    let a = &a;
+    let named = preflight(a, &mut warnings)?;
     if a.dry_run {
         let (e, i) = (named.egress.to_string(), named.ingress.to_string());
         return crate::gateway_setup::print(a, &e, &i, &warnings);
@@ -488,6 +510,7 @@ fn set(a: &SetArgs) -> Result<()> {
         ("emulate-ingress", &a.emulate_ingress),
     ] {
         let Some(v) = v else { continue };
+        crate::rates::check_spec(&format!("--{what}"), v)?;
         any = true;
         let reply = ask(&a.control, &format!("set {what} {v}"))?;
         print!("{reply}");

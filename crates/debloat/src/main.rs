@@ -11,6 +11,7 @@ mod gateway_setup;
 mod lab;
 mod link_trace;
 mod probe;
+mod rates;
 mod replay;
 mod report;
 mod reproduce;
@@ -36,6 +37,10 @@ use clap::{Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Accept shaper and link rates below 64 kbit/s (refused otherwise, as the likely slip of
+    /// a bare number or a missing unit: `bandwidth 10` is 10 bit/s, as tc reads it).
+    #[arg(long, global = true)]
+    allow_slow_rate: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -96,6 +101,7 @@ struct SpecArgs {
 
 fn main() {
     let cli = Cli::parse();
+    rates::allow_slow(cli.allow_slow_rate);
     if only_prints(&cli.command) {
         sigpipe::quiet_on_closed_pipe();
     }
@@ -142,6 +148,7 @@ fn only_prints(c: &Command) -> bool {
 }
 
 fn spec(a: &SpecArgs) -> Result<()> {
+    rates::check_spec("spec", &a.spec)?;
     let spec: debloat_core::QdiscSpec = a.spec.parse()?;
     let q = spec.build::<debloat_core::Record>(debloat_core::FlowHasher::default(), 0);
     let stats = q.stats();

@@ -25,8 +25,8 @@ pub struct Args {
     #[arg(long)]
     qdisc: String,
     /// Link rate (e.g. 20Mbit). Omitted: the link sends as fast as the discipline releases.
-    #[arg(long, value_parser = parse_rate_arg, conflicts_with = "link")]
-    rate: Option<u64>,
+    #[arg(long = "rate", value_name = "RATE", conflicts_with = "link")]
+    rate_word: Option<String>,
     /// The link in netem's words, as the gateway's --emulate-egress takes them: "rate 20Mbit
     /// delay 10ms loss 1%", or a capacity trace with the modem's FIFO behind the discipline,
     /// "rate trace FILE buffer 200" (mahimahi's format or `seconds,rate` lines).
@@ -66,6 +66,20 @@ fn parse_rate_arg(s: &str) -> Result<u64, String> {
 
 /// Run the command.
 pub fn run(a: &Args) -> Result<()> {
+    crate::rates::check_spec("--qdisc", &a.qdisc)?;
+    if let Some(words) = &a.link {
+        crate::rates::check_spec("--link", words)?;
+    }
+    if let Some(r) = &a.rate_word {
+        crate::rates::check_rate("--rate", r)?;
+    }
+    let rate = a
+        .rate_word
+        .as_deref()
+        .map(parse_rate_arg)
+        .transpose()
+        .map_err(anyhow::Error::msg)
+        .with_context(|| format!("--rate {}", a.rate_word.as_deref().unwrap_or_default()))?;
     let spec: QdiscSpec = a
         .qdisc
         .parse()
@@ -78,7 +92,7 @@ pub fn run(a: &Args) -> Result<()> {
         Classifier::new(c, qosify::FLOW_SLOTS, h)
     });
     let link = match &a.link {
-        None => LinkSpec::rate(a.rate),
+        None => LinkSpec::rate(rate),
         Some(words) => link_spec(words).with_context(|| format!("--link \"{words}\""))?,
     };
     let out = debloat_replay::replay_marked(

@@ -283,10 +283,13 @@ fn link_rates(u: &UpArgs) -> Result<(String, String)> {
                     u.trace_buffer
                 ))
             }
-            None => Ok(format!(
-                "rate {}",
-                fmt_rate(parse_rate(s).with_context(|| format!("--rate {}", u.rate))?)
-            )),
+            None => {
+                crate::rates::check_rate("--rate", s)?;
+                Ok(format!(
+                    "rate {}",
+                    fmt_rate(parse_rate(s).with_context(|| format!("--rate {}", u.rate))?)
+                ))
+            }
         }
     };
     Ok((rate(down)?, rate(upr)?))
@@ -374,6 +377,9 @@ fn up(u: &UpArgs) -> Result<()> {
         link(&down_bps),
     ]);
     gateway_args.extend(extra_gateway_args(u)?);
+    if crate::rates::slow_allowed() {
+        gateway_args.push("--allow-slow-rate".into());
+    }
     let setup = Setup {
         prefix: u.prefix.clone(),
         exe: std::env::current_exe()?,

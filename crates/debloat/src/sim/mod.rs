@@ -308,6 +308,7 @@ fn pcap_writers(dir: &std::path::Path) -> Result<[PcapOut; 2]> {
 }
 
 fn spec(s: &str, what: &str) -> Result<QdiscSpec> {
+    crate::rates::check_spec(what, s)?;
     s.parse().with_context(|| format!("{what} \"{s}\""))
 }
 
@@ -320,6 +321,7 @@ pub fn config(a: &Args) -> Result<Config> {
         .parse()
         .map_err(anyhow::Error::msg)?;
     let (down, up) = split_link(&a.link);
+    crate::rates::check_link(down, up)?;
     let buffer = crate::link_trace::limit(&a.trace_buffer).context("--trace-buffer")?;
     let side = |s: &str| {
         crate::link_trace::link_side(s, buffer).with_context(|| format!("--link {}", a.link))
@@ -474,6 +476,7 @@ fn run_scenario(a: &Args, path: &std::path::Path) -> Result<()> {
     }
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    crate::rates::check_scenario(&path.display().to_string(), &text)?;
     // A file a scenario names: as given when it exists, else beside the scenario file.
     let base = path.parent().unwrap_or(std::path::Path::new("."));
     let at = |f: &str| match std::path::Path::new(f) {
