@@ -61,9 +61,7 @@ fn compare(a: &CompareArgs) -> Result<()> {
     };
     let mut all = Vec::new();
     for path in &traces {
-        let trace = crate::link_trace::load(path).with_context(|| {
-            "the default traces live in the repository's data/link-traces: run from its root or give --trace"
-        })?;
+        let trace = crate::link_trace::load(path)?;
         let stats = adaptive::trace_stats(&trace, a.length);
         let rows = adaptive::rows(&stats);
         eprintln!(

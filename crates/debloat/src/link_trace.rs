@@ -11,10 +11,62 @@ use std::sync::Arc;
 /// that direction): far above any trace, so the queue forms in the modem or the discipline.
 pub const INTERFACE_BPS: u64 = 1_000_000_000;
 
+/// The traces debloat ships (data/link-traces, docs/link-traces.md), embedded in the binary so
+/// that `data/link-traces/NAME` — the examples', the reproductions' and `autorate compare`'s
+/// defaults — works from any directory and from the installed package.
+const SHIPPED: [(&str, &str); 6] = [
+    (
+        "Verizon-LTE-short.down.mahi",
+        include_str!("../../../data/link-traces/Verizon-LTE-short.down.mahi"),
+    ),
+    (
+        "Verizon-LTE-short.up.mahi",
+        include_str!("../../../data/link-traces/Verizon-LTE-short.up.mahi"),
+    ),
+    (
+        "TMobile-LTE-short.down.mahi",
+        include_str!("../../../data/link-traces/TMobile-LTE-short.down.mahi"),
+    ),
+    (
+        "TMobile-LTE-short.up.mahi",
+        include_str!("../../../data/link-traces/TMobile-LTE-short.up.mahi"),
+    ),
+    (
+        "ATT-LTE-driving-2016.down.mahi",
+        include_str!("../../../data/link-traces/ATT-LTE-driving-2016.down.mahi"),
+    ),
+    (
+        "ATT-LTE-driving-2016.up.mahi",
+        include_str!("../../../data/link-traces/ATT-LTE-driving-2016.up.mahi"),
+    ),
+];
+
+/// A trace file's text: the file if it exists; else, for a path ending in
+/// `link-traces/NAME` of a shipped trace, the embedded copy.
+fn read(path: &Path) -> Result<String> {
+    match std::fs::read_to_string(path) {
+        Ok(t) => Ok(t),
+        Err(e) => {
+            let shipped = path
+                .parent()
+                .and_then(Path::file_name)
+                .is_some_and(|d| d == "link-traces")
+                .then(|| path.file_name())
+                .flatten()
+                .and_then(|n| SHIPPED.iter().find(|(name, _)| n == *name));
+            match (e.kind(), shipped) {
+                (std::io::ErrorKind::NotFound, Some((_, text))) => Ok((*text).to_string()),
+                _ => {
+                    Err(e).with_context(|| format!("reading the capacity trace {}", path.display()))
+                }
+            }
+        }
+    }
+}
+
 /// Read a trace file (mahimahi's format or `seconds,rate` lines).
 pub fn load(path: &Path) -> Result<Arc<Trace>> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading the capacity trace {}", path.display()))?;
+    let text = read(path)?;
     let t = Trace::parse(&text).with_context(|| format!("capacity trace {}", path.display()))?;
     Ok(Arc::new(t))
 }
@@ -52,4 +104,25 @@ pub fn emulation_words(words: &str) -> Result<(String, Option<ModemSpec>)> {
         }),
     };
     Ok((rest, modem))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The shipped traces load from any directory (a path that does not exist here), equal to
+    /// the repository's files; other missing files stay errors.
+    #[test]
+    fn the_shipped_traces_load_from_anywhere() {
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/link-traces");
+        for (name, _) in SHIPPED {
+            let far = Path::new("/nonexistent/data/link-traces").join(name);
+            let a = load(&far).expect("embedded");
+            let b = load(&repo.join(name)).expect("file");
+            assert_eq!(a.length(), b.length(), "{name}");
+            assert_eq!(a.per_second_bps(30), b.per_second_bps(30), "{name}");
+        }
+        assert!(load(Path::new("/nonexistent/data/link-traces/other.mahi")).is_err());
+        assert!(load(Path::new("/nonexistent/Verizon-LTE-short.down.mahi")).is_err());
+    }
 }

@@ -10,6 +10,7 @@ mod gateway_ports;
 mod gateway_setup;
 mod lab;
 mod link_trace;
+mod manpages;
 mod probe;
 mod rates;
 mod replay;
@@ -34,7 +35,7 @@ use clap::{Parser, Subcommand};
 /// measure. Specs are written as for `tc qdisc add … root <spec>`.
 #[derive(Parser, Debug)]
 #[command(name = "debloat", version, about, long_about = None)]
-struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     command: Command,
     /// Accept shaper and link rates below 64 kbit/s (refused otherwise, as the likely slip of
@@ -87,6 +88,10 @@ enum Command {
     Soak(soak::Args),
     /// Shaper-rate controllers on links whose capacity moves: compare them on capacity traces.
     Autorate(autorate::Args),
+    /// Write man pages for debloat and every subcommand into a directory.
+    Man(manpages::ManArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(manpages::CompletionArgs),
 }
 
 /// Arguments of `debloat spec`.
@@ -121,6 +126,8 @@ fn main() {
         Command::Testbed(a) => testbed::run(&a),
         Command::Server(a) => probe::server(&a),
         Command::Test(a) => probe::test(&a),
+        Command::Man(a) => manpages::man(&a),
+        Command::Completions(a) => manpages::completions(&a),
     };
     if let Err(e) = res {
         eprintln!("error: {e:#}");
@@ -144,6 +151,7 @@ fn only_prints(c: &Command) -> bool {
             | Command::Compare(_)
             | Command::Spec(_)
             | Command::Autorate(_)
+            | Command::Completions(_)
     )
 }
 
