@@ -9,7 +9,7 @@
 //! Needs `kmod`, `patchelf` and (once) apt reaching the Debian archive for the lab's kernel;
 //! without them each test prints SKIP, and under CI (`CI` set) it fails, since `.ci/run`
 //! installs them. The runs take turns (one guest at a time), so they do not share the two CPUs
-//! with each other. Two are in the long tier (`scripts/long-tests.sh`, docs/testing.md).
+//! with each other. Three are in the long tier (`scripts/long-tests.sh`, docs/testing.md).
 
 mod common;
 use common::{debloat, text};
@@ -174,68 +174,77 @@ fn the_kernels_fifo_behind_the_forwarder_run_first_behaves_as_debloats() {
     }
 }
 
+/// One cake comparison; the tests below name which.
+fn cake_side(name: &str, seconds: &str, mut args: Vec<&str>) {
+    args.extend_from_slice(&["--delay", "10ms"]);
+    let Some(v) = compare_for(name, &args, seconds) else {
+        return;
+    };
+    if name.starts_with("cake diffserv4") {
+        // The Bulk tin carries the CS1 host, and gets less than the best-effort one.
+        let bulk = v["kernel"]["up"]["tins"][0]["sent_packets"]
+            .as_f64()
+            .unwrap_or(0.0);
+        assert!(bulk > 100.0, "{name}: the kernel's Bulk tin sent {bulk}");
+    }
+    if name.starts_with("cake dual-srchost") {
+        for side in ["kernel", "debloat"] {
+            let h = &v[side]["host_bps"];
+            let (a, b) = (h[0].as_f64().unwrap_or(0.0), h[1].as_f64().unwrap_or(0.0));
+            assert!(a / b > 0.8, "{side}: one upload got {a} against four's {b}");
+        }
+    }
+}
+
 #[test]
-fn cake_besteffort_diffserv4_and_host_isolation_match_the_kernels() {
+fn cake_besteffort_and_host_isolation_match_the_kernels() {
+    cake_side(
+        "cake besteffort",
+        "20",
+        vec![
+            "cake bandwidth 10Mbit besteffort",
+            "--down",
+            "cake bandwidth 2Mbit besteffort",
+        ],
+    );
+    cake_side(
+        "cake dual-srchost, 1 upload against 4",
+        "20",
+        vec![
+            "cake bandwidth 10Mbit dual-srchost",
+            "--down",
+            "cake bandwidth 2Mbit dual-dsthost",
+            "--hosts",
+            "1,4",
+        ],
+    );
+}
+
+/// In the long tier since 2026-11-27 (CI's 30 minutes; this takes 2.3 of them). In CI, CAKE's
+/// tins stay checked by the core's conformance tests (tin priority and sharing) and through the
+/// testbed; against the kernel's cake, CI keeps besteffort and host isolation above, and
+/// `tests/lab.rs` compares diffserv4's words and statistics with `tc`'s.
+#[test]
+#[ignore = "long tier: scripts/long-tests.sh; dated results in docs/testing.md"]
+fn cake_diffserv4_tins_match_the_kernels() {
     // diffserv4 runs 60 s a side: its Bulk tin's two flows run with windows of two or three
     // packets and 70-80 ms of sojourn, and how many of their packets COBALT drops in 15 s
     // scatters from run to run on either side (kernel 115-229, debloat 110-254 in twelve
     // pairs), taking the total drop rate from 2.2 to 3.0 % and, once in CI, past 30 % apart.
     // Over 55 s the eight rates of four pairs fell within 2.13-2.42 %.
-    let runs: [(&str, &str, Vec<&str>); 3] = [
-        (
-            "cake besteffort",
-            "20",
-            vec![
-                "cake bandwidth 10Mbit besteffort",
-                "--down",
-                "cake bandwidth 2Mbit besteffort",
-            ],
-        ),
-        (
-            "cake diffserv4, one host's uploads CS1",
-            "60",
-            vec![
-                "cake bandwidth 10Mbit diffserv4",
-                "--down",
-                "cake bandwidth 2Mbit diffserv4",
-                "--hosts",
-                "2,2",
-                "--tos",
-                "0x20,0",
-            ],
-        ),
-        (
-            "cake dual-srchost, 1 upload against 4",
-            "20",
-            vec![
-                "cake bandwidth 10Mbit dual-srchost",
-                "--down",
-                "cake bandwidth 2Mbit dual-dsthost",
-                "--hosts",
-                "1,4",
-            ],
-        ),
-    ];
-    for (name, seconds, mut args) in runs {
-        args.extend_from_slice(&["--delay", "10ms"]);
-        let Some(v) = compare_for(name, &args, seconds) else {
-            return;
-        };
-        if name.starts_with("cake diffserv4") {
-            // The Bulk tin carries the CS1 host, and gets less than the best-effort one.
-            let bulk = v["kernel"]["up"]["tins"][0]["sent_packets"]
-                .as_f64()
-                .unwrap_or(0.0);
-            assert!(bulk > 100.0, "{name}: the kernel's Bulk tin sent {bulk}");
-        }
-        if name.starts_with("cake dual-srchost") {
-            for side in ["kernel", "debloat"] {
-                let h = &v[side]["host_bps"];
-                let (a, b) = (h[0].as_f64().unwrap_or(0.0), h[1].as_f64().unwrap_or(0.0));
-                assert!(a / b > 0.8, "{side}: one upload got {a} against four's {b}");
-            }
-        }
-    }
+    cake_side(
+        "cake diffserv4, one host's uploads CS1",
+        "60",
+        vec![
+            "cake bandwidth 10Mbit diffserv4",
+            "--down",
+            "cake bandwidth 2Mbit diffserv4",
+            "--hosts",
+            "2,2",
+            "--tos",
+            "0x20,0",
+        ],
+    );
 }
 
 #[test]
