@@ -43,7 +43,7 @@ pub struct ServerArgs {
 /// Arguments of `debloat test`.
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Tests (flent's names): ping, tcp_1up, tcp_1down, tcp_nup, tcp_ndown, tcp_bidirectional, rrul, rrul_be, voip, tcp_4up_squarewave, rtt_fair_var_up, rtt_fair_var_down; and debloat's own bufferbloat (downloads, then uploads, graded per direction as DSLReports did) and responsiveness (draft-09's RPM with its load ramp).\n\nExamples:\n  debloat test rrul 198.18.0.2\n  debloat test tcp_nup 198.18.0.2 --streams 8 --cc bbr --length 30\n  debloat test voip 198.18.0.2 --irtt 198.18.0.2:2112\n  debloat test rtt_fair_var_up 198.18.0.2 198.18.0.3\n  debloat test bufferbloat 198.18.0.2 --length 40\n  debloat test responsiveness 198.18.0.2\n\nWrites <test>-<time>.flent.gz (opens in flent), <test>-<time>.json and report/index.html to --output. Ctrl-C stops early and still writes what was measured."
+    after_help = format!("Tests (flent's names, and debloat's own last):\n{}\n\nExamples:", debloat_flent::catalog::help_list(debloat_flent::catalog::Driver::Probe)) + "\n  debloat test rrul 198.18.0.2\n  debloat test tcp_nup 198.18.0.2 --streams 8 --cc bbr --length 30\n  debloat test voip 198.18.0.2 --irtt 198.18.0.2:2112\n  debloat test rtt_fair_var_up 198.18.0.2 198.18.0.3\n  debloat test bufferbloat 198.18.0.2 --length 40\n  debloat test responsiveness 198.18.0.2\n\nWrites <test>-<time>.flent.gz (opens in flent), <test>-<time>.json and report/index.html to --output. Ctrl-C stops early and still writes what was measured."
 )]
 pub struct TestArgs {
     /// Test name (flent's, or debloat's own `bufferbloat`, `responsiveness`).
@@ -61,8 +61,8 @@ pub struct TestArgs {
     /// DELAY: idle time before and after the load, seconds (flent's -d).
     #[arg(short = 'd', long, default_value_t = 5.0)]
     delay: f64,
-    /// Streams for tcp_nup / tcp_ndown, and each direction of bufferbloat.
-    #[arg(long, default_value_t = 4)]
+    /// Streams for tcp_nup / tcp_ndown, and each direction of bufferbloat (1–256).
+    #[arg(long, default_value_t = 4, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=256))]
     streams: usize,
     /// Congestion control of flows whose test does not fix one (default: the sender's).
     #[arg(long)]

@@ -214,6 +214,17 @@ pub fn names() -> Vec<&'static str> {
     TESTS.iter().map(|t| t.0).collect()
 }
 
+/// The tests `driver` runs, one per line with what each does: the list `--help` prints, so
+/// it cannot differ from what runs.
+pub fn help_list(driver: Driver) -> String {
+    TESTS
+        .iter()
+        .filter(|t| driver == Driver::Probe || !matches!(t.2, Runs::RealNetworkOnly(_)))
+        .map(|(name, what, _)| format!("  {name:<20} {what}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// The canonical name of `name` (`tcp_square_wave` is `tcp_4up_squarewave`), or an error that
 /// lists the tests; a test that cannot run in `driver` is refused with its reason. Both
 /// drivers use this, so both say the same words.

@@ -17,11 +17,10 @@ use print::print_table;
 /// Arguments of `debloat sim`.
 #[derive(clap::Args, Debug, Clone)]
 #[command(
-    after_help = "Examples:\n  debloat sim tcp_nup --link 20Mbit/20Mbit --rtt 48ms --qdisc \"pfifo limit 1000\" --streams 2\n  debloat sim tcp_nup --link 500kbit/5500kbit --rtt 300us --qdisc \"fq_codel\" --ecn --output results/\n  debloat sim tcp_1up --qdisc-up \"cake bandwidth 19Mbit\" --qdisc-down \"fq_codel\"\n  debloat sim rrul --link 110Mbit/10Mbit --sweep \"qdisc=pfifo limit 1000;codel;fq_codel\" --sweep \"rtt=12ms;48ms\"\n  debloat sim rrul --config /etc/debloat/gateway.toml    (the gateway's setup offline: --config, --sqm, --qosify, --egress/--ingress, --emulate-*; up is egress)"
+    after_help = format!("Tests (flent's names):\n{}\n\n", debloat_flent::catalog::help_list(debloat_flent::catalog::Driver::Simulator)) + "Examples:\n  debloat sim tcp_nup --link 20Mbit/20Mbit --rtt 48ms --qdisc \"pfifo limit 1000\" --streams 2\n  debloat sim tcp_nup --link 500kbit/5500kbit --rtt 300us --qdisc \"fq_codel\" --ecn --output results/\n  debloat sim tcp_1up --qdisc-up \"cake bandwidth 19Mbit\" --qdisc-down \"fq_codel\"\n  debloat sim rrul --link 110Mbit/10Mbit --sweep \"qdisc=pfifo limit 1000;codel;fq_codel\" --sweep \"rtt=12ms;48ms\"\n  debloat sim rrul --config /etc/debloat/gateway.toml    (the gateway's setup offline: --config, --sqm, --qosify, --egress/--ingress, --emulate-*; up is egress)"
 )]
 pub struct Args {
-    /// flent test: ping, tcp_1up, tcp_nup, tcp_ndown, tcp_bidirectional, rrul, rrul_be,
-    /// tcp_4up_squarewave, tcp_2up_square, rtt_fair_up, rtt_fair_var_up, rtt_fair_var_down, voip.
+    /// flent test (the list is below).
     #[arg(required_unless_present = "scenario")]
     pub(crate) test: Option<String>,
     /// Run a scenario from a TOML file instead (topology and any mix of flows; see docs/sim.md).
@@ -72,8 +71,8 @@ pub struct Args {
     /// Sampling step, s (flent's -s).
     #[arg(long, default_value_t = 0.2)]
     step: f64,
-    /// Streams for tcp_nup / tcp_ndown.
-    #[arg(long, default_value_t = 4)]
+    /// Streams for tcp_nup / tcp_ndown (1–1024).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub(crate) streams: u32,
     /// Congestion control of the flows: cubic, reno, bbr or westwood; or a comma list the TCP
     /// flows take in turn, in the test's order (`--cc bbr,cubic`). The square-wave tests set
@@ -350,7 +349,7 @@ pub fn config(a: &Args) -> Result<Config> {
         length_s: a.length,
         delay_s: a.delay,
         step_s: a.step,
-        streams: a.streams.max(1),
+        streams: a.streams,
         cc: cc_turns(&a.cc)?[0],
         cc_turns: match cc_turns(&a.cc)? {
             v if v.len() > 1 => v,
@@ -557,17 +556,23 @@ pub fn run(a: &Args) -> Result<()> {
     if let Some(dir) = &a.output {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let epoch = debloat_sim::flent::DEFAULT_EPOCH;
-        let name = debloat_sim::flent::file_name(cfg.test, epoch, &a.title);
+        let name = free_name(
+            dir,
+            &debloat_sim::flent::file_name(cfg.test, epoch, &a.title),
+        );
         let data = debloat_sim::flent::gzip(&debloat_sim::flent::data_file(
             &r.world, &cfg, epoch, &a.title,
         ))?;
         std::fs::write(dir.join(&name), data)
             .with_context(|| format!("writing {}", dir.join(&name).display()))?;
-        std::fs::write(
-            dir.join("summary.json"),
-            serde_json::to_string_pretty(&r.summary)?,
-        )?;
-        println!("\nwrote {} and summary.json in {}", name, dir.display());
+        let summary = serde_json::to_string_pretty(&r.summary)?;
+        let json = name.replace(".flent.gz", ".json");
+        std::fs::write(dir.join(&json), &summary)?;
+        std::fs::write(dir.join("summary.json"), summary)?;
+        println!(
+            "\nwrote {name}, {json} and summary.json (the latest run's) in {}",
+            dir.display()
+        );
     }
     if let Some(dir) = &a.pcap {
         println!(
@@ -576,6 +581,20 @@ pub fn run(a: &Args) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// `name` if no file in `dir` has it, else the first free `STEM-2.flent.gz`, `STEM-3…`: the
+/// simulator's runs all carry the same fixed start time (so that they are reproducible byte
+/// for byte), and a second run into one folder must not overwrite the first.
+pub(crate) fn free_name(dir: &std::path::Path, name: &str) -> String {
+    if !dir.join(name).exists() {
+        return name.to_string();
+    }
+    let stem = name.trim_end_matches(".flent.gz");
+    (2..)
+        .map(|n| format!("{stem}-{n}.flent.gz"))
+        .find(|n| !dir.join(n).exists())
+        .unwrap_or_else(|| name.to_string())
 }
 
 /// `--cc`: one congestion control, or a comma list for the flows to take in turn.
