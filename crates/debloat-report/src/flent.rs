@@ -45,8 +45,11 @@ pub enum Kind {
     /// Throughput of a TCP flow (Mbit/s), with its direction when the name says it (not in
     /// e.g. "TCP cubic 2").
     Throughput(Option<Direction>),
-    /// A latency probe (ms): ping, UDP RTT, VoIP delay.
+    /// A round-trip latency probe (ms): ping, UDP RTT, VoIP's RTT.
     Latency,
+    /// A one-way delay (ms): VoIP's `delay`. Plotted beside the round trips, never pooled with
+    /// them into one percentile (a one-way figure is about half a round trip).
+    OneWayLatency,
     /// What a link could carry (Mbit/s), from a capacity trace: `Capacity down`/`up`.
     Capacity,
     /// The rate a controller set on the shaper (Mbit/s): `Shaper rate down`/`up`.
@@ -309,11 +312,14 @@ fn classify(name: &str, units: Option<&str>) -> Kind {
     if name.starts_with("Shaper rate ") {
         return Kind::ShaperRate;
     }
+    if name == "VoIP::delay" {
+        return Kind::OneWayLatency;
+    }
     match units {
         Some(u) if u.to_ascii_lowercase().contains("bits/s") => throughput(),
         Some("ms") => Kind::Latency,
         _ if name.starts_with("TCP ") => throughput(),
-        _ if name.starts_with("Ping") || name == "VoIP::delay" || name == "VoIP::rtt" => {
+        _ if name.starts_with("Ping") || name == "VoIP::rtt" => {
             Kind::Latency
         }
         _ => Kind::Other,
@@ -380,7 +386,9 @@ mod tests {
         assert_eq!(d.version, 1);
         assert_eq!(d.series[1].kind, Kind::Throughput(Some(Direction::Up)));
         assert_eq!(classify("TCP cubic 2", None), Kind::Throughput(None));
-        assert_eq!(classify("VoIP::delay", None), Kind::Latency);
+        assert_eq!(classify("VoIP::delay", None), Kind::OneWayLatency);
+        assert_eq!(classify("VoIP::delay", Some("ms")), Kind::OneWayLatency);
+        assert_eq!(classify("VoIP::rtt", Some("ms")), Kind::Latency);
         assert_eq!(classify("Capacity down", Some("Mbits/s")), Kind::Capacity);
         assert_eq!(
             classify("Shaper rate up", Some("Mbits/s")),

@@ -194,6 +194,29 @@ mod tests {
         assert_eq!(means, [7.5, 5.0]);
     }
 
+    /// flent's voip test has VoIP's round trip and its one-way delay: the summary's latency is
+    /// the round trip alone, not a percentile of both pooled (issue 46).
+    #[test]
+    fn voip_one_way_delay_is_not_pooled_with_round_trips() {
+        let v = serde_json::json!({
+            "version": 4,
+            "metadata": {"NAME": "voip", "TITLE": "t", "LENGTH": 4, "TOTAL_LENGTH": 4,
+                         "STEP_SIZE": 1.0, "DELAY": 0,
+                         "SERIES_META": {"VoIP::rtt": {"UNITS": "ms"}, "VoIP::delay": {"UNITS": "ms"}}},
+            "x_values": [0.0, 1.0, 2.0, 3.0, 4.0],
+            "results": {
+                "VoIP::rtt": [40.0, 40.0, 40.0, 40.0, 40.0],
+                "VoIP::delay": [20.0, 20.0, 20.0, 20.0, 20.0]
+            },
+            "raw_values": {}
+        });
+        let d = Dataset::from_json(&v, "t").expect("valid");
+        let s = RunSummary::of(&d);
+        let p = s.latency.expect("latency");
+        assert_eq!((p.p50, p.p90, p.p99), (40.0, 40.0, 40.0));
+        assert!(load_latencies(&d).iter().all(|&x| x == 40.0));
+    }
+
     #[test]
     fn latency_under_load_and_idle_are_separated() {
         let s = RunSummary::of(&dataset());

@@ -331,7 +331,7 @@ fn latency_panel<DB: DrawingBackend>(
         (lat_lo, lat_hi),
     )?;
     shade(&mut c, d, (lat_lo, lat_hi))?;
-    for (k, s) in d.of_kind(|k| k == Kind::Latency).enumerate() {
+    for (k, s) in d.of_kind(|k| matches!(k, Kind::Latency | Kind::OneWayLatency)).enumerate() {
         let col = colour(k + 1);
         let clamped: Vec<Option<f64>> = s
             .values
@@ -536,7 +536,7 @@ fn clamp_all(v: &[Option<f64>], hi: f64) -> Vec<Option<f64>> {
 fn latency_range(runs: &[Dataset]) -> (f64, f64) {
     let all = runs
         .iter()
-        .flat_map(|d| d.of_kind(|k| k == Kind::Latency))
+        .flat_map(|d| d.of_kind(|k| matches!(k, Kind::Latency | Kind::OneWayLatency)))
         .flat_map(|s| s.values.iter().flatten().copied())
         .filter(|v| *v > 0.0 && v.is_finite());
     let (lo, hi) = all.fold((f64::MAX, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
