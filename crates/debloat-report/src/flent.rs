@@ -319,9 +319,7 @@ fn classify(name: &str, units: Option<&str>) -> Kind {
         Some(u) if u.to_ascii_lowercase().contains("bits/s") => throughput(),
         Some("ms") => Kind::Latency,
         _ if name.starts_with("TCP ") => throughput(),
-        _ if name.starts_with("Ping") || name == "VoIP::rtt" => {
-            Kind::Latency
-        }
+        _ if name.starts_with("Ping") || name == "VoIP::rtt" => Kind::Latency,
         _ => Kind::Other,
     }
 }

@@ -123,6 +123,11 @@ pub struct RunArgs {
     /// Serve Prometheus metrics at http://ADDR/metrics; a bare port binds 127.0.0.1:PORT.
     #[arg(long, value_name = "PORT|ADDR:PORT")]
     pub(crate) metrics: Option<String>,
+    /// Serve the live view at http://ADDR/ (rates against the shaper, per-tin throughput and
+    /// delays, drops and marks, every second; its numbers as JSON at /api/snapshot, and
+    /// /metrics too); a bare port binds 127.0.0.1:PORT.
+    #[arg(long, value_name = "PORT|ADDR:PORT")]
+    pub(crate) http: Option<String>,
     /// Seed of the flow hash and the emulation's randomness (default 1).
     #[arg(long)]
     pub(crate) seed: Option<u64>,
@@ -283,7 +288,16 @@ fn config(a: &RunArgs, lan: &str, wan: &str) -> Result<Config> {
         reflectors: reflectors(a)?,
         seed: a.seed.unwrap_or(1),
         control: a.control.clone(),
-        metrics: a.metrics.as_deref().map(metrics_addr).transpose()?,
+        metrics: a
+            .metrics
+            .as_deref()
+            .map(|s| metrics_addr(s, "--metrics"))
+            .transpose()?,
+        http: a
+            .http
+            .as_deref()
+            .map(|s| metrics_addr(s, "--http"))
+            .transpose()?,
         busy_poll: a.busy_poll,
         io: match a.io.as_deref() {
             None => debloat_gateway::port::IoChoice::default(),
@@ -414,21 +428,7 @@ fn forward(cli: &RunArgs) -> Result<()> {
     );
     say_workers(&cfg);
     print_classify(cfg.classify.as_ref());
-    let again = cli.clone();
-    gw.set_reloader(Box::new(move || {
-        let (a, warnings) = crate::gateway_setup::resolve(&again).map_err(|e| format!("{e:#}"))?;
-        for w in warnings {
-            eprintln!("warning: {w}");
-        }
-        let (Some(l), Some(w)) = (&a.lan, &a.wan) else {
-            return Err("the configuration no longer names --lan and --wan".into());
-        };
-        config(&a, l, w).map_err(|e| format!("{e:#}"))
-    }));
-    signal_hook::flag::register(signal_hook::consts::SIGHUP, gw.reload_flag())?;
-    if let Some(addr) = gw.metrics_addr() {
-        println!("Prometheus metrics at http://{addr}/metrics");
-    }
+    started(&mut gw, cli)?;
     // After opening: the control and metrics threads started there stay ordinary.
     if let Some(prio) = a.realtime {
         if let Err(e) = debloat_gateway::sys::realtime(prio) {
@@ -447,6 +447,30 @@ fn forward(cli: &RunArgs) -> Result<()> {
     let snap = gw.snapshot();
     println!("stopped after {:.1} s; final statistics:\n", snap.uptime_s);
     print!("{}", snap.to_text());
+    Ok(())
+}
+
+/// Once forwarding: how to reload (SIGHUP and `gateway reload` re-read what `cli` named), and
+/// where the metrics and the live view are.
+fn started(gw: &mut Gateway, cli: &RunArgs) -> Result<()> {
+    let again = cli.clone();
+    gw.set_reloader(Box::new(move || {
+        let (a, warnings) = crate::gateway_setup::resolve(&again).map_err(|e| format!("{e:#}"))?;
+        for w in warnings {
+            eprintln!("warning: {w}");
+        }
+        let (Some(l), Some(w)) = (&a.lan, &a.wan) else {
+            return Err("the configuration no longer names --lan and --wan".into());
+        };
+        config(&a, l, w).map_err(|e| format!("{e:#}"))
+    }));
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, gw.reload_flag())?;
+    if let Some(addr) = gw.metrics_addr() {
+        println!("Prometheus metrics at http://{addr}/metrics");
+    }
+    if let Some(addr) = gw.http_addr() {
+        println!("live view at http://{addr}/");
+    }
     Ok(())
 }
 
@@ -485,13 +509,13 @@ fn offloads_off(ifaces: &[&String]) -> Vec<debloat_gateway::offload::Changed> {
 }
 
 /// `--metrics 9464` → 127.0.0.1:9464 (loopback unless told otherwise); `--metrics ADDR:PORT`.
-fn metrics_addr(s: &str) -> Result<std::net::SocketAddr> {
+fn metrics_addr(s: &str, flag: &str) -> Result<std::net::SocketAddr> {
     if let Ok(port) = s.parse::<u16>() {
         return Ok(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
     }
     s.parse().map_err(|_| {
         anyhow::anyhow!(
-            "--metrics \"{s}\": expected a port (9464, bound to 127.0.0.1) or an address:port (198.18.0.1:9464, [::1]:9464)"
+            "{flag} \"{s}\": expected a port (9464, bound to 127.0.0.1) or an address:port (198.18.0.1:9464, [::1]:9464)"
         )
     })
 }

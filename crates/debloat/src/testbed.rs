@@ -158,6 +158,10 @@ pub struct UpArgs {
     /// namespace (ip netns exec PREFIX-gw curl 127.0.0.1:PORT/metrics).
     #[arg(long)]
     metrics: Option<u16>,
+    /// Serve the gateway's live view on this port, in its namespace (`gateway --http`):
+    /// `ip netns exec dbl-gw curl 127.0.0.1:PORT/`.
+    #[arg(long)]
+    http: Option<u16>,
     /// Pin the gateway's forwarding loop to this CPU (`gateway --cpu`).
     #[arg(long)]
     cpu: Option<usize>,
@@ -314,6 +318,9 @@ fn extra_gateway_args(u: &UpArgs) -> Result<Vec<String>> {
     }
     if let Some(port) = u.metrics {
         gateway_args.extend(["--metrics".into(), port.to_string()]);
+    }
+    if let Some(port) = u.http {
+        gateway_args.extend(["--http".into(), port.to_string()]);
     }
     if let Some(cpu) = u.cpu {
         gateway_args.extend(["--cpu".into(), cpu.to_string()]);

@@ -193,39 +193,8 @@ fn write_gz(p: &Path, s: &str) {
     std::fs::write(p, e.finish().expect("gzip")).expect("write");
 }
 
-/// Headless Chromium, started as the workplace's notes say (no background networking, a fresh
-/// profile); None with a SKIP line when it is not installed.
 fn chromium(args: &[&str], profile: &Path) -> Option<Output> {
-    let bin = ["chromium", "chromium-browser", "google-chrome"]
-        .into_iter()
-        .find(|b| {
-            Command::new(b)
-                .arg("--version")
-                .output()
-                .is_ok_and(|o| o.status.success())
-        });
-    let Some(bin) = bin else {
-        println!("SKIP: chromium is not installed; the report was not rendered (apt-get install chromium)");
-        return None;
-    };
-    let profile_arg = format!("--user-data-dir={}", profile.display());
-    let mut cmd = Command::new(bin);
-    cmd.args([
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--hide-scrollbars",
-        "--enable-logging=stderr",
-        "--v=0",
-        profile_arg.as_str(),
-    ]);
-    cmd.args(args);
-    Some(cmd.output().expect("chromium runs"))
+    common::chromium(None, args, profile)
 }
 
 fn check_in_chromium(index: &Path, tmp: &Path) {

@@ -15,7 +15,6 @@
 //! moved frame's sojourn restarts at the move in disciplines that stamp arrival on enqueue.
 
 use crate::control::ChangeError;
-use crate::dataplane::forward::spec_after_set;
 use crate::forward::{Config, Gateway, Side};
 use debloat_core::QdiscSpec;
 
@@ -87,6 +86,9 @@ fn restart_only(old: &Config, new: &Config) -> Vec<&'static str> {
     }
     if old.metrics != new.metrics {
         v.push("metrics");
+    }
+    if old.http != new.http {
+        v.push("http");
     }
     if old.seed != new.seed {
         v.push("seed");
@@ -272,6 +274,7 @@ impl Gateway {
             self.cfg.busy_poll,
             self.cfg.io,
             self.cfg.passthrough,
+            self.cfg.http,
         );
         self.cfg = Config {
             control: keep.0,
@@ -280,6 +283,7 @@ impl Gateway {
             busy_poll: keep.3,
             io: keep.4,
             passthrough: keep.5,
+            http: keep.6,
             ..new
         };
         if said.is_empty() {
@@ -287,4 +291,19 @@ impl Gateway {
         }
         Ok(said.join("; "))
     }
+}
+
+/// `spec` after `gateway set … WORDS` (`bandwidth 8Mbit`, `unlimited`): cake's rate.
+pub(crate) fn spec_after_set(spec: &QdiscSpec, words: &str) -> QdiscSpec {
+    let mut out = spec.clone();
+    if let QdiscSpec::Cake(c) = &mut out {
+        c.bandwidth_bytes_per_s = match words.split_whitespace().nth(1) {
+            Some(r) => debloat_core::units::parse_rate(r)
+                .ok()
+                .map(|b| b / 8)
+                .filter(|&b| b > 0),
+            None => None,
+        };
+    }
+    out
 }

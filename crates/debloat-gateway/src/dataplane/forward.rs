@@ -57,6 +57,8 @@ pub struct Config {
     pub control: Option<PathBuf>,
     /// Address of the Prometheus endpoint (`GET /metrics`), if any.
     pub metrics: Option<std::net::SocketAddr>,
+    /// Address of the live view (`GET /`, `/api/snapshot`, `/metrics`), if any.
+    pub http: Option<std::net::SocketAddr>,
     /// Spin instead of sleeping between frames (one core stays busy; lower latency).
     pub busy_poll: bool,
     /// The packet I/O back end (`--io`).
@@ -161,7 +163,7 @@ impl Gateway {
             .as_deref()
             .map(ControlServer::spawn)
             .transpose()?;
-        let metrics = cfg.metrics.map(Exporter::spawn).transpose()?;
+        let metrics = Exporter::spawn_on(cfg.metrics, cfg.http)?;
         let marker = cfg
             .classify
             .clone()
@@ -401,7 +403,14 @@ impl Gateway {
 
     /// Where the Prometheus endpoint listens, if it does.
     pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
-        self.metrics.as_ref().map(Exporter::addr)
+        self.metrics
+            .as_ref()
+            .and_then(|e| e.addr_of(self.cfg.metrics))
+    }
+
+    /// Where the live view listens, if it does.
+    pub fn http_addr(&self) -> Option<std::net::SocketAddr> {
+        self.metrics.as_ref().and_then(|e| e.addr_of(self.cfg.http))
     }
 
     /// The numbers now: with several workers, the first one's are everyone's (merged from what
@@ -491,7 +500,7 @@ impl Gateway {
                     &mut self.ingress
                 };
                 side.path.change_qdisc(words)?;
-                side.spec = spec_after_set(&side.spec, words);
+                side.spec = crate::control::reload::spec_after_set(&side.spec, words);
                 Ok(())
             }
             "emulate-egress" | "emulate-ingress" => {
@@ -516,21 +525,6 @@ impl Gateway {
             )),
         }
     }
-}
-
-/// `spec` after `gateway set … WORDS` (`bandwidth 8Mbit`, `unlimited`): cake's rate.
-pub(crate) fn spec_after_set(spec: &QdiscSpec, words: &str) -> QdiscSpec {
-    let mut out = spec.clone();
-    if let QdiscSpec::Cake(c) = &mut out {
-        c.bandwidth_bytes_per_s = match words.split_whitespace().nth(1) {
-            Some(r) => debloat_core::units::parse_rate(r)
-                .ok()
-                .map(|b| b / 8)
-                .filter(|&b| b > 0),
-            None => None,
-        };
-    }
-    out
 }
 
 /// Frames handed to the kernel per `sendmmsg`.

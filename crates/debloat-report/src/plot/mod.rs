@@ -331,7 +331,10 @@ fn latency_panel<DB: DrawingBackend>(
         (lat_lo, lat_hi),
     )?;
     shade(&mut c, d, (lat_lo, lat_hi))?;
-    for (k, s) in d.of_kind(|k| matches!(k, Kind::Latency | Kind::OneWayLatency)).enumerate() {
+    for (k, s) in d
+        .of_kind(|k| matches!(k, Kind::Latency | Kind::OneWayLatency))
+        .enumerate()
+    {
         let col = colour(k + 1);
         let clamped: Vec<Option<f64>> = s
             .values

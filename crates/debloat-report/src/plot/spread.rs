@@ -102,11 +102,17 @@ fn latency_spread<DB: DrawingBackend>(
     };
     let caption = format!("{} — latency, {} seeds", g.label, g.runs.len());
     let mut c = latency_axes(area, caption, x_max, (lo, hi))?;
-    for (k, s) in first.of_kind(|k| matches!(k, Kind::Latency | Kind::OneWayLatency)).enumerate() {
+    for (k, s) in first
+        .of_kind(|k| matches!(k, Kind::Latency | Kind::OneWayLatency))
+        .enumerate()
+    {
         let per_run: Vec<Vec<Option<f64>>> = g
             .runs
             .iter()
-            .filter_map(|d| d.of_kind(|k| matches!(k, Kind::Latency | Kind::OneWayLatency)).find(|t| t.name == s.name))
+            .filter_map(|d| {
+                d.of_kind(|k| matches!(k, Kind::Latency | Kind::OneWayLatency))
+                    .find(|t| t.name == s.name)
+            })
             .map(|t| {
                 t.values
                     .iter()

@@ -3,6 +3,7 @@
 
 pub mod bed;
 
+use std::path::Path;
 use std::process::{Command, Output};
 
 /// Run the `debloat` binary with these arguments.
@@ -51,4 +52,53 @@ pub fn fates(p: &std::path::Path) -> (String, Vec<Vec<String>>) {
         .map(|x| x.expect("row").iter().map(String::from).collect())
         .collect();
     (h.join(","), rows)
+}
+
+/// Headless Chromium, started as the workplace's notes say (no background networking, a fresh
+/// profile), in network namespace `netns` if given; None with a SKIP line when it is not
+/// installed (a failure under CI).
+pub fn chromium(netns: Option<&str>, args: &[&str], profile: &Path) -> Option<Output> {
+    let bin = ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|b| {
+            Command::new(b)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        });
+    let Some(bin) = bin else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have chromium (apt-get install chromium)"
+        );
+        println!(
+            "SKIP: chromium is not installed; nothing was rendered (apt-get install chromium)"
+        );
+        return None;
+    };
+    let profile_arg = format!("--user-data-dir={}", profile.display());
+    let mut cmd = match netns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns, bin]);
+            c
+        }
+        None => Command::new(bin),
+    };
+    cmd.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--hide-scrollbars",
+        "--enable-logging=stderr",
+        "--v=0",
+        profile_arg.as_str(),
+    ]);
+    cmd.args(args);
+    Some(cmd.output().expect("chromium runs"))
 }

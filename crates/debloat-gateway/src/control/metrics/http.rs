@@ -1,5 +1,7 @@
-//! The HTTP side of the Prometheus endpoint: `GET /metrics` answered from the latest snapshot,
-//! anything else a 404, one request per connection.
+//! The HTTP side of the Prometheus endpoint and the live view: `GET /metrics` (OpenMetrics),
+//! `GET /api/snapshot` (the snapshot as JSON), `GET /api/live` (the live view's history,
+//! [`super::live`]) and `GET /` (the live page, `live.html`) answered
+//! from the latest snapshot, anything else a 404, one request per connection.
 //!
 //! It faces whoever can reach its port, so nothing a client does may hold it up or grow it: each
 //! connection is served by a thread of its own, at most [`MAX_CLIENTS`] at a time (the rest get
@@ -21,37 +23,83 @@ pub const DEADLINE: Duration = Duration::from_secs(2);
 /// Longest request head (request line and headers).
 pub const MAX_REQUEST: usize = 8192;
 
-/// The HTTP listener and the latest snapshot it serves.
+/// The HTTP listeners and the latest snapshot they serve.
 pub struct Exporter {
-    latest: Arc<Mutex<Option<Snapshot>>>,
-    addr: SocketAddr,
+    latest: Arc<Mutex<Published>>,
+    /// (asked for, bound): a port 0 asked for is bound to a free one.
+    addrs: Vec<(SocketAddr, SocketAddr)>,
 }
 
 impl Exporter {
     /// Listen on `addr` and answer from threads of its own.
     pub fn spawn(addr: SocketAddr) -> io::Result<Exporter> {
+        let mut e = Exporter {
+            latest: Arc::new(Mutex::new(Published::default())),
+            addrs: Vec::new(),
+        };
+        e.listen(addr)?;
+        Ok(e)
+    }
+
+    /// One exporter for `--metrics` and `--http` (one listener if they are the same address);
+    /// None if neither is given.
+    pub fn spawn_on(
+        metrics: Option<SocketAddr>,
+        http: Option<SocketAddr>,
+    ) -> io::Result<Option<Exporter>> {
+        let mut wanted: Vec<SocketAddr> = metrics.into_iter().chain(http).collect();
+        wanted.dedup();
+        let Some((&first, rest)) = wanted.split_first() else {
+            return Ok(None);
+        };
+        let mut e = Exporter::spawn(first)?;
+        for &a in rest {
+            e.listen(a)?;
+        }
+        Ok(Some(e))
+    }
+
+    fn listen(&mut self, addr: SocketAddr) -> io::Result<()> {
         let listener = TcpListener::bind(addr)?;
-        let addr = listener.local_addr()?;
-        let latest: Arc<Mutex<Option<Snapshot>>> = Arc::new(Mutex::new(None));
-        let shared = Arc::clone(&latest);
+        let bound = listener.local_addr()?;
+        let shared = Arc::clone(&self.latest);
         std::thread::Builder::new()
             .name("metrics".into())
             .spawn(move || accept(&listener, &shared))?;
-        Ok(Exporter { latest, addr })
+        self.addrs.push((addr, bound));
+        Ok(())
     }
 
-    /// Where it listens.
+    /// Where it listens (the first listener).
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.addrs[0].1
     }
 
-    /// Serve this snapshot from now on.
+    /// Where the listener asked for at `asked` is bound.
+    pub fn addr_of(&self, asked: Option<SocketAddr>) -> Option<SocketAddr> {
+        let asked = asked?;
+        self.addrs
+            .iter()
+            .find(|(a, _)| *a == asked)
+            .map(|(_, b)| *b)
+    }
+
+    /// Serve this snapshot from now on (and add it to the live view's history).
     pub fn publish(&self, snap: Snapshot) {
-        *self.latest.lock().unwrap_or_else(PoisonError::into_inner) = Some(snap);
+        let mut p = self.latest.lock().unwrap_or_else(PoisonError::into_inner);
+        p.history.push(&snap);
+        p.latest = Some(snap);
     }
 }
 
-fn accept(listener: &TcpListener, latest: &Arc<Mutex<Option<Snapshot>>>) {
+/// What the listeners serve: the latest snapshot and the live view's history.
+#[derive(Default)]
+struct Published {
+    latest: Option<Snapshot>,
+    history: super::live::History,
+}
+
+fn accept(listener: &TcpListener, latest: &Arc<Mutex<Published>>) {
     let busy = Arc::new(AtomicUsize::new(0));
     for stream in listener.incoming().flatten() {
         if busy.load(Ordering::Acquire) >= MAX_CLIENTS {
@@ -110,13 +158,18 @@ fn read_head(stream: &TcpStream, deadline: Instant) -> Result<String, Bad> {
     Ok(String::from_utf8_lossy(&head).into_owned())
 }
 
-fn answer(stream: &TcpStream, latest: &Mutex<Option<Snapshot>>) -> io::Result<()> {
+fn answer(stream: &TcpStream, latest: &Mutex<Published>) -> io::Result<()> {
     let deadline = Instant::now() + DEADLINE;
     stream.set_write_timeout(Some(DEADLINE))?;
     let head = match read_head(stream, deadline) {
         Ok(h) => h,
         Err(Bad::Slow) => {
-            reply(stream, "408 Request Timeout", "send the request at once\n")?;
+            reply(
+                stream,
+                "408 Request Timeout",
+                TEXT,
+                "send the request at once\n",
+            )?;
             linger(stream);
             return Ok(());
         }
@@ -124,6 +177,7 @@ fn answer(stream: &TcpStream, latest: &Mutex<Option<Snapshot>>) -> io::Result<()
             reply(
                 stream,
                 "431 Request Header Fields Too Large",
+                TEXT,
                 "request too long\n",
             )?;
             linger(stream);
@@ -132,21 +186,51 @@ fn answer(stream: &TcpStream, latest: &Mutex<Option<Snapshot>>) -> io::Result<()
         Err(Bad::Io) => return Ok(()),
     };
     let mut parts = head.split_whitespace();
-    let wants = (parts.next(), parts.next()) == (Some("GET"), Some("/metrics"));
-    let snap = latest
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .clone();
-    match (wants, snap) {
-        (true, Some(s)) => reply(stream, "200 OK", &super::render(s)),
-        (true, None) => reply(
+    let (method, path) = (parts.next(), parts.next().unwrap_or(""));
+    let path = path.split('?').next().unwrap_or("");
+    if method != Some("GET") {
+        return reply(stream, "405 Method Not Allowed", TEXT, "only GET\n");
+    }
+    if path == "/" || path == "/index.html" {
+        return reply(stream, "200 OK", "text/html; charset=utf-8", LIVE_PAGE);
+    }
+    if !["/metrics", "/api/snapshot", "/api/live"].contains(&path) {
+        return reply(
+            stream,
+            "404 Not Found",
+            TEXT,
+            "try GET /metrics, GET /api/snapshot, GET /api/live or GET /\n",
+        );
+    }
+    let (snap, live) = {
+        let p = latest.lock().unwrap_or_else(PoisonError::into_inner);
+        let live = (path == "/api/live").then(|| p.history.to_json());
+        (p.latest.clone(), live)
+    };
+    if let (Some(json), true) = (live, snap.is_some()) {
+        return reply(stream, "200 OK", "application/json", &json);
+    }
+    match (path, snap) {
+        ("/metrics", Some(s)) => reply(stream, "200 OK", OPENMETRICS, &super::render(s)),
+        (_, Some(s)) => reply(
+            stream,
+            "200 OK",
+            "application/json",
+            &serde_json::to_string(&s).unwrap_or_default(),
+        ),
+        (_, None) => reply(
             stream,
             "503 Service Unavailable",
+            TEXT,
             "the gateway has not published its first numbers yet\n",
         ),
-        _ => reply(stream, "404 Not Found", "try GET /metrics\n"),
     }
 }
+
+/// The live view: one page, its script and styles inline, nothing fetched from elsewhere.
+const LIVE_PAGE: &str = include_str!("live.html");
+const TEXT: &str = "text/plain; charset=utf-8";
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Close after an error answer without resetting the connection: closing with unread bytes
 /// would send a reset that can overtake the answer, so the rest of what the client is still
@@ -175,16 +259,17 @@ fn refuse(stream: &TcpStream) {
     let _ = reply(
         stream,
         "503 Service Unavailable",
+        TEXT,
         "too many clients; try again\n",
     );
     let _ = stream.shutdown(std::net::Shutdown::Write);
 }
 
-fn reply(stream: &TcpStream, status: &str, body: &str) -> io::Result<()> {
+fn reply(stream: &TcpStream, status: &str, kind: &str, body: &str) -> io::Result<()> {
     let mut w = stream;
     write!(
         w,
-        "HTTP/1.1 {status}\r\nContent-Type: application/openmetrics-text; version=1.0.0; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n{body}",
         body.len()
     )?;
     w.flush()
@@ -205,7 +290,7 @@ mod tests {
     }
 
     #[test]
-    fn the_listener_answers_get_metrics_and_404s_the_rest() {
+    fn the_listener_answers_metrics_the_live_page_and_its_json_and_404s_the_rest() {
         let e = Exporter::spawn("127.0.0.1:0".parse().unwrap()).unwrap();
         assert!(
             get(&e, "/metrics").starts_with("HTTP/1.1 503"),
@@ -215,7 +300,20 @@ mod tests {
         let page = get(&e, "/metrics");
         assert!(page.starts_with("HTTP/1.1 200 OK"), "{page}");
         assert!(page.contains(r#"debloat_gateway_frames_total{direction="egress",fate="sent"} 8"#));
-        assert!(get(&e, "/").starts_with("HTTP/1.1 404"));
+        assert!(get(&e, "/nothing").starts_with("HTTP/1.1 404"));
+        let live = get(&e, "/");
+        assert!(
+            live.starts_with("HTTP/1.1 200 OK\r\nContent-Type: text/html"),
+            "{live}"
+        );
+        assert!(live.contains("<title>debloat gateway</title>"), "{live}");
+        for fetch in ["src=\"http", "href=\"http", "@import", "url(http"] {
+            assert!(!live.contains(fetch), "no asset from elsewhere: {fetch}");
+        }
+        let api = get(&e, "/api/snapshot");
+        let body = api.split("\r\n\r\n").nth(1).unwrap();
+        let v: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(v["egress"]["frames"]["sent"], 8, "{v}");
         for junk in [
             "\r\n\r\n",
             "GARBAGE\r\n\r\n",
@@ -226,7 +324,10 @@ mod tests {
             s.write_all(junk.as_bytes()).unwrap();
             let mut out = String::new();
             s.read_to_string(&mut out).unwrap();
-            assert!(out.starts_with("HTTP/1.1 404"), "{junk:?}: {out}");
+            assert!(
+                out.starts_with("HTTP/1.1 404") || out.starts_with("HTTP/1.1 405"),
+                "{junk:?}: {out}"
+            );
         }
     }
 

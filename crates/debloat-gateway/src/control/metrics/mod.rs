@@ -28,6 +28,7 @@ use prometheus_client::registry::Registry;
 
 mod http;
 mod io;
+pub mod live;
 pub use http::Exporter;
 
 /// A snapshot as a Prometheus collector.
@@ -381,6 +382,16 @@ impl Collect {
             "Packets queued in the discipline.",
             &rows(&|d| d.stats.qlen as f64),
         )?;
+        let shaped: Vec<(Labels, f64)> = dirs(s)
+            .into_iter()
+            .filter_map(|(dir, d)| Some((qlabels(dir, d), live::shaper_bps(d)?)))
+            .collect();
+        gauge(
+            enc,
+            "debloat_qdisc_shaper_rate_bits_per_second",
+            "The shaper's rate now (cake's bandwidth, or the rate controller's); absent when unshaped.",
+            &shaped,
+        )?;
         Ok(())
     }
 }
@@ -420,6 +431,11 @@ impl Collect {
                 "debloat_cake_tin_base_delay_seconds",
                 "Sparse-flow sojourn time (tc sp_delay).",
                 |t| us(t.base_delay_us),
+            ),
+            (
+                "debloat_cake_tin_target_delay_seconds",
+                "The tin's COBALT target (tc target).",
+                |t| us(t.target_us),
             ),
             (
                 "debloat_cake_tin_backlog_bytes",
