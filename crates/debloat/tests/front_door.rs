@@ -89,3 +89,43 @@ fn autorate_compare_runs_from_any_directory() {
         text(&o)
     );
 }
+
+/// `testbed down` ends what still runs in its namespaces (root; SKIP elsewhere, failure under
+/// CI): a process started in the client's namespace is gone afterwards, not left running in a
+/// namespace without a name.
+#[test]
+fn testbed_down_ends_the_processes_left_in_its_namespaces() {
+    use debloat_gateway::testbed;
+    if let Err(w) = testbed::available() {
+        assert!(std::env::var_os("CI").is_none(), "CI must run this: {w}");
+        println!("SKIP: testbed: {w}");
+        return;
+    }
+    let prefix = format!("fd{}", std::process::id() % 100_000);
+    testbed::build_namespaces(&prefix).expect("namespaces");
+    let [client, _, _] = testbed::namespaces(&prefix);
+    let mut left = testbed::in_ns(&client, &["sleep", "60"])
+        .spawn()
+        .expect("sleep");
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let o = debloat(&["testbed", "down", "--prefix", &prefix]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains(&format!("stopped 1 process still running in {client}")),
+        "{}",
+        text(&o)
+    );
+    let t = std::time::Instant::now();
+    while left.try_wait().expect("wait").is_none() && t.elapsed().as_secs() < 3 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let ended = left.try_wait().expect("wait");
+    if ended.is_none() {
+        let _ = left.kill();
+        let _ = left.wait();
+    }
+    assert!(
+        ended.is_some(),
+        "the process in the client namespace still runs"
+    );
+}

@@ -305,10 +305,44 @@ pub fn down(prefix: &str) -> Result<(), TestbedError> {
             .lines()
             .any(|l| l.split_whitespace().next() == Some(ns.as_str()))
         {
+            let stopped = stop_processes(&ns);
+            if stopped > 0 {
+                let what = if stopped == 1 { "process" } else { "processes" };
+                eprintln!("stopped {stopped} {what} still running in {ns}");
+            }
             sh(&["ip", "netns", "del", &ns])?;
         }
     }
     Ok(())
+}
+
+/// End every process still in namespace `ns` (a server someone started there, a test's
+/// sender): SIGTERM, then SIGKILL after a second. `ip netns del` alone would only unmount the
+/// name, and they would run on in a namespace nobody can reach by name. How many there were.
+fn stop_processes(ns: &str) -> usize {
+    let pids = |ns: &str| -> Vec<String> {
+        sh(&["ip", "netns", "pids", ns])
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter(|p| p.parse::<u32>().is_ok_and(|n| n != std::process::id()))
+            .map(str::to_string)
+            .collect()
+    };
+    let first = pids(ns);
+    if first.is_empty() {
+        return 0;
+    }
+    for p in &first {
+        let _ = sh(&["kill", "-TERM", p]);
+    }
+    let t = Instant::now();
+    while !pids(ns).is_empty() && t.elapsed() < Duration::from_secs(1) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for p in pids(ns) {
+        let _ = sh(&["kill", "-KILL", &p]);
+    }
+    first.len()
 }
 
 /// Stop a testbed's gateway (SIGTERM, then SIGKILL after 3 s), leaving the namespaces.
