@@ -28,7 +28,8 @@ h1{font-size:1.6em}h2{font-size:1.2em;margin-top:1.6em}\
 table{border-collapse:collapse;margin:.5em 0}td,th{padding:.3em .7em;border-bottom:1px solid #ddd;text-align:right}\
 th:first-child,td:first-child{text-align:left}th small{color:#777;font-weight:normal}\
 figure{margin:1em 0}figcaption{color:#555;font-size:.9em}svg{max-width:100%;height:auto}\
-.meta{color:#666;font-size:.9em}h3{font-size:1em;margin-bottom:.2em}";
+.meta{color:#666;font-size:.9em}h3{font-size:1em;margin-bottom:.2em}\
+.scroll{overflow-x:auto;max-width:100%}";
 
 /// The whole page.
 pub fn page(title: &str, runs: &[Dataset], sums: &[RunSummary], plots: &[Plot]) -> String {
@@ -40,7 +41,7 @@ pub fn page(title: &str, runs: &[Dataset], sums: &[RunSummary], plots: &[Plot]) 
          <title>{t}</title><style>{STYLE}</style></head><body>\n<h1>{t}</h1>\n",
         t = escape(title)
     );
-    h.push_str("<h2>Summary</h2>\n<table id=\"summary\"><thead><tr><th>run</th>");
+    h.push_str("<h2>Summary</h2>\n<div class=\"scroll\"><table id=\"summary\"><thead><tr><th>run</th>");
     for (name, unit) in HEADINGS {
         let _ = write!(h, "<th>{name}<br><small>{unit}</small></th>");
     }
@@ -53,7 +54,7 @@ pub fn page(title: &str, runs: &[Dataset], sums: &[RunSummary], plots: &[Plot]) 
         h.push_str("</tr>\n");
     }
     h.push_str(
-        "</tbody></table>\n<p class=\"meta\">Throughput: mean of each flow over the load window \
+        "</tbody></table></div>\n<p class=\"meta\">Throughput: mean of each flow over the load window \
          (flent's default cut: 5 s after the start to 5 s before the end), summed per direction. \
          Latency: every latency probe's samples in that window; idle: before the load; induced: \
          median under load minus idle median.</p>\n",
@@ -84,7 +85,7 @@ pub fn page(title: &str, runs: &[Dataset], sums: &[RunSummary], plots: &[Plot]) 
             }
         }
     }
-    h.push_str("<h2>Runs</h2>\n<table><thead><tr><th>run</th><th>test</th><th>file version</th><th>length<br><small>s</small></th><th>step<br><small>s</small></th></tr></thead><tbody>\n");
+    h.push_str("<h2>Runs</h2>\n<div class=\"scroll\"><table><thead><tr><th>run</th><th>test</th><th>file version</th><th>length<br><small>s</small></th><th>step<br><small>s</small></th></tr></thead><tbody>\n");
     for d in runs {
         let _ = writeln!(
             h,
@@ -96,7 +97,7 @@ pub fn page(title: &str, runs: &[Dataset], sums: &[RunSummary], plots: &[Plot]) 
             d.step
         );
     }
-    h.push_str("</tbody></table>\n<p class=\"meta\">Made by debloat from flent data files.</p>\n</body></html>\n");
+    h.push_str("</tbody></table></div>\n<p class=\"meta\">Made by debloat from flent data files.</p>\n</body></html>\n");
     h
 }
 

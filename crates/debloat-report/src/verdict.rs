@@ -113,7 +113,7 @@ fn colour(letter: &str) -> &'static str {
 pub fn html(runs: &[(&str, &Verdict)]) -> String {
     let mut h = String::new();
     h.push_str(
-        "<table id=\"verdict\"><thead><tr><th>run</th><th>grade</th>\
+        "<div class=\"scroll\"><table id=\"verdict\"><thead><tr><th>run</th><th>grade</th>\
          <th>idle<br><small>ms</small></th><th>loaded<br><small>ms</small></th>\
          <th>increase<br><small>ms</small></th><th>responsiveness<br><small>RPM</small></th>\
          <th>rating</th><th>confidence</th></tr></thead><tbody>\n",
@@ -180,7 +180,7 @@ pub fn html(runs: &[(&str, &Verdict)]) -> String {
             );
         }
     }
-    h.push_str("</tbody></table>\n");
+    h.push_str("</tbody></table></div>\n");
     defs.sort_unstable();
     defs.dedup();
     for d in defs {

@@ -95,7 +95,7 @@ pub fn html(label: &str, w: &WifiInfo) -> String {
     let mut h = String::new();
     let _ = write!(
         h,
-        "<h3>{}</h3>\n<p class=\"meta\">{}</p>\n<table class=\"stations\"><thead><tr>\
+        "<h3>{}</h3>\n<p class=\"meta\">{}</p>\n<div class=\"scroll\"><table class=\"stations\"><thead><tr>\
          <th>station</th><th>PHY<br><small>Mbit/s</small></th><th>goodput<br><small>Mbit/s</small></th>\
          <th>goodput / PHY</th><th>airtime<br><small>share</small></th><th></th>\
          <th>ping p50<br><small>ms</small></th><th>ping p90<br><small>ms</small></th>\
@@ -130,7 +130,7 @@ pub fn html(label: &str, w: &WifiInfo) -> String {
     let jain = w.airtime_jain.map_or("-".into(), |j| format!("{j:.3}"));
     let _ = writeln!(
         h,
-        "</tbody></table>\n<p class=\"meta\">Jain's fairness index over airtime {jain}; channel \
+        "</tbody></table></div>\n<p class=\"meta\">Jain's fairness index over airtime {jain}; channel \
          busy {:.1} %; {} collisions. Airtime share: each station's part of the airtime the \
          stations used (AP → station and station → AP).</p>",
         w.channel_busy * 100.0,

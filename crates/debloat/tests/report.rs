@@ -77,6 +77,13 @@ fn demo_shows_the_fifo_collapse_and_the_cure_and_writes_a_report() {
         !html.contains("src=\"http") && !html.contains("href=\"http"),
         "the page must not load anything from the network"
     );
+    // At phone width a wide table scrolls in its own box instead of being cut (issue 46).
+    assert_eq!(
+        html.matches("<table").count(),
+        html.matches("<div class=\"scroll\"><table").count(),
+        "every table in a scrolling box"
+    );
+    assert!(html.contains(".scroll{overflow-x:auto"), "the box scrolls");
     check_in_chromium(&out.join("index.html"), dir.path());
 }
 
