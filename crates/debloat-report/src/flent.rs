@@ -271,6 +271,25 @@ impl Dataset {
         self.series.iter().filter(move |s| pred(s.kind))
     }
 
+    /// Whether the sample at `x` s was taken under load: inside a graded phase when the run
+    /// loaded the directions in turn (`bufferbloat`: the idle gap between its phases is not
+    /// load, and pooling it would give a third "increase" beside the grade's and the phases'),
+    /// else inside [`Dataset::load_window`].
+    pub fn loaded_at(&self, x: f64) -> bool {
+        let phases: Vec<(f64, f64)> = self
+            .verdict
+            .iter()
+            .flat_map(|v| v.grade.iter())
+            .flat_map(|g| g.phases.iter())
+            .filter_map(|p| p.window_s)
+            .collect();
+        if phases.is_empty() {
+            let (a, b) = self.load_window();
+            return x >= a && x <= b;
+        }
+        phases.iter().any(|&(a, b)| x >= a && x <= b)
+    }
+
     /// The load window flent's plots cut to: [DELAY, total − DELAY] when the run is long
     /// enough, else everything.
     pub fn load_window(&self) -> (f64, f64) {

@@ -41,7 +41,9 @@ pub fn page(title: &str, runs: &[Dataset], sums: &[RunSummary], plots: &[Plot]) 
          <title>{t}</title><style>{STYLE}</style></head><body>\n<h1>{t}</h1>\n",
         t = escape(title)
     );
-    h.push_str("<h2>Summary</h2>\n<div class=\"scroll\"><table id=\"summary\"><thead><tr><th>run</th>");
+    h.push_str(
+        "<h2>Summary</h2>\n<div class=\"scroll\"><table id=\"summary\"><thead><tr><th>run</th>",
+    );
     for (name, unit) in HEADINGS {
         let _ = write!(h, "<th>{name}<br><small>{unit}</small></th>");
     }

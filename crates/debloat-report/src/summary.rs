@@ -90,7 +90,7 @@ impl RunSummary {
         for s in d.of_kind(|k| k == Kind::Latency) {
             for (i, v) in s.values.iter().enumerate() {
                 let Some(v) = *v else { continue };
-                if in_window(i) {
+                if d.x.get(i).is_some_and(|&x| d.loaded_at(x)) {
                     load.push(v);
                 } else if d.x[i] < a {
                     idle.push(v);
@@ -128,14 +128,13 @@ pub fn percentiles(v: &mut [f64]) -> Option<Percentiles> {
 
 /// Latency samples under load of a dataset, sorted (for CDFs).
 pub fn load_latencies(d: &Dataset) -> Vec<f64> {
-    let (a, b) = d.load_window();
     let mut v: Vec<f64> = d
         .of_kind(|k| k == Kind::Latency)
         .flat_map(|s| {
             s.values
                 .iter()
                 .zip(&d.x)
-                .filter(move |(_, &x)| x >= a && x <= b)
+                .filter(|(_, &x)| d.loaded_at(x))
                 .filter_map(|(v, _)| *v)
         })
         .collect();
@@ -192,6 +191,34 @@ mod tests {
         assert_eq!(s.upload_mbps, None);
         let means: Vec<f64> = s.flows.iter().map(|f| f.1).collect();
         assert_eq!(means, [7.5, 5.0]);
+    }
+
+    /// `bufferbloat` loads one direction, idles, loads the other: latency "under load" is
+    /// taken in its graded phases only, not in the idle gap between them (issue 46).
+    #[test]
+    fn bufferbloats_idle_gap_is_not_under_load() {
+        let grade = serde_json::json!({"letter": "C", "stat": "Mean", "idle_ms": 20.0,
+        "loaded_ms": 110.0, "increase_ms": 90.0,
+        "phases": [
+            {"direction": "download", "window_s": [1.0, 2.0], "loaded_ms": 200.0, "increase_ms": 180.0, "letter": "C"},
+            {"direction": "upload", "window_s": [4.0, 5.0], "loaded_ms": 20.0, "increase_ms": 0.0, "letter": "A+"}
+        ]});
+        let v = serde_json::json!({
+            "version": 4,
+            "metadata": {"NAME": "bufferbloat", "TITLE": "t", "LENGTH": 4, "TOTAL_LENGTH": 6,
+                         "STEP_SIZE": 1.0, "DELAY": 1,
+                         "DEBLOAT_VERDICT": {"grade": grade, "rpm": null}},
+            "x_values": [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+            "results": {"Ping (ms) ICMP": [20.0, 200.0, 200.0, 21.0, 20.0, 20.0, 20.0]},
+            "raw_values": {}
+        });
+        let d = Dataset::from_json(&v, "t").expect("valid");
+        assert!(d.loaded_at(1.5) && !d.loaded_at(3.0) && d.loaded_at(4.0));
+        assert_eq!(
+            load_latencies(&d),
+            [20.0, 20.0, 200.0, 200.0],
+            "the gap's 21 ms is out"
+        );
     }
 
     /// flent's voip test has VoIP's round trip and its one-way delay: the summary's latency is

@@ -44,6 +44,9 @@ pub struct Grade {
 pub struct Phase {
     /// download or upload.
     pub direction: String,
+    /// When it ran, s from the start (the data file's x axis).
+    #[serde(default)]
+    pub window_s: Option<(f64, f64)>,
     /// Latency under this phase's load, ms.
     pub loaded_ms: f64,
     /// Increase over idle, ms.
