@@ -84,22 +84,13 @@ fn an_unprivileged_gateway_with_two_capabilities_forwards_reloads_and_exits_0() 
     {
         return;
     }
-    let prefix = format!("dp{}", std::process::id() % 100_000);
-    struct Down(String);
-    impl Drop for Down {
-        fn drop(&mut self) {
-            let _ = testbed::down(&self.0);
-        }
-    }
-    let _down = Down(prefix.clone());
-    testbed::build_namespaces(&prefix).expect("namespaces");
+    let (_bed, [client, gw, _]) = common::bed::namespaces_only("dp");
     // A directory and a binary the unprivileged user can reach.
     let dir = tempfile::tempdir().expect("tmp");
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).expect("chmod");
     let exe = dir.path().join("debloat");
     std::fs::copy(EXE, &exe).expect("copy");
     let sock = dir.path().join("gw.sock");
-    let [client, gw, _] = testbed::namespaces(&prefix);
     let caps = "-all,+net_raw,+net_admin";
     let child = testbed::in_ns(
         &gw,
@@ -211,16 +202,7 @@ fn a_second_gateway_on_a_port_is_refused_naming_the_first() {
             return;
         }
     }
-    let prefix = format!("dq{}", std::process::id() % 100_000);
-    struct Down(String);
-    impl Drop for Down {
-        fn drop(&mut self) {
-            let _ = testbed::down(&self.0);
-        }
-    }
-    let _down = Down(prefix.clone());
-    testbed::build_namespaces(&prefix).expect("namespaces");
-    let [_, gw, _] = testbed::namespaces(&prefix);
+    let (_bed, [_, gw, _]) = common::bed::namespaces_only("dq");
     let same = testbed::in_ns(&gw, &[EXE, "gateway", "--lan", "lan0", "--wan", "lan0"])
         .output()
         .expect("run");

@@ -111,16 +111,7 @@ fn the_package_installs_and_its_unit_command_line_shapes_a_link() {
         "the unit runs the installed binary"
     );
 
-    let prefix = format!("pk{}", std::process::id() % 100_000);
-    struct Down(String);
-    impl Drop for Down {
-        fn drop(&mut self) {
-            let _ = testbed::down(&self.0);
-        }
-    }
-    let _down = Down(prefix.clone());
-    testbed::build_namespaces(&prefix).expect("namespaces");
-    let [client, gw, server] = testbed::namespaces(&prefix);
+    let (_bed, [client, gw, server]) = common::bed::namespaces_only("pk");
     let sock = Path::new("/run/debloat/gateway.sock");
     let _ = std::fs::remove_file(sock);
     let args: Vec<&str> = words.iter().map(String::as_str).collect();

@@ -84,6 +84,15 @@ pub fn up_extra(
     bed
 }
 
+/// The testbed's three namespaces and their links, without a gateway (the test starts its
+/// own), under the prefix `TAG` + this process's id; removed when the `Bed` is dropped.
+pub fn namespaces_only(tag: &str) -> (Bed, [String; 3]) {
+    let prefix = format!("{tag}{}", std::process::id() % 100_000);
+    testbed::build_namespaces(&prefix).expect("namespaces");
+    let ns = testbed::namespaces(&prefix);
+    (Bed { prefix }, ns)
+}
+
 /// `debloat testbed send-frames` of `kind` from the client namespace `client`'s eth0.
 pub fn send_frames(client: &str, kind: &str, count: u32) -> std::process::Output {
     testbed::in_ns(
