@@ -606,18 +606,21 @@ fn a_cc_list_is_taken_in_turn() {
     );
     c.delay_s = 1.0;
     c.cc_turns = vec![Algorithm::Bbr, Algorithm::Cubic];
-    let s = debloat_sim::run(&c, |_| {});
-    let ccs: Vec<_> = s.flows.iter().map(|f| f.cc).collect();
-    assert_eq!(
-        ccs,
-        [
-            Algorithm::Bbr,
-            Algorithm::Cubic,
-            Algorithm::Bbr,
-            Algorithm::Cubic
-        ]
-        .map(Some)
-    );
+    let in_turn = [
+        Algorithm::Bbr,
+        Algorithm::Cubic,
+        Algorithm::Bbr,
+        Algorithm::Cubic,
+    ]
+    .map(Some);
+    let ccs = |c: &debloat_sim::scenario::Config| -> Vec<Option<Algorithm>> {
+        debloat_sim::run(c, |_| {})
+            .flows
+            .iter()
+            .map(|f| f.cc)
+            .collect()
+    };
+    assert_eq!(ccs(&c), in_turn);
     let mut sq = cfg(
         Test::Tcp4UpSquarewave,
         20_000_000,
@@ -630,16 +633,5 @@ fn a_cc_list_is_taken_in_turn() {
     );
     sq.delay_s = 1.0;
     sq.cc_turns = vec![Algorithm::Reno, Algorithm::Westwood];
-    let s = debloat_sim::run(&sq, |_| {});
-    let ccs: Vec<_> = s.flows.iter().map(|f| f.cc).collect();
-    assert_eq!(
-        ccs,
-        [
-            Algorithm::Bbr,
-            Algorithm::Cubic,
-            Algorithm::Bbr,
-            Algorithm::Cubic
-        ]
-        .map(Some)
-    );
+    assert_eq!(ccs(&sq), in_turn, "the square wave keeps its own");
 }

@@ -397,7 +397,9 @@ fn forward(cli: &RunArgs) -> Result<()> {
     let (Some(lan), Some(wan)) = (&a.lan, &a.wan) else {
         bail!("give both --lan IF and --wan IF (see `debloat gateway --help`)");
     };
-    let mut cfg = config(a, lan, wan)?;
+    let mut cfg = named;
+    cfg.lan.clone_from(lan);
+    cfg.wan.clone_from(wan);
     let held = crate::gateway_ports::claim_ports(lan, wan, a.control.as_deref())?;
     cfg.control.clone_from(&held.control);
     if a.busy_poll && a.realtime.is_some() {

@@ -88,17 +88,9 @@ fn tins(d: &DirectionStats) -> Vec<Tin> {
             None,
             None,
             d.stats.drops,
-            marks(x),
+            super::ecn_marks(x),
         )],
     }
-}
-
-/// The discipline's ECN marks, where its statistics count them.
-fn marks(x: &Xstats) -> u64 {
-    serde_json::to_value(x)
-        .ok()
-        .and_then(|v| v.get("ecn_mark").and_then(serde_json::Value::as_u64))
-        .unwrap_or(0)
 }
 
 /// The shaper's rate now, bit/s: the rate controller's, else cake's; None unshaped.

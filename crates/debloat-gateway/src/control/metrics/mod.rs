@@ -79,7 +79,7 @@ fn qlabels(dir: &'static str, d: &DirectionStats) -> Labels {
     ]
 }
 
-fn ecn_marks(x: &Xstats) -> u64 {
+pub(super) fn ecn_marks(x: &Xstats) -> u64 {
     match x {
         Xstats::Codel { ecn_mark, .. } | Xstats::FqCodel { ecn_mark, .. } => u64::from(*ecn_mark),
         Xstats::Deadline { ecn_mark, .. }
