@@ -33,6 +33,7 @@ pub fn run(length: f64) -> Result<()> {
             cc: Algorithm::Cubic,
             cc_turns: Vec::new(),
             ecn: false,
+            host_qdisc: None,
             seed: 1,
             device: Default::default(),
             wire: Default::default(),

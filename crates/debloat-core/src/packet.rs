@@ -135,6 +135,13 @@ pub struct PacketMeta {
     pub hdr_len: u16,
     /// TCP details for the ACK filter; `None` for non-TCP or when unknown.
     pub tcp: Option<TcpInfo>,
+    /// The earliest departure time a local sender stamped on the packet (Linux's `skb->tstamp`
+    /// under the EDT model TCP has used since 4.20: the socket's pacing turned into a time),
+    /// 0 when unset. `fq` holds a packet until then; forwarding clears it, as `ip_forward` does.
+    pub tstamp: Nanos,
+    /// The sending socket (`skb->sk`) for a host's own packets, 0 for a forwarded frame or one
+    /// with no connected socket; `fq` keys a socket's packets as one flow, others by hash.
+    pub socket: u32,
 }
 
 impl PacketMeta {
@@ -156,6 +163,8 @@ impl PacketMeta {
             gso_size: 0,
             hdr_len: 0,
             tcp: None,
+            tstamp: 0,
+            socket: 0,
         }
     }
 }

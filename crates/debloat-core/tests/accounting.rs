@@ -116,6 +116,16 @@ fn spec() -> impl Strategy<Value = String> {
             .prop_map(|(bw, ds, fm, af, oh, x, m)| format!(
                 "cake {bw} {ds} {fm} {af} {oh} {x} memlimit {m}"
             )),
+        (
+            (1u32..60, 1u32..20, 1u32..5000, 1u32..20_000, 2u32..64),
+            prop_oneof![Just(""), Just("maxrate 1Mbit"), Just("maxrate 50Mbit low_rate_threshold 2Mbit")],
+            prop_oneof![Just("horizon 5ms horizon_cap"), Just("horizon 20ms"), Just("")],
+            prop_oneof![Just(""), Just("ce_threshold 1ms"), Just("nopacing")],
+            prop_oneof![Just(""), Just("priomap 2 2 1 1 0 0 0 0 1 1 1 1 2 2 2 2 weights 16384 50000 16384")],
+        )
+            .prop_map(|((l, fl, q, iq, b), r, h, c, p)| format!(
+                "fq limit {l} flow_limit {fl} quantum {q} initial_quantum {iq} buckets {b} {r} {h} {c} {p}"
+            )),
         (time.clone(), 1u32..50, any::<bool>())
             .prop_map(|(t, l, e)| format!("deadline {t} limit {l} {}", if e { "ecn" } else { "" })),
         (
@@ -171,7 +181,12 @@ proptest! {
         for op in ops {
             match op {
                 Op::Enqueue { len, flow, host, ecn, dscp, ack } => {
-                    let p = packet(id, len, flow, host, ecn, dscp, ack);
+                    let mut p = packet(id, len, flow, host, ecn, dscp, ack);
+                    if flow % 3 == 0 {
+                        // A host's own socket, stamped up to 63 ms ahead (fq's pacing and horizon).
+                        p.meta.socket = u32::from(flow) + 1;
+                        p.meta.tstamp = now + u64::from(dscp) * 1_000_000;
+                    }
                     id += 1;
                     in_pkts += 1;
                     in_bytes += u64::from(len);

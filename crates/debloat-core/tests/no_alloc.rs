@@ -77,6 +77,8 @@ fn steady_state_enqueue_dequeue_does_not_allocate() {
         "pie ecn bytemode dq_rate_estimator",
         "pfifo_fast",
         "fq_pie",
+        "fq",
+        "fq maxrate 100Mbit",
         "tbf rate 1Gbit burst 100kb latency 50ms",
     ];
     COUNTED.with(|c| c.set(true));

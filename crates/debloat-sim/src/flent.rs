@@ -212,13 +212,18 @@ pub fn data_file(w: &World, cfg: &Config, epoch: u64, title: &str) -> Value {
         _ => {}
     }
     let hosts: Vec<String> = (0..cfg.hosts().len()).map(Config::host_name).collect();
+    let host_q = cfg
+        .host_qdisc
+        .as_ref()
+        .map(|q| format!(", host qdisc `{q}`"))
+        .unwrap_or_default();
     let note = match &cfg.wifi {
         Some(wc) => format!(
-            "debloat sim: {}, wired host {} ms RTT from the AP, cc {}, ecn {}, seed {}, delay {} s",
+            "debloat sim: {}, wired host {} ms RTT from the AP, cc {}, ecn {}, seed {}, delay {} s{host_q}",
             wc.describe(), cfg.rtt_ns as f64 / 1e6, cfg.cc_words(), cfg.ecn, cfg.seed, delay_s
         ),
         None => format!(
-        "debloat sim: {}/{} bit/s down/up, base RTT {} ms, qdisc up `{}`, down `{}`, cc {}, ecn {}, seed {}, delay {} s",
+        "debloat sim: {}/{} bit/s down/up, base RTT {} ms, qdisc up `{}`, down `{}`, cc {}, ecn {}, seed {}, delay {} s{host_q}",
         cfg.down_bps, cfg.up_bps, cfg.rtt_ns as f64 / 1e6, cfg.qdisc_up, cfg.qdisc_down, cfg.cc_words(), cfg.ecn, cfg.seed, delay_s
     ),
     };

@@ -19,6 +19,7 @@
 //! rtt = "20ms"
 //! qdisc_up = "cake bandwidth 1900kbit diffserv3"
 //! qdisc_down = "fq_codel"
+//! host_qdisc = "fq"           # optional: the hosts' own qdisc (TCP paces through fq)
 //!
 //! [[flow]]
 //! name = "backup"
@@ -147,6 +148,8 @@ pub struct LinkSection {
     qdisc: Option<String>,
     qdisc_up: Option<String>,
     qdisc_down: Option<String>,
+    /// The hosts' own qdisc (`--host-qdisc`), e.g. "fq".
+    host_qdisc: Option<String>,
     framing: Option<String>,
     loss: Option<f64>,
     jitter: Option<String>,
@@ -315,6 +318,14 @@ fn config(f: &ScenarioFile, load: TraceLoader<'_>) -> Result<Config> {
         cc: Algorithm::Cubic,
         cc_turns: Vec::new(),
         ecn: false,
+        host_qdisc: match &l.host_qdisc {
+            None => None,
+            Some(v) => Some(v.parse().map_err(|e| ScenarioError::Spec {
+                key: "link.host_qdisc".into(),
+                words: v.to_string(),
+                source: Box::new(e),
+            })?),
+        },
         seed,
         device,
         wire,

@@ -29,6 +29,7 @@ fn rrul(classify: Option<debloat_core::classify::qosify::Config>) -> Summary {
         cc: Algorithm::Cubic,
         cc_turns: Vec::new(),
         ecn: false,
+        host_qdisc: None,
         seed: 1,
         device: Default::default(),
         wire: Default::default(),

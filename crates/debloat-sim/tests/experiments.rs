@@ -33,6 +33,7 @@ fn cfg(
         cc: Algorithm::Cubic,
         cc_turns: Vec::new(),
         ecn,
+        host_qdisc: None,
         seed: 1,
         device: Default::default(),
         wire: Default::default(),

@@ -40,6 +40,7 @@ fn run_on(test: Test, wc: WifiConfig, rtts: &[u64]) -> Summary {
         cc: Algorithm::Cubic,
         cc_turns: Vec::new(),
         ecn: false,
+        host_qdisc: None,
         seed: 1,
         device: Default::default(),
         wire: Default::default(),

@@ -62,6 +62,7 @@ fn config(up: &str, down: &str, length: f64, seed: u64) -> Result<Config> {
         cc: Algorithm::Cubic,
         cc_turns: Vec::new(),
         ecn: false,
+        host_qdisc: None,
         seed,
         device: Default::default(),
         wire: Default::default(),

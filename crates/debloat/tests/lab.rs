@@ -1,5 +1,5 @@
 //! Ground truth from the real kernel (User-Mode Linux, Debian unstable's Linux 7.2, which the
-//! lab fetches itself): `debloat spec` prints exactly what `tc -s qdisc show` prints for 29
+//! lab fetches itself): `debloat spec` prints exactly what `tc -s qdisc show` prints for 32
 //! specs of every discipline family and for times of any value, on a veth (MTU 1500), the
 //! handle aside. Needs `kmod`, `patchelf` and apt reaching the Debian archive (once); without
 //! them the test prints SKIP, and under CI (`CI` set) it fails, since `.ci/run` installs them.
@@ -7,7 +7,7 @@
 mod common;
 use common::{debloat, text};
 
-const SPECS: [&str; 29] = [
+const SPECS: [&str; 32] = [
     "pfifo limit 1000",
     "bfifo limit 100000",
     "pfifo_fast",
@@ -38,6 +38,10 @@ const SPECS: [&str; 29] = [
     "tbf rate 20Mbit burst 32kb latency 400ms peakrate 40Mbit mtu 1540",
     "tbf rate 100Mbit burst 100kb limit 1mb mpu 64 overhead 24",
     "tbf rate 500kbit burst 3000 limit 500",
+    // refill_delay in whole 10 ms too (jiffies of HZ=100).
+    "fq",
+    "fq limit 500 flow_limit 50 quantum 3000 initial_quantum 15000 maxrate 10Mbit refill_delay 20ms ce_threshold 3ms horizon 2s horizon_cap low_rate_threshold 1Mbit orphan_mask 511 buckets 256 nopacing",
+    "fq buckets 3 maxrate 1234567bit ce_threshold 1500us timer_slack 20us low_rate_threshold 0",
 ];
 
 #[test]
@@ -57,7 +61,7 @@ fn debloat_spec_prints_what_the_kernels_tc_prints() {
     println!("{t}");
     assert!(o.status.success(), "{t}");
     assert!(
-        t.contains("29 specs: debloat prints what the kernel's tc prints"),
+        t.contains("32 specs: debloat prints what the kernel's tc prints"),
         "{t}"
     );
     // The comparison is real: the kernel's text is in the output, e.g. cake's tin table.

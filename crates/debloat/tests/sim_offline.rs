@@ -165,3 +165,56 @@ fn the_gateways_words_clash_with_the_simulators_own_for_the_same_thing() {
         text(&o)
     );
 }
+
+/// `--host-qdisc fq`: said in the headline, a queue row per side of hosts, every packet the
+/// clients' fq let go counted at the bottleneck, and a bad spec refused naming the flag.
+#[test]
+fn host_qdisc_fq_shows_its_queues_and_bad_words_name_the_flag() {
+    let out = sim(&[
+        "tcp_1up",
+        "--link",
+        "100Mbit/100Mbit",
+        "--rtt",
+        "40ms",
+        "--qdisc",
+        "pfifo limit 30",
+        "--host-qdisc",
+        "fq",
+    ]);
+    assert!(
+        out.lines()
+            .next()
+            .unwrap_or("")
+            .ends_with("hosts' qdisc fq"),
+        "{out}"
+    );
+    let row = |name: &str| -> Vec<u64> {
+        let l = out
+            .lines()
+            .find(|l| l.trim_start().starts_with(name))
+            .unwrap_or_else(|| panic!("no {name} row: {out}"));
+        // sent, dropped, marked, max q: the numbers after the (possibly cut) spec.
+        l.split_whitespace()
+            .filter_map(|w| w.parse().ok())
+            .take(4)
+            .collect()
+    };
+    let (hosts, link) = (row("hosts up"), row("bottleneck up"));
+    assert_eq!(
+        hosts[0],
+        link[0] + link[1],
+        "hosts' sent = link's sent + dropped"
+    );
+    assert_eq!(hosts[1], 0, "TSQ keeps fq's flow limit unreached");
+    assert!(
+        row("hosts down")[0] > 0,
+        "the ACKs leave through the servers' fq"
+    );
+    let o = debloat(&["sim", "tcp_1up", "--host-qdisc", "fq flowlimit 3"]);
+    assert!(!o.status.success());
+    let t = text(&o);
+    assert!(
+        t.contains("--host-qdisc") && t.contains("did you mean `flow_limit`"),
+        "{t}"
+    );
+}

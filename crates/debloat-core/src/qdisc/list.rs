@@ -151,6 +151,21 @@ impl<const N: usize> ListSet<N> {
         self.remove(i);
         self.push_back(l, i);
     }
+
+    /// Make room for flows `0..capacity` (a discipline whose flows come and go, as `fq`'s
+    /// do); existing links are kept. Never shrinks.
+    pub fn grow(&mut self, capacity: usize) {
+        if capacity > self.links.len() {
+            self.links.resize(
+                capacity,
+                Link {
+                    prev: NIL,
+                    next: NIL,
+                    on: u8::MAX,
+                },
+            );
+        }
+    }
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ pub mod cake;
 pub mod codel;
 pub mod deadline;
 pub mod fifo;
+pub mod fq;
 pub mod fq_codel;
 pub mod fq_pie;
 pub mod list;

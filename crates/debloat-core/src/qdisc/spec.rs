@@ -10,6 +10,7 @@ use crate::qdisc::codel::Codel;
 use crate::qdisc::deadline::Deadline;
 use crate::qdisc::fifo::spec::parse_fifo_limit;
 use crate::qdisc::fifo::{Fifo, Limit};
+use crate::qdisc::fq::Fq;
 use crate::qdisc::fq_codel::FqCodel;
 use crate::qdisc::fq_pie::FqPie;
 use crate::qdisc::pfifo_fast::PfifoFast;
@@ -23,6 +24,7 @@ pub use crate::qdisc::words::{nearest, SpecError, Tokens, QDISCS};
 
 pub use crate::qdisc::codel::spec::{codel_time_as_tc_shows, CodelKnobs, CodelSpec};
 pub use crate::qdisc::deadline::spec::DeadlineSpec;
+pub use crate::qdisc::fq::FqSpec;
 pub use crate::qdisc::fq_codel::spec::FqCodelSpec;
 pub use crate::qdisc::fq_pie::FqPieSpec;
 pub use crate::qdisc::pfifo_fast::PfifoFastSpec;
@@ -58,6 +60,8 @@ pub enum QdiscSpec {
     Tbf(TbfSpec),
     /// `fq_pie …`.
     FqPie(FqPieSpec),
+    /// `fq …` (sch_fq).
+    Fq(FqSpec),
 }
 
 impl std::str::FromStr for QdiscSpec {
@@ -88,10 +92,11 @@ impl QdiscSpec {
             "pfifo_fast" => QdiscSpec::PfifoFast(PfifoFastSpec::parse(&mut t)?),
             "tbf" => QdiscSpec::Tbf(TbfSpec::parse(&mut t)?),
             "fq_pie" => QdiscSpec::FqPie(FqPieSpec::parse(&mut t)?),
-            "fq" | "sfq" | "htb" | "netem" | "red" => {
+            "fq" => QdiscSpec::Fq(FqSpec::parse(&mut t)?),
+            "sfq" | "htb" | "netem" | "red" | "dualpi2" => {
                 return Err(SpecError::unsupported(
                     kind,
-                    "debloat implements pfifo, bfifo, pfifo_fast, codel, fq_codel, cake, pie, fq_pie, tbf and deadline",
+                    "debloat implements pfifo, bfifo, pfifo_fast, codel, fq_codel, cake, pie, fq_pie, fq, tbf and deadline",
                 ))
             }
             _ => return Err(SpecError::unknown(kind, "qdisc", QDISCS)),
@@ -112,6 +117,7 @@ impl QdiscSpec {
             QdiscSpec::PfifoFast(_) => "pfifo_fast",
             QdiscSpec::Tbf(_) => "tbf",
             QdiscSpec::FqPie(_) => "fq_pie",
+            QdiscSpec::Fq(_) => "fq",
         }
     }
 
@@ -128,6 +134,7 @@ impl QdiscSpec {
             QdiscSpec::PfifoFast(s) => Box::new(PfifoFast::new(s)),
             QdiscSpec::Tbf(s) => Box::new(Tbf::new(s, hasher, seed)),
             QdiscSpec::FqPie(s) => Box::new(FqPie::new(s, hasher, seed)),
+            QdiscSpec::Fq(s) => Box::new(Fq::new(s, hasher)),
         }
     }
 }
@@ -145,6 +152,7 @@ impl fmt::Display for QdiscSpec {
             QdiscSpec::PfifoFast(s) => write!(f, "pfifo_fast {s}"),
             QdiscSpec::Tbf(s) => write!(f, "tbf {s}"),
             QdiscSpec::FqPie(s) => write!(f, "fq_pie {s}"),
+            QdiscSpec::Fq(s) => write!(f, "fq {s}"),
         }
     }
 }

@@ -4,7 +4,7 @@
 //! (limit, AQM, ACK filter); CAKE's per-tin `pkts`/`bytes` count **enqueued** packets and its
 //! `memory used` is the peak; `drops` per tin excludes ACK-filter drops.
 
-use crate::units::{fmt_rate, fmt_size, fmt_usecs};
+use crate::units::{fmt_rate, fmt_size, fmt_time, fmt_usecs};
 use serde::Serialize;
 use std::fmt::Write;
 
@@ -104,6 +104,8 @@ pub enum Xstats {
         /// Truesize bytes queued.
         memory_used: u32,
     },
+    /// fq (`struct tc_fq_qd_stats`).
+    Fq(Box<FqXstats>),
     /// pie (`struct tc_pie_xstats`).
     Pie {
         /// Drop probability as the kernel reports it: a fraction of 2^64.
@@ -155,6 +157,41 @@ pub struct CakeStats {
     pub max_adj_size: u32,
     /// Per-tin statistics in tc's column order.
     pub tins: Vec<TinStats>,
+}
+
+/// `fq`'s statistics (`struct tc_fq_qd_stats`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct FqXstats {
+    /// Flows allocated.
+    pub flows: u32,
+    /// Flows with no packet.
+    pub inactive_flows: u32,
+    /// Flows waiting for their time.
+    pub throttled_flows: u32,
+    /// Until the next throttled flow's time plus the timer slack, ns (≤ 0: none).
+    pub next_packet_delay_ns: i64,
+    /// Flows collected.
+    pub gc_flows: u64,
+    /// Times a flow was throttled.
+    pub throttled: u64,
+    /// Average lateness of the wake-ups, ns (an EWMA of 1/8).
+    pub unthrottle_latency_ns: u64,
+    /// Packets CE-marked past `ce_threshold`.
+    pub ce_mark: u64,
+    /// Drops at `flow_limit`.
+    pub flows_plimit: u64,
+    /// Pacing delays clamped to 1 s.
+    pub pkts_too_long: u64,
+    /// Drops beyond the horizon.
+    pub horizon_drops: u64,
+    /// Timestamps capped at the horizon.
+    pub horizon_caps: u64,
+    /// Packets that took the fast path (not printed by iproute2 6.1).
+    pub fastpath_packets: u64,
+    /// Drops at `limit`, per band (not printed by iproute2 6.1).
+    pub band_drops: [u64; 3],
+    /// Packets queued, per band (not printed by iproute2 6.1).
+    pub band_pkt_count: [u32; 3],
 }
 
 /// One CAKE tin's statistics (tc column in the comment).
@@ -243,6 +280,7 @@ impl QdiscStats {
             }
             Xstats::Cake(c) => write_cake(&mut s, c),
             Xstats::Pie { .. } => write_pie(&mut s, &self.xstats),
+            Xstats::Fq(x) => write_fq(&mut s, x),
             Xstats::FqPie {
                 packets_in,
                 overlimit,
@@ -263,6 +301,49 @@ impl QdiscStats {
 }
 
 /// PIE's statistics as iproute2 prints them (`prob` with C's `%lg`).
+/// iproute2 6.1's `fq_print_xstats` (the lab's `tc`; 6.7 added the bands' counters).
+fn write_fq(s: &mut String, x: &FqXstats) {
+    let _ = write!(
+        s,
+        "  flows {} (inactive {} throttled {})",
+        x.flows, x.inactive_flows, x.throttled_flows
+    );
+    if x.next_packet_delay_ns > 0 {
+        let _ = write!(
+            s,
+            " next_packet_delay {}",
+            fmt_time(x.next_packet_delay_ns as u64)
+        );
+    }
+    let _ = write!(
+        s,
+        "\n  gc {} highprio 0 throttled {}",
+        x.gc_flows, x.throttled
+    );
+    if x.unthrottle_latency_ns > 0 {
+        let _ = write!(s, " latency {}", fmt_time(x.unthrottle_latency_ns));
+    }
+    if x.ce_mark > 0 {
+        let _ = write!(s, " ce_mark {}", x.ce_mark);
+    }
+    if x.flows_plimit > 0 {
+        let _ = write!(s, " flows_plimit {}", x.flows_plimit);
+    }
+    if x.pkts_too_long > 0 || x.horizon_drops > 0 || x.horizon_caps > 0 {
+        s.push('\n');
+        if x.pkts_too_long > 0 {
+            let _ = write!(s, " pkts_too_long {}", x.pkts_too_long);
+        }
+        if x.horizon_drops > 0 {
+            let _ = write!(s, " horizon_drops {}", x.horizon_drops);
+        }
+        if x.horizon_caps > 0 {
+            let _ = write!(s, "  horizon_caps {}", x.horizon_caps);
+        }
+    }
+    s.push('\n');
+}
+
 fn write_pie(s: &mut String, x: &Xstats) {
     let Xstats::Pie {
         prob,

@@ -98,6 +98,9 @@ pub const QDISCS: &[&str] = &[
     "fq_codel",
     "cake",
     "pie",
+    "fq_pie",
+    "fq",
+    "tbf",
     "deadline",
 ];
 

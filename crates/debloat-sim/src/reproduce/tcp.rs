@@ -4,6 +4,7 @@
 use super::{config, ping_p50, total, Band, Check, Outcome, MBIT, MS, SEC};
 use crate::scenario::{self, throughput_between, Summary, Test};
 use crate::tcp::cc::Algorithm;
+use debloat_core::QdiscSpec;
 
 /// PI-55: 4 CUBIC uploads over 5.5 Mbit/s (data direction), 0.5 Mbit/s reverse, base RTT
 /// 0.3 ms, 60 s, as sqm-scripts "simple" (fq_codel limit 1001) or a 1000-packet FIFO.
@@ -168,7 +169,7 @@ pub fn fifo_depth(seed: u64) -> Outcome {
 /// ACK-aggregation head-room Linux added in 5.1, so the checks run that BBR; today's BBR in the
 /// two FIFOs is reported in the notes, beside what the real 6.1 kernel gave.
 pub fn sqw_20m(seed: u64) -> Outcome {
-    let run_bbr = |q: &str, ack_aggregation: bool| {
+    let run_hosts = |q: &str, ack_aggregation: bool, hosts: Option<QdiscSpec>| {
         let mut c = config(
             seed,
             Test::Tcp4UpSquarewave,
@@ -179,6 +180,7 @@ pub fn sqw_20m(seed: u64) -> Outcome {
         );
         c.delay_s = 3.0;
         c.bbr_ack_aggregation = ack_aggregation;
+        c.host_qdisc = hosts;
         let r = scenario::simulate(&c, |_| {});
         // Flows are in start order: bbr 1, cubic 2, bbr 4, cubic 3.
         let t: Vec<f64> = (0..4)
@@ -186,6 +188,7 @@ pub fn sqw_20m(seed: u64) -> Outcome {
             .collect();
         (ping_p50(&r.summary), t)
     };
+    let run_bbr = |q: &str, ack_aggregation: bool| run_hosts(q, ack_aggregation, None);
     let run = |q: &str| run_bbr(q, false);
     let mut o = Outcome::new("SQW-20M");
     let (ping, t) = run("cake bandwidth 20Mbit");
@@ -242,6 +245,14 @@ pub fn sqw_20m(seed: u64) -> Outcome {
         "with BBR as Linux has it since 5.1 (ACK-aggregation head-room): pfifo 1000 CUBIC / BBR {:.2} ×, pfifo 100 BBR / CUBIC {:.1} × (today's kernels: `debloat reproduce SQW-20M --kernel`)",
         (deep[1] + deep[3]) / (deep[0] + deep[2]),
         (short[0] + short[2]) / (short[1] + short[3]),
+    ));
+    // The published runs' hosts had sch_fq (2016's BBR needed it to pace), so CUBIC was paced
+    // too; the checks above run unpaced hosts, as the lab's do.
+    let fq = QdiscSpec::Fq(Default::default());
+    let (_, paced) = run_hosts("pfifo limit 1000", false, Some(fq));
+    o.notes.push(format!(
+        "with sch_fq on the hosts (`--host-qdisc fq`: every flow paced, as on the published runs' hosts): pfifo 1000 CUBIC / BBR {:.2} ×",
+        (paced[1] + paced[3]) / (paced[0] + paced[2]),
     ));
     o
 }

@@ -116,6 +116,9 @@ pub(crate) fn build_world(
     }
     w.set_tcp_window(cfg.tcp_window);
     w.set_bbr_ack_aggregation(cfg.bbr_ack_aggregation);
+    if let Some(h) = &cfg.host_qdisc {
+        w.set_host_qdisc(h, [cfg.seed ^ 0x4854, cfg.seed], cfg.seed.wrapping_add(3));
+    }
     w.set_classifier(cfg.classify.clone().map(|c| {
         debloat_core::classify::qosify::Classifier::new(
             c,

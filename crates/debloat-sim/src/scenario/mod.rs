@@ -173,6 +173,9 @@ pub struct Config {
     pub cc_turns: Vec<Algorithm>,
     /// ECN on the flows.
     pub ecn: bool,
+    /// The discipline on the hosts themselves, before their NICs (`--host-qdisc`; None: the
+    /// senders' packets go straight to the bottleneck). With `fq`, TCP paces through it.
+    pub host_qdisc: Option<QdiscSpec>,
     /// Seed for flow-hash keys and discipline randomness.
     pub seed: u64,
     /// The device model on both bottleneck directions.
@@ -242,6 +245,7 @@ impl Config {
             cc: Algorithm::Cubic,
             cc_turns: Vec::new(),
             ecn: false,
+            host_qdisc: None,
             seed,
             device: crate::world::DeviceConfig::default(),
             wire: Default::default(),

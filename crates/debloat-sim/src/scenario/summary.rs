@@ -60,7 +60,7 @@ pub struct PingSummary {
 /// Per-queue results.
 #[derive(Debug, Clone, Serialize)]
 pub struct QueueSummary {
-    /// "bottleneck up" or "bottleneck down".
+    /// "bottleneck up" or "bottleneck down" (or "hosts up"/"hosts down": `--host-qdisc`).
     pub r#where: String,
     /// The spec.
     pub qdisc: String,
@@ -348,10 +348,11 @@ pub(crate) fn summarise(cfg: &Config, w: &World, delay: u64, length: u64) -> Sum
         .filter(|p| p.flood_len.is_none())
         .map(|p| ping_summary(p, &load, delay))
         .collect();
-    let queues = [Dir::Up, Dir::Down]
+    let mut queues: Vec<QueueSummary> = [Dir::Up, Dir::Down]
         .iter()
         .map(|&d| queue_summary(cfg, w, d))
         .collect();
+    queues.extend(host_queues(cfg, w));
     let tp: Vec<f64> = flows.iter().map(|f| f.throughput_mbps).collect();
     let jain_fairness = (!tp.is_empty()).then(|| {
         let s: f64 = tp.iter().sum();
@@ -448,6 +449,32 @@ fn queue_summary(cfg: &Config, w: &World, d: Dir) -> QueueSummary {
         sojourn_ms: hist_latency(&st.sojourns),
         modem: w.modem(d).map(|m| modem_summary(m, w.now())),
     }
+}
+
+/// The hosts' own qdisc (`--host-qdisc`), a row per side that sends: "hosts up" are the
+/// clients', "hosts down" the servers'.
+fn host_queues(cfg: &Config, w: &World) -> Vec<QueueSummary> {
+    let Some(spec) = &cfg.host_qdisc else {
+        return Vec::new();
+    };
+    [(Dir::Up, "hosts up"), (Dir::Down, "hosts down")]
+        .into_iter()
+        .filter_map(|(d, name)| {
+            let st = w.host_stats(d)?;
+            Some(QueueSummary {
+                r#where: name.into(),
+                qdisc: spec.to_string(),
+                sent_pkts: st.sent_pkts,
+                sent_bytes: st.sent_bytes,
+                dropped: st.dropped,
+                lost_on_wire: 0,
+                marked: st.marked,
+                max_backlog_pkts: st.max_backlog_pkts,
+                sojourn_ms: hist_latency(&st.sojourns),
+                modem: None,
+            })
+        })
+        .collect()
 }
 
 fn modem_summary(m: &debloat_core::link::Modem, end: u64) -> ModemSummary {

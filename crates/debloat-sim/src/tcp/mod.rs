@@ -19,6 +19,7 @@
 pub mod bbr;
 pub mod cc;
 mod loss;
+mod pacing;
 mod receiver;
 
 pub use receiver::Receiver;
@@ -126,6 +127,8 @@ pub struct Sender {
     max_out: u64,
     /// Linux's `tp->cwnd_usage_seq`: where the current window for the two above ends.
     cwnd_usage_seq: u64,
+    /// Pacing left to the host's `fq` through departure times (`pacing.rs`).
+    edt: pacing::Edt,
 }
 
 /// The most recently sent of the segments an ACK delivered: the basis of a rate sample.
@@ -181,6 +184,7 @@ impl Sender {
             cwnd_limited: false,
             max_out: 0,
             cwnd_usage_seq: 0,
+            edt: pacing::Edt::default(),
         }
     }
 
@@ -248,7 +252,7 @@ impl Sender {
 
     /// When pacing next allows a segment, if pacing is what holds the sender back at `now`.
     pub fn poll_pacing(&self, now: Nanos) -> Option<Nanos> {
-        (self.bbr.is_some()
+        (self.internal_pacing()
             && self.next_send_time > now
             && (self.pipe() as f64) < self.cwnd().floor().max(1.0))
         .then_some(self.next_send_time)
@@ -469,10 +473,17 @@ impl Sender {
         self.rto_deadline = Some(now + (self.rto << self.backoff).min(RTO_MAX));
     }
 
-    /// The next segment to send at `now`, if the window allows one.
+    /// The next segment to send at `now`, if the window allows one; with `fq` pacing on
+    /// ([`Sender::set_fq_pacing`]), [`Sender::departure`] is then its departure time.
     pub fn poll_transmit(&mut self, now: Nanos) -> Option<Segment> {
+        let seg = self.next_segment(now)?;
+        self.stamp(now);
+        Some(seg)
+    }
+
+    fn next_segment(&mut self, now: Nanos) -> Option<Segment> {
         // RFC 6675 (C): the first lost segment goes out on entering recovery, whatever pipe says.
-        if self.bbr.is_some() && now < self.next_send_time {
+        if self.internal_pacing() && now < self.next_send_time {
             return None;
         }
         let fast = std::mem::take(&mut self.fast_rexmit) && self.lost_pending > 0;
@@ -489,7 +500,7 @@ impl Sender {
             self.first_sent_time = now;
             self.delivered_time = now;
         }
-        if let Some(b) = &self.bbr {
+        if let (Some(b), true) = (&self.bbr, self.internal_pacing()) {
             let gap = (1e9 / b.pacing_rate.max(1.0)) as Nanos;
             self.next_send_time = self.next_send_time.max(now) + gap;
         }

@@ -218,3 +218,47 @@ fn rto_resends_from_the_first_unacked_segment() {
     assert!(s.poll_transmit(d).is_none(), "cwnd 1");
     assert_eq!(s.poll_timeout(), Some(d + 2 * RTO_INIT), "backed off");
 }
+
+#[test]
+fn with_fq_pacing_segments_carry_departure_times_at_the_pacing_rate() {
+    const MS: Nanos = 1_000_000;
+    let mut s = Sender::new(Algorithm::Cubic);
+    s.set_fq_pacing(true);
+    // No RTT yet: unlimited, every stamp is `now`.
+    let iw: Vec<Nanos> =
+        std::iter::from_fn(|| s.poll_transmit(MS).map(|_| s.departure())).collect();
+    assert_eq!(iw, vec![MS; 10]);
+    assert!(s.pacing_rate().is_none());
+    s.on_ack(
+        &AckInfo {
+            ack: 10,
+            sack: [(0, 0); 3],
+            sack_len: 0,
+            ece: false,
+            echo: MS,
+        },
+        41 * MS,
+    );
+    // Slow start (cwnd 20 < ssthresh / 2): 200 % of cwnd × MSS / SRTT = 2 × 20 segments per
+    // 40 ms, so 1 ms per segment. The first paced segment has half its time forgiven (the
+    // clock jumped from 1 ms to 41 ms while idle).
+    let rate = s.pacing_rate().expect("an RTT sample");
+    assert!(
+        (rate - 2.0 * 20.0 * f64::from(crate::packet::MSS) / 0.040).abs() < 1.0,
+        "{rate}"
+    );
+    let stamps: Vec<Nanos> =
+        std::iter::from_fn(|| s.poll_transmit(41 * MS).map(|_| s.departure())).collect();
+    assert_eq!(stamps.len(), 20);
+    assert_eq!(
+        &stamps[..3],
+        &[41 * MS, 41 * MS + MS / 2, 41 * MS + 3 * MS / 2]
+    );
+    // TSQ: 1 ms of the pacing rate (1414 B here), or two segments' truesize if more.
+    assert_eq!(s.small_queue_limit(2176), 4352);
+    assert_eq!(s.small_queue_limit(100), (rate / 1024.0) as u64);
+    // Without fq the sender stamps nothing.
+    let mut plain = Sender::new(Algorithm::Cubic);
+    plain.poll_transmit(0);
+    assert_eq!(plain.departure(), 0);
+}

@@ -33,6 +33,8 @@ pub struct Flow {
     /// Packets of this flow dropped by a discipline.
     pub drops: u64,
     pub(super) pace_armed: Option<Nanos>,
+    /// Bytes (truesize) of this flow's data in its host's qdisc: TCP Small Queues' count.
+    pub(super) host_bytes: u64,
     /// Extra one-way delay between the bottleneck and this flow's remote host, ns.
     pub extra_ns: Nanos,
     /// The local (client-side) host's last address byte (198.18.1.x).
@@ -153,6 +155,7 @@ impl World {
                 let mut s = Sender::new(cc);
                 s.set_window(self.tcp_window);
                 s.set_bbr_ack_aggregation(self.bbr_ack_aggregation);
+                s.set_fq_pacing(self.fq_pacing);
                 s
             },
             receiver: Receiver::new(),
@@ -160,6 +163,7 @@ impl World {
             cwnd_series: Vec::new(),
             drops: 0,
             pace_armed: None,
+            host_bytes: 0,
             extra_ns: 0,
             client: 2,
             server: 2,
@@ -395,6 +399,7 @@ impl World {
             tcp.flags |= debloat_core::packet::TcpInfo::ECE;
         }
         m.tcp = Some(tcp);
+        m.socket = i as u32 + 1;
         let body = Body::Ack {
             flow: i as u32,
             ack: a.ack,
@@ -415,11 +420,17 @@ impl World {
         }
         // After `stop` the transfer ends (as netperf does), retransmissions included.
         while now < self.flows[i].stop {
+            if !self.small_queue_allows(i) {
+                break;
+            }
             let Some(seg) = self.flows[i].sender.poll_transmit(now) else {
                 break;
             };
             let f = &self.flows[i];
             let mut m = PacketMeta::new(DATA_FRAME, f.key);
+            // The sending socket, and its departure time when the host's fq paces it.
+            m.socket = i as u32 + 1;
+            m.tstamp = f.sender.departure();
             m.dscp = f.dscp;
             // The socket's priority from its TOS (IP_TOS), as a Linux sender's and a router's.
             m.priority = tos_priority(f.dscp);

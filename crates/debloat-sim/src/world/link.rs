@@ -141,7 +141,8 @@ impl World {
         self.links[d.idx()].path.qdisc().as_ref()
     }
 
-    pub(super) fn send(&mut self, d: Dir, mut p: SimPacket) {
+    /// Onto the bottleneck direction `d` (past the sending host's own qdisc, if any).
+    pub(super) fn send_link(&mut self, d: Dir, mut p: SimPacket) {
         if self.autorate[d.reverse().idx()].is_some() {
             self.autorate_seen(d, &p);
         }

@@ -27,6 +27,7 @@ use std::net::{IpAddr, Ipv4Addr};
 
 mod air;
 mod autorate;
+mod host_qdisc;
 mod hosts;
 mod link;
 
@@ -59,6 +60,8 @@ enum Event {
     ToAp(Box<SimPacket>),
     /// A direction's shaper-rate controller ticks.
     Autorate(Dir),
+    /// The qdisc of the hosts sending in a direction may release a packet.
+    HostWake(Dir, Nanos),
 }
 
 /// The simulation: build it, add flows, `run` to the end.
@@ -88,6 +91,10 @@ pub struct World {
     marker: Option<Box<dyn Classify>>,
     /// Shaper-rate controllers, per direction (`autorate.rs`).
     autorate: [Option<Box<autorate::Driver>>; 2],
+    /// The hosts' own qdisc, per direction of what they send (`--host-qdisc`, `host_qdisc.rs`).
+    hosts: [Option<host_qdisc::HostStage>; 2],
+    /// TCP senders leave pacing to the hosts' fq (departure times).
+    fq_pacing: bool,
     /// What a path reported during one call (kept to reuse its allocation).
     path_out: Vec<PathOut>,
     /// The wake-ups a path armed during one call (likewise).
@@ -140,6 +147,8 @@ impl World {
             bbr_ack_aggregation: true,
             marker: None,
             autorate: [None, None],
+            hosts: [None, None],
+            fq_pacing: false,
             path_out: Vec::new(),
             path_armed: Vec::new(),
         };
@@ -226,6 +235,7 @@ impl World {
             }
             Event::ToAp(p) => self.ap_receive(*p),
             Event::Autorate(d) => self.autorate_tick(d),
+            Event::HostWake(d, at) => self.host_wake(d, at),
             Event::Sample => {
                 self.sample_times.push(self.now);
                 for f in &mut self.flows {

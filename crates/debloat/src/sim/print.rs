@@ -29,8 +29,13 @@ pub(crate) fn headline(cfg: &Config) -> String {
             )
         }
     };
+    let hosts = cfg
+        .host_qdisc
+        .as_ref()
+        .map(|q| format!(", hosts' qdisc {}", q.kind()))
+        .unwrap_or_default();
     format!(
-        "{} over {over}, base RTT {} ms, {} s{cc}{}",
+        "{} over {over}, base RTT {} ms, {} s{cc}{}{hosts}",
         cfg.test.name(),
         cfg.rtt_ns as f64 / 1e6,
         cfg.length_s,
