@@ -126,6 +126,16 @@ fn spec() -> impl Strategy<Value = String> {
             .prop_map(|((l, fl, q, iq, b), r, h, c, p)| format!(
                 "fq limit {l} flow_limit {fl} quantum {q} initial_quantum {iq} buckets {b} {r} {h} {c} {p}"
             )),
+        (
+            (1u32..60, 1u32..6, 0u32..101),
+            prop_oneof![Just("1ms"), Just("16ms")],
+            prop_oneof![Just("step_thresh 1ms"), Just("step_thresh 3p min_qlen_step 2")],
+            prop_oneof![Just(""), Just("overflow"), Just("drop_enqueue"), Just("any_ect"), Just("no_split_gso")],
+            prop_oneof![Just(""), Just("memlimit 20000"), Just("max_rtt 20ms")],
+        )
+            .prop_map(|((l, k, c), u, st, x, m)| format!(
+                "dualpi2 limit {l} coupling_factor {k} classic_protection {c} tupdate {u} {st} {x} {m}"
+            )),
         (time.clone(), 1u32..50, any::<bool>())
             .prop_map(|(t, l, e)| format!("deadline {t} limit {l} {}", if e { "ecn" } else { "" })),
         (

@@ -79,6 +79,8 @@ fn steady_state_enqueue_dequeue_does_not_allocate() {
         "fq_pie",
         "fq",
         "fq maxrate 100Mbit",
+        "dualpi2",
+        "dualpi2 any_ect drop_enqueue",
         "tbf rate 1Gbit burst 100kb latency 50ms",
     ];
     COUNTED.with(|c| c.set(true));

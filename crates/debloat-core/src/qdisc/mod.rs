@@ -16,6 +16,7 @@
 pub mod cake;
 pub mod codel;
 pub mod deadline;
+pub mod dualpi2;
 pub mod fifo;
 pub mod fq;
 pub mod fq_codel;

@@ -8,6 +8,7 @@ use crate::packet::Packet;
 use crate::qdisc::cake::{Cake, CakeSpec};
 use crate::qdisc::codel::Codel;
 use crate::qdisc::deadline::Deadline;
+use crate::qdisc::dualpi2::DualPi2;
 use crate::qdisc::fifo::spec::parse_fifo_limit;
 use crate::qdisc::fifo::{Fifo, Limit};
 use crate::qdisc::fq::Fq;
@@ -24,6 +25,7 @@ pub use crate::qdisc::words::{nearest, SpecError, Tokens, QDISCS};
 
 pub use crate::qdisc::codel::spec::{codel_time_as_tc_shows, CodelKnobs, CodelSpec};
 pub use crate::qdisc::deadline::spec::DeadlineSpec;
+pub use crate::qdisc::dualpi2::DualPi2Spec;
 pub use crate::qdisc::fq::FqSpec;
 pub use crate::qdisc::fq_codel::spec::FqCodelSpec;
 pub use crate::qdisc::fq_pie::FqPieSpec;
@@ -62,6 +64,8 @@ pub enum QdiscSpec {
     FqPie(FqPieSpec),
     /// `fq …` (sch_fq).
     Fq(FqSpec),
+    /// `dualpi2 …` (RFC 9332's coupled DualQ).
+    DualPi2(DualPi2Spec),
 }
 
 impl std::str::FromStr for QdiscSpec {
@@ -93,10 +97,11 @@ impl QdiscSpec {
             "tbf" => QdiscSpec::Tbf(TbfSpec::parse(&mut t)?),
             "fq_pie" => QdiscSpec::FqPie(FqPieSpec::parse(&mut t)?),
             "fq" => QdiscSpec::Fq(FqSpec::parse(&mut t)?),
-            "sfq" | "htb" | "netem" | "red" | "dualpi2" => {
+            "dualpi2" => QdiscSpec::DualPi2(DualPi2Spec::parse(&mut t)?),
+            "sfq" | "htb" | "netem" | "red" => {
                 return Err(SpecError::unsupported(
                     kind,
-                    "debloat implements pfifo, bfifo, pfifo_fast, codel, fq_codel, cake, pie, fq_pie, fq, tbf and deadline",
+                    "debloat implements pfifo, bfifo, pfifo_fast, codel, fq_codel, cake, pie, fq_pie, fq, dualpi2, tbf and deadline",
                 ))
             }
             _ => return Err(SpecError::unknown(kind, "qdisc", QDISCS)),
@@ -118,6 +123,7 @@ impl QdiscSpec {
             QdiscSpec::Tbf(_) => "tbf",
             QdiscSpec::FqPie(_) => "fq_pie",
             QdiscSpec::Fq(_) => "fq",
+            QdiscSpec::DualPi2(_) => "dualpi2",
         }
     }
 
@@ -135,6 +141,7 @@ impl QdiscSpec {
             QdiscSpec::Tbf(s) => Box::new(Tbf::new(s, hasher, seed)),
             QdiscSpec::FqPie(s) => Box::new(FqPie::new(s, hasher, seed)),
             QdiscSpec::Fq(s) => Box::new(Fq::new(s, hasher)),
+            QdiscSpec::DualPi2(s) => Box::new(DualPi2::new(s, seed)),
         }
     }
 }
@@ -153,6 +160,7 @@ impl fmt::Display for QdiscSpec {
             QdiscSpec::Tbf(s) => write!(f, "tbf {s}"),
             QdiscSpec::FqPie(s) => write!(f, "fq_pie {s}"),
             QdiscSpec::Fq(s) => write!(f, "fq {s}"),
+            QdiscSpec::DualPi2(s) => write!(f, "dualpi2 {s}"),
         }
     }
 }

@@ -106,6 +106,8 @@ pub enum Xstats {
     },
     /// fq (`struct tc_fq_qd_stats`).
     Fq(Box<FqXstats>),
+    /// dualpi2 (`struct tc_dualpi2_xstats`).
+    DualPi2(Box<DualPi2Xstats>),
     /// pie (`struct tc_pie_xstats`).
     Pie {
         /// Drop probability as the kernel reports it: a fraction of 2^64.
@@ -192,6 +194,35 @@ pub struct FqXstats {
     pub band_drops: [u64; 3],
     /// Packets queued, per band (not printed by iproute2 6.1).
     pub band_pkt_count: [u32; 3],
+}
+
+/// `dualpi2`'s statistics (`struct tc_dualpi2_xstats`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DualPi2Xstats {
+    /// The base probability p, a fraction of 2³² − 1.
+    pub prob: u32,
+    /// The C queue's head sojourn, µs.
+    pub delay_c_us: u32,
+    /// The L queue's head sojourn, µs.
+    pub delay_l_us: u32,
+    /// Packets queued in C.
+    pub packets_in_c: u32,
+    /// Packets queued in L.
+    pub packets_in_l: u32,
+    /// Most packets held at an arrival.
+    pub maxq: u32,
+    /// CE marks (the step's included).
+    pub ecn_mark: u32,
+    /// CE marks by the L queue's step.
+    pub step_marks: u32,
+    /// The WRR credit: > 0 favours C next.
+    pub credit: i32,
+    /// Truesize bytes held.
+    pub memory_used: u32,
+    /// Their peak.
+    pub max_memory_used: u32,
+    /// The memory limit.
+    pub memory_limit: u32,
 }
 
 /// One CAKE tin's statistics (tc column in the comment).
@@ -281,6 +312,7 @@ impl QdiscStats {
             Xstats::Cake(c) => write_cake(&mut s, c),
             Xstats::Pie { .. } => write_pie(&mut s, &self.xstats),
             Xstats::Fq(x) => write_fq(&mut s, x),
+            Xstats::DualPi2(x) => write_dualpi2(&mut s, x),
             Xstats::FqPie {
                 packets_in,
                 overlimit,
@@ -342,6 +374,31 @@ fn write_fq(s: &mut String, x: &FqXstats) {
         }
     }
     s.push('\n');
+}
+
+/// iproute2 6.17's `dualpi2_print_xstats` (no lab kernel has sch_dualpi2 to check it against:
+/// Debian's User-Mode Linux leaves it out). It ends with a line break of its own, after which
+/// tc adds one more.
+fn write_dualpi2(s: &mut String, x: &DualPi2Xstats) {
+    let prob = f64::from(x.prob) / f64::from(u32::MAX);
+    let _ = writeln!(
+        s,
+        "prob {prob:.6} delay_c {}us delay_l {}us",
+        x.delay_c_us, x.delay_l_us
+    );
+    let _ = writeln!(
+        s,
+        "pkts_in_c {} pkts_in_l {} maxq {}",
+        x.packets_in_c, x.packets_in_l, x.maxq
+    );
+    let _ = writeln!(s, "ecn_mark {} step_mark {}", x.ecn_mark, x.step_marks);
+    let queue = if x.credit > 0 { "C-queue" } else { "L-queue" };
+    let _ = writeln!(s, "credit {} ({queue})", x.credit);
+    let _ = writeln!(
+        s,
+        "memory_used {} (max {}) of memory limit {}\n",
+        x.memory_used, x.max_memory_used, x.memory_limit
+    );
 }
 
 fn write_pie(s: &mut String, x: &Xstats) {

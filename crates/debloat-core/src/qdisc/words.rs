@@ -100,6 +100,7 @@ pub const QDISCS: &[&str] = &[
     "pie",
     "fq_pie",
     "fq",
+    "dualpi2",
     "tbf",
     "deadline",
 ];

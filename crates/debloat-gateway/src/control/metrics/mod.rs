@@ -87,6 +87,7 @@ pub(super) fn ecn_marks(x: &Xstats) -> u64 {
         | Xstats::FqPie { ecn_mark, .. } => u64::from(*ecn_mark),
         Xstats::Cake(c) => c.tins.iter().map(|t| u64::from(t.ecn_mark)).sum(),
         Xstats::Fq(f) => f.ce_mark,
+        Xstats::DualPi2(d) => u64::from(d.ecn_mark),
         Xstats::None => 0,
     }
 }
