@@ -48,4 +48,9 @@ c pie-dq-rate           "pie tupdate 20ms dq_rate_estimator" $R
 # On the lab's bridge every frame has priority 0 (a veth clears it): one band (docs/algorithms.md §7).
 c pfifo_fast            "pfifo_fast" $R --hosts 2,2 --tos 0x10,0x08
 c tbf                   "tbf rate 10Mbit burst 10kb latency 50ms" --down "tbf rate 2Mbit burst 5kb latency 50ms" $C
+# fq on the bridge differs (the sender's socket reaches it: docs/kernel-lab.md); behind the
+# pass-through gateway the kernel's fq sees forwarded frames as debloat's does.
+c fq-bridge             "fq" $R --hosts 1,4
+c fq                    "fq" $R --hosts 1,4 --kernel-via-gateway
+c fq-maxrate            "fq flow_limit 20 maxrate 3Mbit" $R --hosts 1,4 --kernel-via-gateway
 echo "$fail differed"

@@ -121,6 +121,8 @@ fn bench(c: &mut Criterion) {
         ("fq_codel", "fq_codel", 64),
         ("fq_codel", "fq_codel", 1024),
         ("fq_pie", "fq_pie", 1024),
+        ("fq", "fq", 1024),
+        ("dualpi2", "dualpi2 limit 10000", 1024),
         ("fq_codel", "fq_codel flows 65536", 65536),
         (
             "cake_besteffort_triple",

@@ -21,7 +21,10 @@ use std::time::Duration;
 
 /// The tests `debloat test` runs, with their one-line descriptions (the shared catalog's).
 pub fn tests() -> impl Iterator<Item = (&'static str, &'static str)> {
-    catalog::TESTS.iter().map(|t| (t.0, t.1))
+    catalog::TESTS
+        .iter()
+        .filter(|t| !matches!(t.2, catalog::Runs::SimulatorOnly(_)))
+        .map(|t| (t.0, t.1))
 }
 
 /// A UDP latency probe (irtt protocol).

@@ -166,6 +166,7 @@ mod tests {
                 sack_len: 1,
                 ece: true,
                 echo: 5_000_000,
+                ce: 0,
             },
         };
         let f = frame(&a, 65535);

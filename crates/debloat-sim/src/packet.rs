@@ -45,6 +45,8 @@ pub enum Body {
         ece: bool,
         /// Timestamp echo of the segment that triggered this ACK.
         echo: Nanos,
+        /// CE-marked segments received so far (Accurate ECN's counter).
+        ce: u32,
     },
     /// A latency probe's request or reply (ICMP echo, or UDP as irtt sends it).
     Ping {

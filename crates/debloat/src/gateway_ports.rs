@@ -116,7 +116,9 @@ pub fn inert_words(spec: &QdiscSpec, flag: &str) -> Vec<String> {
             }
         }
         QdiscSpec::PfifoFast(_) => out.push(format!("{flag}: pfifo_fast keeps one band here: a bridged frame's priority is 0 whatever its TOS (as on a Linux bridge), so its three bands act as one FIFO")),
-        QdiscSpec::Fq(f) if f.pacing && f.maxrate == debloat_core::qdisc::fq::spec::NONE => out.push(format!("{flag}: fq paces nothing here: forwarded frames carry no socket and no departure time, so only `maxrate` would pace them; fq still schedules flows (by hash) in turn")),
+        QdiscSpec::Fq(f) if f.pacing && f.maxrate == debloat_core::qdisc::fq::spec::NONE => {
+            out.push(format!("{flag}: fq paces nothing here: forwarded frames carry no socket and no departure time, so only `maxrate` would pace them; fq still schedules flows (by hash) in turn"))
+        }
         QdiscSpec::Tbf(t) => {
             if let Some(child) = &t.child {
                 out.extend(inert_words(child, flag));
@@ -158,5 +160,13 @@ mod tests {
             w("tbf rate 1Mbit burst 10kb latency 50ms child cake nat").len(),
             1
         );
+        // Forwarded frames have no socket and no departure time: fq paces only by maxrate.
+        assert!(
+            w("fq")[0].contains("fq paces nothing here"),
+            "{:?}",
+            w("fq")
+        );
+        assert!(w("fq maxrate 5Mbit").is_empty());
+        assert!(w("dualpi2").is_empty());
     }
 }

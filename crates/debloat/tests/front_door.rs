@@ -10,10 +10,24 @@ fn help_lists_exactly_the_tests_that_run() {
     let sim = text(&debloat(&["sim", "--help"]));
     let test = text(&debloat(&["test", "--help"]));
     let mut both = 0;
+    use debloat_flent::catalog::Runs;
     for (name, _, runs) in debloat_flent::catalog::TESTS {
         let line = format!("\n  {name} ");
-        assert!(test.contains(&line), "`test --help` lists {name}:\n{test}");
-        let real_only = matches!(runs, debloat_flent::catalog::Runs::RealNetworkOnly(_));
+        let sim_only = matches!(runs, Runs::SimulatorOnly(_));
+        assert_eq!(
+            test.contains(&line),
+            !sim_only,
+            "`test --help` and {name}:\n{test}"
+        );
+        if sim_only {
+            let o = debloat(&["test", name, "198.18.2.2"]);
+            assert!(
+                !o.status.success() && text(&o).contains("runs in the simulator only"),
+                "test {name}: {}",
+                text(&o)
+            );
+        }
+        let real_only = matches!(runs, Runs::RealNetworkOnly(_));
         assert_eq!(
             sim.contains(&line),
             !real_only,

@@ -88,6 +88,8 @@ pub struct ProbeDef {
     /// Part of flent's definition (false: debloat measures it for its own summary only, and
     /// leaves it out of the flent file).
     pub in_flent: bool,
+    /// The ECN field of its packets (0 Not-ECT, 1 ECT(1): an L4S probe).
+    pub ecn: u8,
 }
 
 /// One flow or probe of a test.
@@ -158,6 +160,8 @@ pub enum Runs {
     Both,
     /// Only on a real network (`debloat test`), for this reason.
     RealNetworkOnly(&'static str),
+    /// Only in the simulator (`debloat sim`), for this reason.
+    SimulatorOnly(&'static str),
 }
 
 /// Which driver asks.
@@ -191,6 +195,11 @@ pub const TESTS: &[(&str, &str, Runs)] = &[
         Runs::RealNetworkOnly("it ramps its load on the goodput it measures and probes with fresh connections, which the simulator does not model"),
     ),
     (
+        "l4s_mixed",
+        "debloat's own: a CUBIC and a Prague (L4S, ECT(1)) upload + ICMP ping (Not-ECT) and UDP ping marked ECT(1)",
+        Runs::SimulatorOnly("it needs a TCP Prague sender, which mainline Linux does not have"),
+    ),
+    (
         "bufferbloat",
         "debloat's own, DSLReports-style: N downloads, idle, N uploads (LENGTH/2 each) + ICMP and UDP ping; graded per direction",
         Runs::RealNetworkOnly("its grade is a speed test's verdict on a real connection; in the simulator run tcp_ndown and tcp_nup"),
@@ -219,7 +228,11 @@ pub fn names() -> Vec<&'static str> {
 pub fn help_list(driver: Driver) -> String {
     TESTS
         .iter()
-        .filter(|t| driver == Driver::Probe || !matches!(t.2, Runs::RealNetworkOnly(_)))
+        .filter(|t| match t.2 {
+            Runs::Both => true,
+            Runs::RealNetworkOnly(_) => driver == Driver::Probe,
+            Runs::SimulatorOnly(_) => driver == Driver::Simulator,
+        })
         .map(|(name, what, _)| format!("  {name:<20} {what}"))
         .collect::<Vec<_>>()
         .join("\n")
@@ -245,6 +258,10 @@ pub fn lookup(name: &str, driver: Driver) -> Result<&'static str, LookupError> {
             name: canonical,
             why,
         }),
+        (Runs::SimulatorOnly(why), Driver::Probe) => Err(LookupError::SimulatorOnly {
+            name: canonical,
+            why,
+        }),
         _ => Ok(canonical),
     }
 }
@@ -263,6 +280,14 @@ pub enum LookupError {
     /// A test the simulator cannot run (it needs a real network).
     #[error("`{name}` runs on a real network only (`debloat test {name} SERVER`): {why}")]
     RealNetworkOnly {
+        /// The test.
+        name: &'static str,
+        /// Why.
+        why: &'static str,
+    },
+    /// A test only the simulator can run.
+    #[error("`{name}` runs in the simulator only (`debloat sim {name}`): {why}")]
+    SimulatorOnly {
         /// The test.
         name: &'static str,
         /// Why.
@@ -297,6 +322,7 @@ fn probe(name: &str, kind: ProbeKind, dscp: u8) -> Item {
         dscp,
         host: None,
         in_flent: true,
+        ecn: 0,
     })
 }
 
@@ -332,6 +358,7 @@ pub fn test(name: &str, o: &Options) -> Result<TestDef, String> {
         "tcp_4up_squarewave" | "tcp_2up_square" => square(&mut t),
         "rtt_fair_up" | "rtt_fair_var_up" | "rtt_fair_var_down" => rtt_fair(&mut t, o)?,
         "responsiveness" => responsiveness(&mut t, o),
+        "l4s_mixed" => l4s_mixed(&mut t),
         _ => {}
     }
     Ok(t)
@@ -400,6 +427,29 @@ fn bufferbloat(t: &mut TestDef, n: usize) {
     }
     t.items.push(probe("Ping (ms) UDP BE", ProbeKind::Udp, CS0));
     t.items.push(icmp());
+}
+
+/// One CUBIC and one Prague upload, a classic ping and an L4S one: what DualPI2, fq_codel's
+/// `ce_threshold` and cake make of the two kinds of traffic side by side. flent has no such
+/// test; its file is written as `tcp_nup` with two streams.
+fn l4s_mixed(t: &mut TestDef) {
+    t.flent_name = "tcp_nup";
+    t.items.push(icmp());
+    if let Item::Probe(mut p) = probe("Ping (ms) UDP L4S", ProbeKind::Udp, CS0) {
+        p.ecn = 1;
+        p.in_flent = false;
+        t.items.push(Item::Probe(p));
+    }
+    for (name, cc) in [
+        ("TCP upload CUBIC", "cubic"),
+        ("TCP upload Prague", "prague"),
+    ] {
+        t.items.push(Item::Flow(FlowDef {
+            cc: Some(cc),
+            ..flow_def(name.into(), Dir::Up)
+        }));
+    }
+    t.parameters.push(("upload_streams".into(), "2".into()));
 }
 
 fn flow_def(name: String, dir: Dir) -> FlowDef {
@@ -510,6 +560,7 @@ fn rtt_fair(t: &mut TestDef, o: &Options) -> Result<(), String> {
             dscp: CS0,
             host: Some(h),
             in_flent: true,
+            ecn: 0,
         }));
     }
     Ok(())

@@ -163,6 +163,27 @@ pub fn fifo_depth(seed: u64) -> Outcome {
     o
 }
 
+/// One SQW-20M run through `q`: the ping's median and each flow's throughput over 15–60 s, in
+/// start order (BBR 1, CUBIC 2, BBR 4, CUBIC 3).
+fn sqw_run(seed: u64, q: &str, ack_aggregation: bool, hosts: Option<QdiscSpec>) -> (f64, Vec<f64>) {
+    let mut c = config(
+        seed,
+        Test::Tcp4UpSquarewave,
+        20 * MBIT,
+        20 * MBIT,
+        48 * MS,
+        q,
+    );
+    c.delay_s = 3.0;
+    c.bbr_ack_aggregation = ack_aggregation;
+    c.host_qdisc = hosts;
+    let r = scenario::simulate(&c, |_| {});
+    let t: Vec<f64> = (0..4)
+        .map(|i| throughput_between(&r.world, i, 15 * SEC, 60 * SEC))
+        .collect();
+    (ping_p50(&r.summary), t)
+}
+
 /// SQW-20M: tcp_4up_squarewave with flent's -d 3 (BBR 1 at 0 s, CUBIC 2 at 3 s, BBR 4 at 9 s,
 /// CUBIC 3 at 15 s, each for 60 s), 20 Mbit/s both ways, 48 ms. Measured with all four running
 /// (15–60 s). The published runs (2016-09) had BBR as first released, without the
@@ -170,23 +191,7 @@ pub fn fifo_depth(seed: u64) -> Outcome {
 /// two FIFOs is reported in the notes, beside what the real 6.1 kernel gave.
 pub fn sqw_20m(seed: u64) -> Outcome {
     let run_hosts = |q: &str, ack_aggregation: bool, hosts: Option<QdiscSpec>| {
-        let mut c = config(
-            seed,
-            Test::Tcp4UpSquarewave,
-            20 * MBIT,
-            20 * MBIT,
-            48 * MS,
-            q,
-        );
-        c.delay_s = 3.0;
-        c.bbr_ack_aggregation = ack_aggregation;
-        c.host_qdisc = hosts;
-        let r = scenario::simulate(&c, |_| {});
-        // Flows are in start order: bbr 1, cubic 2, bbr 4, cubic 3.
-        let t: Vec<f64> = (0..4)
-            .map(|i| throughput_between(&r.world, i, 15 * SEC, 60 * SEC))
-            .collect();
-        (ping_p50(&r.summary), t)
+        sqw_run(seed, q, ack_aggregation, hosts)
     };
     let run_bbr = |q: &str, ack_aggregation: bool| run_hosts(q, ack_aggregation, None);
     let run = |q: &str| run_bbr(q, false);

@@ -182,6 +182,9 @@ fn add_item(
             if let Some(h) = p.host {
                 w.set_probe_host(k, 11 + h as u8, extra(h));
             }
+            if p.ecn != 0 {
+                w.set_probe_ecn(k, debloat_core::packet::Ecn::from_bits(p.ecn));
+            }
         }
     }
 }

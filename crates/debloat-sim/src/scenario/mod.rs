@@ -57,6 +57,9 @@ pub enum Test {
     /// DELAY, three times: cubic at DELAY, reno at 3·DELAY, westwood at 5·DELAY (no latency
     /// probe in flent's definition; debloat pings for its own summary only).
     Tcp2UpSquare,
+    /// debloat's own: a CUBIC and a Prague upload, a Not-ECT ICMP ping and an ECT(1) UDP ping
+    /// (L4S beside classic traffic, for DualPI2, fq_codel's `ce_threshold` and cake).
+    L4sMixed,
     /// A scenario from a TOML file (not one of flent's tests: no flent data file).
     Custom,
 }
@@ -89,7 +92,7 @@ impl std::str::FromStr for Test {
 
 impl Test {
     /// Every flent test the simulator runs.
-    pub const ALL: [Test; 14] = [
+    pub const ALL: [Test; 15] = [
         Test::Ping,
         Test::Tcp1Up,
         Test::Tcp1Down,
@@ -104,6 +107,7 @@ impl Test {
         Test::RttFairVarDown,
         Test::Voip,
         Test::Tcp2UpSquare,
+        Test::L4sMixed,
     ];
 
     /// flent's name.
@@ -124,6 +128,7 @@ impl Test {
             Test::Voip => "voip",
             Test::Custom => "custom",
             Test::Tcp2UpSquare => "tcp_2up_square",
+            Test::L4sMixed => "l4s_mixed",
         }
     }
 
@@ -318,7 +323,7 @@ mod tests {
     fn every_catalog_test_for_both_is_a_simulator_test() {
         for &(name, _, runs) in TESTS {
             match runs {
-                Runs::Both => {
+                Runs::Both | Runs::SimulatorOnly(_) => {
                     let t: Test = name.parse().expect(name);
                     assert_eq!(t.name(), name);
                 }
@@ -327,7 +332,10 @@ mod tests {
         }
         assert_eq!(
             Test::ALL.len(),
-            TESTS.iter().filter(|t| t.2 == Runs::Both).count()
+            TESTS
+                .iter()
+                .filter(|t| !matches!(t.2, Runs::RealNetworkOnly(_)))
+                .count()
         );
     }
 }

@@ -23,6 +23,8 @@ pub enum Algorithm {
     /// TCP Westwood+ (Linux tcp_westwood.c): Reno growth; on loss, ssthresh from the estimated
     /// bandwidth × minimum RTT instead of halving.
     Westwood,
+    /// TCP Prague (see [`super::prague`]): L4S, ECT(1), DCTCP-like response to Accurate ECN.
+    Prague,
 }
 
 impl Algorithm {
@@ -33,13 +35,14 @@ impl Algorithm {
             Algorithm::Cubic => "cubic",
             Algorithm::Bbr => "bbr",
             Algorithm::Westwood => "westwood",
+            Algorithm::Prague => "prague",
         }
     }
 }
 
 /// A congestion control the simulator does not have.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown congestion control `{0}`: expected cubic, reno, bbr or westwood")]
+#[error("unknown congestion control `{0}`: expected cubic, reno, bbr, westwood or prague")]
 pub struct UnknownCc(pub String);
 
 impl std::str::FromStr for Algorithm {
@@ -50,6 +53,7 @@ impl std::str::FromStr for Algorithm {
             "cubic" => Ok(Algorithm::Cubic),
             "bbr" => Ok(Algorithm::Bbr),
             "westwood" => Ok(Algorithm::Westwood),
+            "prague" => Ok(Algorithm::Prague),
             other => Err(UnknownCc(other.to_string())),
         }
     }
@@ -211,7 +215,7 @@ impl Cc {
             }
         }
         match self.alg {
-            Algorithm::Reno | Algorithm::Bbr | Algorithm::Westwood => {
+            Algorithm::Reno | Algorithm::Bbr | Algorithm::Westwood | Algorithm::Prague => {
                 self.cwnd += acked / self.cwnd
             }
             Algorithm::Cubic => self.cubic_ack(acked, now, srtt),
@@ -245,7 +249,7 @@ impl Cc {
     /// A loss or ECN congestion signal (once per window): multiplicative decrease.
     pub fn on_congestion(&mut self) {
         match self.alg {
-            Algorithm::Reno | Algorithm::Bbr => {
+            Algorithm::Reno | Algorithm::Bbr | Algorithm::Prague => {
                 self.ssthresh = (self.cwnd / 2.0).max(2.0);
             }
             Algorithm::Westwood => {

@@ -20,6 +20,7 @@ pub mod bbr;
 pub mod cc;
 mod loss;
 mod pacing;
+pub mod prague;
 mod receiver;
 
 pub use receiver::Receiver;
@@ -82,6 +83,8 @@ pub struct AckInfo {
     pub ece: bool,
     /// Echoed send time of the segment that triggered the ACK.
     pub echo: Nanos,
+    /// CE-marked segments the receiver has had (Accurate ECN's counter; Prague reads it).
+    pub ce: u64,
 }
 
 /// The sending side of a bulk connection.
@@ -129,6 +132,8 @@ pub struct Sender {
     cwnd_usage_seq: u64,
     /// Pacing left to the host's `fq` through departure times (`pacing.rs`).
     edt: pacing::Edt,
+    /// TCP Prague's state (`prague.rs`), when this sender runs it.
+    prague: Option<prague::Prague>,
 }
 
 /// The most recently sent of the segments an ACK delivered: the basis of a rate sample.
@@ -185,6 +190,7 @@ impl Sender {
             max_out: 0,
             cwnd_usage_seq: 0,
             edt: pacing::Edt::default(),
+            prague: (alg == Algorithm::Prague).then(prague::Prague::default),
         }
     }
 
@@ -329,6 +335,8 @@ impl Sender {
         self.cc.westwood_ack(newly as f64, now, rtt, srtt);
         if self.bbr.is_some() {
             self.bbr_ack(new_loss, newly, rtt, basis, now);
+        } else if self.prague.is_some() {
+            self.prague_ack(a.ce, newly, new_loss, now);
         } else {
             self.react(a, new_loss, newly, now, srtt);
         }
@@ -502,6 +510,9 @@ impl Sender {
         }
         if let (Some(b), true) = (&self.bbr, self.internal_pacing()) {
             let gap = (1e9 / b.pacing_rate.max(1.0)) as Nanos;
+            self.next_send_time = self.next_send_time.max(now) + gap;
+        } else if let (Some(r), true) = (self.prague_pacing_rate(), self.internal_pacing()) {
+            let gap = (f64::from(crate::packet::MSS) * 1e9 / r.max(1.0)) as Nanos;
             self.next_send_time = self.next_send_time.max(now) + gap;
         }
         let stamp = (

@@ -39,13 +39,16 @@ impl Sender {
 
     /// Whether BBR paces by its own timer (Linux's `tcp_needs_internal_pacing`: no fq below).
     pub(super) fn internal_pacing(&self) -> bool {
-        self.bbr.is_some() && !self.edt.on
+        (self.bbr.is_some() || self.prague.is_some()) && !self.edt.on
     }
 
     /// `sk_pacing_rate`, bytes/s; `None` when unlimited (no RTT sample yet).
     pub fn pacing_rate(&self) -> Option<f64> {
         if let Some(b) = &self.bbr {
             return Some(b.pacing_rate * f64::from(MSS));
+        }
+        if self.prague.is_some() {
+            return self.prague_pacing_rate();
         }
         let srtt = self.srtt? as f64 / 1e9;
         let ratio = if self.cc.cwnd < self.cc.ssthresh / 2.0 {

@@ -91,6 +91,7 @@ impl Receiver {
             sack_len,
             ece: self.ece,
             echo: self.last_echo,
+            ce: self.ce_marked,
         }
     }
 

@@ -43,6 +43,7 @@ fn three_sacks_above_a_hole_trigger_one_retransmission_and_one_reduction() {
                 sack_len: 1,
                 ece: false,
                 echo: 0,
+                ce: 0,
             },
             1_000_000,
         );
@@ -66,6 +67,7 @@ fn a_lost_retransmission_is_detected_from_later_sacks_without_rto() {
             sack_len: blocks.len() as u8,
             ece: false,
             echo: 0,
+            ce: 0,
         };
         a.sack[..blocks.len()].copy_from_slice(blocks);
         a
@@ -105,6 +107,7 @@ fn ece_halves_once_per_window_and_sets_cwr() {
         sack_len: 0,
         ece: true,
         echo: 0,
+        ce: 0,
     };
     s.on_ack(&ack(2), 1);
     s.on_ack(&ack(4), 2);
@@ -137,6 +140,7 @@ fn round(s: &mut Sender, sent: &mut Vec<u64>, now: &mut Nanos) {
                 sack_len: 0,
                 ece: false,
                 echo: *now - 1_000_000,
+                ce: 0,
             },
             *now,
         );
@@ -178,6 +182,7 @@ fn a_window_stops_new_data_and_cwnd_growth_but_not_retransmissions() {
                 sack_len: 1,
                 ece: false,
                 echo: 0,
+                ce: 0,
             },
             now,
         );
@@ -236,6 +241,7 @@ fn with_fq_pacing_segments_carry_departure_times_at_the_pacing_rate() {
             sack_len: 0,
             ece: false,
             echo: MS,
+            ce: 0,
         },
         41 * MS,
     );
@@ -261,4 +267,51 @@ fn with_fq_pacing_segments_carry_departure_times_at_the_pacing_rate() {
     let mut plain = Sender::new(Algorithm::Cubic);
     plain.poll_transmit(0);
     assert_eq!(plain.departure(), 0);
+}
+
+/// Prague: α follows the fraction of CE-marked segments (EWMA, gain 1/16, once per round
+/// trip), each round with marks takes α/2 of cwnd away, and cwnd grows only by unmarked ACKs.
+#[test]
+fn prague_alpha_tracks_the_marked_fraction() {
+    const MS: Nanos = 1_000_000;
+    let mut s = Sender::new(Algorithm::Prague);
+    let (mut now, mut ce, mut acked) = (MS, 0u64, 0u64);
+    for round in 0..80 {
+        let sent: Vec<u64> = std::iter::from_fn(|| s.poll_transmit(now).map(|x| x.seq)).collect();
+        let at = now;
+        now += 20 * MS;
+        for seq in sent {
+            acked += 1;
+            // From round 3 on, one segment in four arrives CE-marked.
+            if round >= 3 && acked % 4 == 0 {
+                ce += 1;
+            }
+            let a = AckInfo {
+                ack: seq + 1,
+                sack: [(0, 0); 3],
+                sack_len: 0,
+                ece: false,
+                echo: at,
+                ce,
+            };
+            s.on_ack(&a, now);
+        }
+        if round == 2 {
+            let p = s.prague().expect("prague");
+            assert_eq!(p.alpha, 1.0, "no update before the first mark");
+        }
+    }
+    let p = s.prague().expect("prague");
+    // 0.25 + 0.75 × (15/16)^~76 ≈ 0.26.
+    assert!((p.alpha - 0.25).abs() < 0.03, "alpha {}", p.alpha);
+    assert!(s.ecn_events > 10, "reductions {}", s.ecn_events);
+    assert_eq!(s.loss_events, 0);
+    // Each round trip takes α·W/2 off and adds back the unmarked 3/4 of a segment: W settles
+    // near 1.5 / α ≈ 5.8 (whole segments, one taken per ACK).
+    let w = 1.5 / p.alpha;
+    assert!(
+        (s.cwnd() - w).abs() <= 1.5,
+        "cwnd {} against {w:.1}",
+        s.cwnd()
+    );
 }

@@ -61,6 +61,8 @@ pub struct Probe {
     pub udp: bool,
     /// DSCP of requests and replies.
     pub dscp: u8,
+    /// ECN field of requests and replies (ECT(1): an L4S probe, `l4s_mixed`).
+    pub ecn: Ecn,
     pub(super) interval: Nanos,
     pub(super) seq: u32,
     /// (sent at, rtt) in ns of each answered request.
@@ -186,6 +188,7 @@ impl World {
             name: name.into(),
             udp,
             dscp,
+            ecn: Ecn::NotEct,
             interval: interval.max(1),
             seq: 0,
             samples: Vec::new(),
@@ -231,6 +234,11 @@ impl World {
         p.flood_dir = dir;
         p.udp = true;
         p.stop = stop;
+    }
+
+    /// Give probe `k`'s packets this ECN field (an L4S probe sends ECT(1)).
+    pub fn set_probe_ecn(&mut self, k: usize, ecn: Ecn) {
+        self.probes[k].ecn = ecn;
     }
 
     /// Make the remote host of probe `k` send its requests (and the client answer them).
@@ -282,6 +290,7 @@ impl World {
         };
         let mut m = PacketMeta::new(len, key);
         m.dscp = p.dscp;
+        m.ecn = p.ecn;
         m.priority = tos_priority(p.dscp);
         m
     }
@@ -331,6 +340,7 @@ impl World {
                 sack_len,
                 ece,
                 echo,
+                ce,
             } => {
                 let i = flow as usize;
                 self.flows[i].sender.on_ack(
@@ -340,6 +350,7 @@ impl World {
                         sack_len,
                         ece,
                         echo,
+                        ce: u64::from(ce),
                     },
                     now,
                 );
@@ -407,6 +418,7 @@ impl World {
             sack_len: a.sack_len,
             ece: a.ece,
             echo: a.echo,
+            ce: a.ce.min(u64::from(u32::MAX)) as u32,
         };
         let dir = f.dir.reverse();
         self.send(dir, SimPacket { meta: m, body });
@@ -434,7 +446,12 @@ impl World {
             m.dscp = f.dscp;
             // The socket's priority from its TOS (IP_TOS), as a Linux sender's and a router's.
             m.priority = tos_priority(f.dscp);
-            m.ecn = if f.ecn { Ecn::Ect0 } else { Ecn::NotEct };
+            // Prague is L4S: ECT(1) always; the others ECT(0) with --ecn (RFC 3168).
+            m.ecn = match (f.cc, f.ecn) {
+                (Algorithm::Prague, _) => Ecn::Ect1,
+                (_, true) => Ecn::Ect0,
+                _ => Ecn::NotEct,
+            };
             let mut tcp = debloat_core::packet::TcpInfo::pure_ack(0);
             tcp.payload_len = MSS;
             tcp.flags |= debloat_core::packet::TcpInfo::PSH;

@@ -76,9 +76,9 @@ pub struct Args {
     /// Streams for tcp_nup / tcp_ndown (1–1024).
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub(crate) streams: u32,
-    /// Congestion control of the flows: cubic, reno, bbr or westwood; or a comma list the TCP
-    /// flows take in turn, in the test's order (`--cc bbr,cubic`). The square-wave tests set
-    /// their own.
+    /// Congestion control of the flows: cubic, reno, bbr, westwood or prague (L4S: ECT(1),
+    /// Accurate ECN); or a comma list the TCP flows take in turn, in the test's order (`--cc
+    /// bbr,cubic`). The square-wave tests and l4s_mixed set their own.
     #[arg(long, default_value = "cubic")]
     pub(crate) cc: String,
     /// Make the TCP flows ECN-capable.
@@ -239,6 +239,14 @@ fn spec(s: &str, what: &str) -> Result<QdiscSpec> {
     s.parse().with_context(|| format!("{what} \"{s}\""))
 }
 
+/// One direction's discipline: its own flag's, else `--qdisc`'s.
+fn direction_spec(own: Option<&str>, flag: &str, both: &str) -> Result<QdiscSpec> {
+    match own {
+        Some(q) => spec(q, flag),
+        None => spec(both, "--qdisc"),
+    }
+}
+
 /// Build the simulator configuration from the command line.
 pub fn config(a: &Args) -> Result<Config> {
     let test: Test = a
@@ -266,28 +274,22 @@ pub fn config(a: &Args) -> Result<Config> {
         down_bps,
         up_bps,
         rtt_ns,
-        qdisc_up: match &a.qdisc_up {
-            Some(q) => spec(q, "--qdisc-up")?,
-            None => spec(&a.qdisc, "--qdisc")?,
-        },
-        qdisc_down: match &a.qdisc_down {
-            Some(q) => spec(q, "--qdisc-down")?,
-            None => spec(&a.qdisc, "--qdisc")?,
-        },
+        qdisc_up: direction_spec(a.qdisc_up.as_deref(), "--qdisc-up", &a.qdisc)?,
+        qdisc_down: direction_spec(a.qdisc_down.as_deref(), "--qdisc-down", &a.qdisc)?,
         length_s: a.length,
         delay_s: a.delay,
         step_s: a.step,
         streams: a.streams,
         cc: cc_turns(&a.cc)?[0],
-        cc_turns: match cc_turns(&a.cc)? {
-            v if v.len() > 1 => v,
-            _ => Vec::new(),
-        },
+        cc_turns: Some(cc_turns(&a.cc)?)
+            .filter(|v| v.len() > 1)
+            .unwrap_or_default(),
         ecn: a.ecn,
-        host_qdisc: match &a.host_qdisc {
-            Some(q) => Some(spec(q, "--host-qdisc")?),
-            None => None,
-        },
+        host_qdisc: a
+            .host_qdisc
+            .as_deref()
+            .map(|q| spec(q, "--host-qdisc"))
+            .transpose()?,
         seed: a.seed,
         tcp_window: tcp_window(a)?,
         bbr_ack_aggregation: !a.bbr_2016,
