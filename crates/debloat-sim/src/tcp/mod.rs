@@ -431,15 +431,20 @@ impl Sender {
         }
     }
 
+    /// A new loss: reduce once, retransmit the first hole at once, recover until `snd_nxt`.
+    fn enter_recovery(&mut self) {
+        self.cc.on_congestion();
+        self.loss_events += 1;
+        self.recovery_point = Some(self.snd_nxt);
+        self.cwr_point = self.snd_nxt;
+        self.fast_rexmit = true;
+    }
+
     /// A loss-based controller's turn: reduce on a new loss (recovery) or an ECN echo (CWR),
     /// else grow when cwnd is what limits the sender.
     fn react(&mut self, a: &AckInfo, new_loss: bool, newly: u64, now: Nanos, srtt: Nanos) {
         if new_loss && self.recovery_point.is_none() {
-            self.cc.on_congestion();
-            self.loss_events += 1;
-            self.recovery_point = Some(self.snd_nxt);
-            self.cwr_point = self.snd_nxt;
-            self.fast_rexmit = true;
+            self.enter_recovery();
         } else if a.ece && self.recovery_point.is_none() && self.snd_una >= self.cwr_point {
             self.cc.on_congestion();
             self.ecn_events += 1;

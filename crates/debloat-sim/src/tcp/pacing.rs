@@ -50,14 +50,21 @@ impl Sender {
         if self.prague.is_some() {
             return self.prague_pacing_rate();
         }
+        self.window_rate(MSS, (2.0, 1.2), self.outstanding())
+    }
+
+    /// A pacing rate from the window, bytes/s: `bytes` per segment × max(cwnd, `out`) / SRTT,
+    /// times `ratios.0` in slow start (cwnd below half of ssthresh) or `ratios.1` after; None
+    /// before an RTT sample.
+    pub(super) fn window_rate(&self, bytes: u32, ratios: (f64, f64), out: u64) -> Option<f64> {
         let srtt = self.srtt? as f64 / 1e9;
         let ratio = if self.cc.cwnd < self.cc.ssthresh / 2.0 {
-            2.0
+            ratios.0
         } else {
-            1.2
+            ratios.1
         };
-        let segs = self.cc.cwnd.max(self.outstanding() as f64);
-        Some(f64::from(MSS) * ratio * segs / srtt.max(1e-9))
+        let segs = self.cc.cwnd.max(out as f64);
+        Some(f64::from(bytes) * ratio * segs / srtt.max(1e-9))
     }
 
     /// The departure time of the segment [`Sender::poll_transmit`] handed out last (0 without

@@ -85,14 +85,7 @@ impl Sender {
     /// Prague's pacing rate, bytes/s: MTU × max(cwnd, in flight) / SRTT, doubled in slow
     /// start (`prague_update_pacing_rate`); None before an RTT sample.
     pub(super) fn prague_pacing_rate(&self) -> Option<f64> {
-        let srtt = self.srtt? as f64 / 1e9;
-        let ss = if self.cc.cwnd < self.cc.ssthresh / 2.0 {
-            2.0
-        } else {
-            1.0
-        };
-        let segs = self.cc.cwnd.max(self.pipe() as f64);
-        Some(f64::from(DATA_FRAME) * ss * segs / srtt.max(1e-9))
+        self.window_rate(DATA_FRAME, (2.0, 1.0), self.pipe())
     }
 
     /// An ACK for a Prague sender: `newly` segments delivered, the receiver's CE count `ce`,
@@ -108,11 +101,7 @@ impl Sender {
             p.saw_ce = true;
         }
         if new_loss && self.recovery_point.is_none() {
-            self.cc.on_congestion();
-            self.loss_events += 1;
-            self.recovery_point = Some(self.snd_nxt);
-            self.cwr_point = self.snd_nxt;
-            self.fast_rexmit = true;
+            self.enter_recovery();
             p.cnt = 0.0;
         } else if marked > 0 && self.recovery_point.is_none() && self.snd_una >= self.cwr_point {
             // Enter CWR: once per round trip (per 25 ms once RTT-independent).
