@@ -3,7 +3,7 @@
 //! and the writer that serves both the spec text and tc's. The registry (`spec.rs`) and each
 //! discipline's own `spec.rs` use them; neither imports the other for them.
 
-use crate::units::parse_time;
+use crate::units::{parse_size, parse_time};
 use std::fmt;
 use thiserror::Error;
 
@@ -145,6 +145,26 @@ pub(crate) fn count_value(
         ));
     }
     Ok(n)
+}
+
+/// A size in bytes (tc's units: `1514`, `32Kb`, `4Mb`) from `min` to `max`.
+pub(crate) fn size_value(
+    t: &mut Tokens<'_>,
+    keyword: &str,
+    min: u64,
+    max: u64,
+) -> Result<u32, SpecError> {
+    let v = expect_value(t, keyword, "a size such as 1514 or 32Mb")?;
+    let b = parse_size(v).map_err(|e| SpecError::value(v, &e.to_string()))?;
+    if !(min..=max).contains(&b) {
+        let problem = if min == 0 {
+            format!("{keyword} is at most {max} bytes")
+        } else {
+            format!("{keyword} must be from {min} to {max} bytes")
+        };
+        return Err(SpecError::value(v, &problem));
+    }
+    Ok(b.min(u64::from(u32::MAX)) as u32)
 }
 
 /// Display through a closure: one writer serves the spec text and tc's text.

@@ -12,9 +12,11 @@
 //! tc's text is iproute2 6.1's (the lab's `tc`), which predates bands: `priomap` and `weights`
 //! are printed, in 6.7's form, only when they are not the defaults.
 
-use crate::qdisc::words::{count_value, expect_value, time_value, SpecError, TcForm, Tokens};
+use crate::qdisc::words::{
+    count_value, expect_value, size_value, time_value, SpecError, TcForm, Tokens,
+};
+use crate::units::parse_rate;
 use crate::units::{fmt_rate, fmt_rate_exact, fmt_size, fmt_size_tc, fmt_time, fmt_usecs};
-use crate::units::{parse_rate, parse_size};
 use std::fmt;
 
 const FQ_WORDS: &[&str] = &[
@@ -107,18 +109,6 @@ impl Default for FqSpec {
     }
 }
 
-fn size(t: &mut Tokens<'_>, w: &str, max: u64) -> Result<u32, SpecError> {
-    let v = expect_value(t, w, "a size in bytes such as 3028")?;
-    let b = parse_size(v).map_err(|e| SpecError::value(v, &e.to_string()))?;
-    if b == 0 || b > max {
-        return Err(SpecError::value(
-            v,
-            &format!("{w} must be from 1 to {max} bytes"),
-        ));
-    }
-    Ok(b as u32)
-}
-
 /// A rate in bytes/s as the kernel keeps it (a u32).
 fn rate(t: &mut Tokens<'_>, w: &str) -> Result<u32, SpecError> {
     let v = expect_value(t, w, "a rate such as 10Mbit")?;
@@ -163,8 +153,8 @@ impl FqSpec {
                     let n = count_value(t, w, 2, 1 << 18)?;
                     s.buckets_log = n.next_power_of_two().trailing_zeros() as u8;
                 }
-                "quantum" => s.quantum = size(t, w, 1 << 20)?,
-                "initial_quantum" => s.initial_quantum = size(t, w, i32::MAX as u64)?,
+                "quantum" => s.quantum = size_value(t, w, 1, 1 << 20)?,
+                "initial_quantum" => s.initial_quantum = size_value(t, w, 1, i32::MAX as u64)?,
                 "maxrate" => s.maxrate = rate(t, w)?,
                 "low_rate_threshold" => s.low_rate_threshold = rate(t, w)?,
                 "pacing" => s.pacing = true,

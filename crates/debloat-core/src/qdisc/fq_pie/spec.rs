@@ -4,8 +4,8 @@
 //! in tc, a zero keeps the kernel's default.
 
 use crate::qdisc::pie::PieSpec;
-use crate::qdisc::words::{count_value, expect_value, SpecError, TcForm, Tokens};
-use crate::units::{fmt_size, fmt_size_tc, parse_size};
+use crate::qdisc::words::{count_value, size_value, SpecError, TcForm, Tokens};
+use crate::units::{fmt_size, fmt_size_tc};
 use std::fmt;
 
 const FQ_PIE_WORDS: &[&str] = &[
@@ -56,15 +56,6 @@ impl Default for FqPieSpec {
     }
 }
 
-fn size(t: &mut Tokens<'_>, w: &str, max: u64) -> Result<u32, SpecError> {
-    let v = expect_value(t, w, "a size such as 1514 or 32Mb")?;
-    let b = parse_size(v).map_err(|e| SpecError::value(v, &e.to_string()))?;
-    if b > max {
-        return Err(SpecError::value(v, &format!("{w} is at most {max} bytes")));
-    }
-    Ok(b as u32)
-}
-
 impl FqPieSpec {
     pub(crate) fn parse(t: &mut Tokens<'_>) -> Result<Self, SpecError> {
         let mut s = FqPieSpec::default();
@@ -72,9 +63,9 @@ impl FqPieSpec {
         while let Some(w) = t.next() {
             match w {
                 "flows" => s.flows = keep(count_value(t, w, 0, 65536)?, s.flows),
-                "quantum" => s.quantum = keep(size(t, w, 1 << 20)?, s.quantum),
+                "quantum" => s.quantum = keep(size_value(t, w, 0, 1 << 20)?, s.quantum),
                 "memory_limit" => {
-                    s.memory_limit = keep(size(t, w, u64::from(u32::MAX))?, s.memory_limit)
+                    s.memory_limit = keep(size_value(t, w, 0, u64::from(u32::MAX))?, s.memory_limit)
                 }
                 "ecn_prob" => s.ecn_prob = keep(count_value(t, w, 0, 99)?, s.ecn_prob),
                 _ => {
