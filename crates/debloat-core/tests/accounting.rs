@@ -136,6 +136,17 @@ fn spec() -> impl Strategy<Value = String> {
             .prop_map(|((l, k, c), u, st, x, m)| format!(
                 "dualpi2 limit {l} coupling_factor {k} classic_protection {c} tupdate {u} {st} {x} {m}"
             )),
+        (
+            (1u32..100, 1u32..50, 1u32..50, 0u8..8),
+            prop_oneof![Just("pfifo limit 20"), Just("fq_codel limit 30"), Just("cake bandwidth 5Mbit"), Just("bfifo limit 6000")],
+            prop_oneof![Just(""), Just("default 20"), Just("default 1")],
+        )
+            .prop_map(|((root, a, b, pr), leaf, def)| format!(
+                "htb {def} direct_qlen 10 class 1:1 rate {root}Mbit \
+                 class 1:10 parent 1:1 rate {a}Mbit ceil {root}Mbit prio {pr} match src 198.18.0.1 match dscp 46 qdisc {leaf} \
+                 class 1:20 parent 1:1 rate {b}00kbit ceil {root}Mbit qdisc {leaf} \
+                 class 1:30 rate 1Mbit ceil 2Mbit match src 198.18.0.2 qdisc pfifo limit 5"
+            )),
         (time.clone(), 1u32..50, any::<bool>())
             .prop_map(|(t, l, e)| format!("deadline {t} limit {l} {}", if e { "ecn" } else { "" })),
         (

@@ -82,6 +82,9 @@ fn steady_state_enqueue_dequeue_does_not_allocate() {
         "dualpi2",
         "dualpi2 any_ect drop_enqueue",
         "tbf rate 1Gbit burst 100kb latency 50ms",
+        "htb default 20 class 1:1 rate 1Gbit \
+         class 1:10 parent 1:1 rate 100Mbit ceil 1Gbit match src 198.18.0.7 qdisc fq_codel \
+         class 1:20 parent 1:1 rate 500Mbit ceil 1Gbit qdisc cake besteffort",
     ];
     COUNTED.with(|c| c.set(true));
     let flows: Vec<PacketMeta> = (0..1024u32)

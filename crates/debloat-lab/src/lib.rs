@@ -237,12 +237,26 @@ pub fn quote(s: &str) -> String {
 }
 
 /// The script that shows each spec as the kernel's tc does: one veth pair (MTU 1500), each
-/// spec added fresh on `v0`, `tc -s qdisc show` after a `=== SPEC` line.
+/// spec added fresh on `v0`, `tc -s qdisc show` after a `=== SPEC` line. An `htb` spec is
+/// built with tc's commands for its tree ([`debloat_core::qdisc::htb::show::tc_commands`]) and
+/// shown with its classes (`tc -s class show`).
 pub fn tc_show_script(specs: &[String]) -> String {
     let mut s = String::from("ip link add v0 type veth peer name v1\n");
     for spec in specs {
+        let build = match spec.parse::<debloat_core::QdiscSpec>() {
+            Ok(debloat_core::QdiscSpec::Htb(h)) => {
+                let mut cmds: Vec<String> = debloat_core::qdisc::htb::show::tc_commands(&h, "v0")
+                    .into_iter()
+                    .map(|c| format!("tc {c}"))
+                    .collect();
+                cmds.push("tc -s qdisc show dev v0".into());
+                cmds.push("tc -s class show dev v0".into());
+                cmds.join(" && ")
+            }
+            _ => format!("tc qdisc add dev v0 root {spec} && tc -s qdisc show dev v0"),
+        };
         s.push_str(&format!(
-            "echo {}\ntc qdisc del dev v0 root 2>/dev/null\ntc qdisc add dev v0 root {spec} && tc -s qdisc show dev v0\n",
+            "echo {}\ntc qdisc del dev v0 root 2>/dev/null\n{build}\n",
             quote(&format!("=== {spec}"))
         ));
     }
@@ -250,26 +264,29 @@ pub fn tc_show_script(specs: &[String]) -> String {
 }
 
 /// Split the output of [`tc_show_script`] into (spec, tc's text) with the kernel's handle
-/// (`8001:` …) written as `1:`, as `debloat spec` prints it.
+/// (`8001:` …) written as `1:`, as `debloat spec` prints it, and a tree's blocks in
+/// [`canonical_order`].
 pub fn split_tc_show(stdout: &str) -> Vec<(String, String)> {
     stdout
         .split("=== ")
         .skip(1)
         .map(|blk| {
             let (spec, text) = blk.split_once('\n').unwrap_or((blk, ""));
-            (spec.to_string(), normalise_handle(text))
+            (spec.to_string(), canonical_order(&normalise_handle(text)))
         })
         .collect()
 }
 
-/// `qdisc cake 8003: root` → `qdisc cake 1: root`.
+/// `qdisc cake 8003: root` → `qdisc cake 1: root` (a leaf's own handle stays).
 fn normalise_handle(text: &str) -> String {
     text.lines()
         .map(|l| match l.strip_prefix("qdisc ") {
             Some(rest) => {
                 let mut w = rest.splitn(3, ' ');
                 match (w.next(), w.next(), w.next()) {
-                    (Some(kind), Some(h), Some(tail)) if h.ends_with(':') => {
+                    (Some(kind), Some(h), Some(tail))
+                        if h.ends_with(':') && tail.starts_with("root") =>
+                    {
                         format!("qdisc {kind} 1: {tail}")
                     }
                     _ => l.to_string(),
@@ -279,6 +296,39 @@ fn normalise_handle(text: &str) -> String {
         })
         .map(|l| l + "\n")
         .collect()
+}
+
+/// A tree's text in one order whatever order the kernel's hashes list it in: the root
+/// qdisc, the other qdiscs by handle, then the classes by classid. Each block is a `qdisc` or
+/// `class` line and the lines under it.
+pub fn canonical_order(text: &str) -> String {
+    let mut blocks: Vec<(u8, u32, String)> = Vec::new();
+    for line in text.split_inclusive('\n') {
+        let head = line.starts_with("qdisc ") || line.starts_with("class ");
+        match blocks.last_mut() {
+            Some(b) if !head => b.2.push_str(line),
+            _ => {
+                let mut w = line.split_whitespace();
+                let (what, _kind, id) = (w.next(), w.next(), w.next().unwrap_or(""));
+                let rank = match (what, line.contains(" root ")) {
+                    (Some("qdisc"), true) => 0,
+                    (Some("qdisc"), false) => 1,
+                    _ => 2,
+                };
+                blocks.push((rank, handle_number(id), line.to_string()));
+            }
+        }
+    }
+    blocks.sort_by_key(|b| (b.0, b.1));
+    blocks.into_iter().map(|b| b.2).collect()
+}
+
+/// `1:1a` → 0x1001a, `10:` → 0x100000, for ordering.
+fn handle_number(id: &str) -> u32 {
+    let (maj, min) = id.split_once(':').unwrap_or((id, ""));
+    let maj = u32::from_str_radix(maj, 16).unwrap_or(0);
+    let min = u32::from_str_radix(min, 16).unwrap_or(0);
+    (maj << 16) | min
 }
 
 #[cfg(test)]
@@ -296,6 +346,18 @@ mod tests {
             "qdisc cake 1: root refcnt 2 bandwidth unlimited \n Sent 0 bytes\n"
         );
         assert_eq!(v[1].1, "qdisc pfifo 1: root refcnt 2 limit 5p\n");
+    }
+
+    /// The kernel lists an htb's classes in its hash's order; both sides are put in classid
+    /// order, leaves' qdiscs keep their handles.
+    #[test]
+    fn a_tree_is_put_in_classid_order() {
+        let out = "=== htb\nqdisc htb 1: root refcnt 2 r2q 10\n Sent 0\nqdisc pfifo 11: parent 1:11 limit 5p\n Sent 1\nqdisc fq_codel 10: parent 1:10 x\nclass htb 1:11 parent 1:1 a\n tokens: 1\n\nclass htb 1:1 root b\n tokens: 2\n\n";
+        let v = split_tc_show(out);
+        assert_eq!(
+            v[0].1,
+            "qdisc htb 1: root refcnt 2 r2q 10\n Sent 0\nqdisc fq_codel 10: parent 1:10 x\nqdisc pfifo 11: parent 1:11 limit 5p\n Sent 1\nclass htb 1:1 root b\n tokens: 2\n\nclass htb 1:11 parent 1:1 a\n tokens: 1\n\n"
+        );
     }
 
     #[test]

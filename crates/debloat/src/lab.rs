@@ -224,7 +224,7 @@ fn spec(lab: &Lab, specs: &[String]) -> Result<()> {
         .map(|s| {
             let q: debloat_core::QdiscSpec = s.parse().map_err(|e| anyhow!("\"{s}\": {e}"))?;
             let q = q.build::<debloat_core::Record>(debloat_core::FlowHasher::default(), 0);
-            Ok(q.stats().to_tc_string())
+            Ok(debloat_core::qdisc::stats::tc_show(q.as_ref()))
         })
         .collect::<Result<_>>()?;
     eprintln!("booting the kernel lab (≈2 s) …");

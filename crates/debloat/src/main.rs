@@ -160,10 +160,14 @@ fn spec(a: &SpecArgs) -> Result<()> {
     let spec: debloat_core::QdiscSpec = a.spec.parse()?;
     let q = spec.build::<debloat_core::Record>(debloat_core::FlowHasher::default(), 0);
     let stats = q.stats();
-    if a.json {
+    let classes = q.classes();
+    if a.json && classes.is_empty() {
         println!("{}", serde_json::to_string_pretty(&stats)?);
+    } else if a.json {
+        let both = serde_json::json!({ "qdisc": stats, "classes": classes });
+        println!("{}", serde_json::to_string_pretty(&both)?);
     } else {
-        print!("{}", stats.to_tc_string());
+        print!("{}", debloat_core::qdisc::stats::tc_show(q.as_ref()));
     }
     Ok(())
 }

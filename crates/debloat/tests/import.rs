@@ -26,28 +26,50 @@ fn line<'a>(out: &'a str, key: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no `{key}` in:\n{out}"))
 }
 
+/// simple.qos builds HTB with three fq_codel tiers by DSCP; the import is that tree, the
+/// script's rates, sqm's quantum and leaf words, one tier on the way in (`squash_ingress`).
 #[test]
-fn sqm_simple_becomes_cake_with_three_tins_and_says_why() {
+fn sqm_simple_becomes_its_htb_tree() {
     let out = dry(&["--sqm", &data("sqm/simple")]);
     assert_eq!(line(&out, "wan"), "wan = \"eth1\"");
+    let e = line(&out, "egress");
     assert!(
-        line(&out, "egress").contains("cake bandwidth 10Mbit diffserv3 flows nonat nowash"),
+        e.starts_with("egress = \"htb default 12 class 1:1 rate 10Mbit ceil 10Mbit quantum 1749b"),
         "{out}"
     );
-    assert!(
-        line(&out, "ingress").contains("cake bandwidth 85Mbit diffserv3 flows nonat wash"),
-        "{out}"
+    assert!(e.contains("class 1:11 parent 1:1 rate 128Kbit ceil 3333Kbit prio 1 quantum 1749b match dscp 48 match dscp 46"), "{out}");
+    assert!(e.contains("class 1:13 parent 1:1 rate 1666Kbit ceil 9984Kbit prio 3 quantum 1749b match dscp 8 qdisc fq_codel limit 1001 target 5000us interval 100000us ecn quantum 300 flows 1024"), "{out}");
+    assert_eq!(
+        line(&out, "ingress"),
+        "ingress = \"htb default 10 class 1:1 rate 85Mbit ceil 85Mbit quantum 10625b class 1:10 parent 1:1 rate 85Mbit ceil 85Mbit quantum 10625b qdisc fq_codel limit 1001 target 5000us interval 100000us ecn flows 1024\""
     );
     assert!(
-        out.contains("simple:9: script 'simple.qos': HTB/TBF with fq_codel has no equivalent"),
-        "{out}"
+        out.contains("squash_dscp"),
+        "the ingress DSCP squash is named: {out}"
     );
-    assert!(
-        out.contains("qdisc 'fq_codel'") && out.contains("shaper 'htb'"),
-        "{out}"
-    );
+    assert!(!out.contains("no equivalent"), "{out}");
     assert!(!out.contains("itarget"), "'auto' is sqm's default: {out}");
     assert!(out.contains("missing: --lan IF"), "{out}");
+}
+
+/// simplest.qos over ADSL with HTB's own link-layer words (`htb_private`): every class charges
+/// ATM cells with the overhead, mpu and sqm's stab MTU; a 1 Mbit/s uplink gets sqm's longer
+/// fq_codel target.
+#[test]
+fn sqm_simplest_over_atm_with_htbs_tables() {
+    let out = dry(&["--sqm", &data("sqm/simplest_atm"), "--lan", "eth1"]);
+    assert_eq!(
+        line(&out, "egress"),
+        "egress = \"htb default 10 class 1:1 rate 1Mbit ceil 1Mbit quantum 1749b mtu 2047b mpu 96b overhead 44 linklayer atm class 1:10 parent 1:1 rate 1Mbit ceil 1Mbit quantum 1749b mtu 2047b mpu 96b overhead 44 linklayer atm qdisc fq_codel limit 1001 target 13992us interval 108992us noecn flows 1024\""
+    );
+    assert!(
+        line(&out, "ingress").contains("rate 16Mbit ceil 16Mbit quantum 2000b"),
+        "{out}"
+    );
+    assert!(
+        out.contains("warnings (0)") || !out.contains("warnings ("),
+        "{out}"
+    );
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! Ground truth from the real kernel (User-Mode Linux, Debian unstable's Linux 7.2, which the
-//! lab fetches itself): `debloat spec` prints exactly what `tc -s qdisc show` prints for 32
+//! lab fetches itself): `debloat spec` prints exactly what `tc -s qdisc show` prints for 34
 //! specs of every discipline family and for times of any value, on a veth (MTU 1500), the
 //! handle aside. Needs `kmod`, `patchelf` and apt reaching the Debian archive (once); without
 //! them the test prints SKIP, and under CI (`CI` set) it fails, since `.ci/run` installs them.
@@ -7,7 +7,7 @@
 mod common;
 use common::{debloat, text};
 
-const SPECS: [&str; 32] = [
+const SPECS: [&str; 34] = [
     "pfifo limit 1000",
     "bfifo limit 100000",
     "pfifo_fast",
@@ -42,6 +42,10 @@ const SPECS: [&str; 32] = [
     "fq",
     "fq limit 500 flow_limit 50 quantum 3000 initial_quantum 15000 maxrate 10Mbit refill_delay 20ms ce_threshold 3ms horizon 2s horizon_cap low_rate_threshold 1Mbit orphan_mask 511 buckets 256 nopacing",
     "fq buckets 3 maxrate 1234567bit ce_threshold 1500us timer_slack 20us low_rate_threshold 0",
+    // htb: the qdisc and its classes (`tc -s class show`), leaves' own disciplines, tc's
+    // default bursts and quanta, ATM framing, every kind of match as a tc filter.
+    "htb default 11 class 1:1 rate 10Mbit class 1:10 parent 1:1 rate 3Mbit ceil 10Mbit prio 1 qdisc fq_codel class 1:11 parent 1:1 rate 7Mbit ceil 10Mbit prio 2 quantum 1514 burst 15k cburst 3000 qdisc pfifo limit 50 class 1:12 parent 1:1 rate 100kbit ceil 200kbit",
+    "htb r2q 5 direct_qlen 50 class 1:1 rate 1Gbit class 1:2 rate 1Mbit ceil 2Mbit overhead 18 mpu 64 linklayer atm match dscp 46 match src 198.18.0.0/24 match dst 2001:2::/48 match mark 7 qdisc cake bandwidth 2Mbit class 1:a0 rate 500kbit",
 ];
 
 #[test]
@@ -61,7 +65,7 @@ fn debloat_spec_prints_what_the_kernels_tc_prints() {
     println!("{t}");
     assert!(o.status.success(), "{t}");
     assert!(
-        t.contains("32 specs: debloat prints what the kernel's tc prints"),
+        t.contains("34 specs: debloat prints what the kernel's tc prints"),
         "{t}"
     );
     // The comparison is real: the kernel's text is in the output, e.g. cake's tin table.

@@ -14,6 +14,7 @@
 //!   `dequeue`, returned by `take_dropped`, or counted in `qlen()`.
 
 pub mod cake;
+pub mod class_stats;
 pub mod codel;
 pub mod deadline;
 pub mod dualpi2;
@@ -21,17 +22,19 @@ pub mod fifo;
 pub mod fq;
 pub mod fq_codel;
 pub mod fq_pie;
+pub mod htb;
 pub mod list;
 pub mod pfifo_fast;
 pub mod pie;
 pub mod pktq;
+pub mod ratecfg;
 pub mod spec;
 pub mod stats;
 pub mod tbf;
 pub mod words;
 
 use crate::packet::{Nanos, Packet};
-use crate::qdisc::stats::QdiscStats;
+use crate::qdisc::stats::{ClassStats, QdiscStats};
 use std::collections::VecDeque;
 
 /// Why a discipline dropped a packet.
@@ -131,6 +134,11 @@ pub trait Qdisc<P: Packet> {
     /// this one (`gateway reload`): each flow's packets in their order, flows taken in turn one
     /// packet at a time, as a round of the scheduler would. The discipline is empty after.
     fn drain(&mut self, out: &mut dyn FnMut(P));
+    /// A classful discipline's classes, as `tc -s class show` shows them (by classid); none
+    /// for a classless one (the default).
+    fn classes(&self) -> Vec<ClassStats> {
+        Vec::new()
+    }
 }
 
 /// One packet from each queue in turn until all are empty: the order a round-robin scheduler
@@ -175,6 +183,9 @@ impl<P: Packet, Q: Qdisc<P> + ?Sized> Qdisc<P> for Box<Q> {
     }
     fn drain(&mut self, out: &mut dyn FnMut(P)) {
         (**self).drain(out)
+    }
+    fn classes(&self) -> Vec<ClassStats> {
+        (**self).classes()
     }
 }
 

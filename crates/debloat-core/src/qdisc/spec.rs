@@ -14,6 +14,7 @@ use crate::qdisc::fifo::{Fifo, Limit};
 use crate::qdisc::fq::Fq;
 use crate::qdisc::fq_codel::FqCodel;
 use crate::qdisc::fq_pie::FqPie;
+use crate::qdisc::htb::Htb;
 use crate::qdisc::pfifo_fast::PfifoFast;
 use crate::qdisc::pie::Pie;
 use crate::qdisc::tbf::Tbf;
@@ -29,6 +30,7 @@ pub use crate::qdisc::dualpi2::DualPi2Spec;
 pub use crate::qdisc::fq::FqSpec;
 pub use crate::qdisc::fq_codel::spec::FqCodelSpec;
 pub use crate::qdisc::fq_pie::FqPieSpec;
+pub use crate::qdisc::htb::HtbSpec;
 pub use crate::qdisc::pfifo_fast::PfifoFastSpec;
 pub use crate::qdisc::pie::PieSpec;
 pub use crate::qdisc::tbf::TbfSpec;
@@ -66,6 +68,8 @@ pub enum QdiscSpec {
     Fq(FqSpec),
     /// `dualpi2 …` (RFC 9332's coupled DualQ).
     DualPi2(DualPi2Spec),
+    /// `htb … class …` (a tree of classes, leaves any discipline).
+    Htb(HtbSpec),
 }
 
 impl std::str::FromStr for QdiscSpec {
@@ -98,10 +102,11 @@ impl QdiscSpec {
             "fq_pie" => QdiscSpec::FqPie(FqPieSpec::parse(&mut t)?),
             "fq" => QdiscSpec::Fq(FqSpec::parse(&mut t)?),
             "dualpi2" => QdiscSpec::DualPi2(DualPi2Spec::parse(&mut t)?),
-            "sfq" | "htb" | "netem" | "red" => {
+            "htb" => QdiscSpec::Htb(HtbSpec::parse(&mut t)?),
+            "sfq" | "netem" | "red" => {
                 return Err(SpecError::unsupported(
                     kind,
-                    "debloat implements pfifo, bfifo, pfifo_fast, codel, fq_codel, cake, pie, fq_pie, fq, dualpi2, tbf and deadline",
+                    "debloat implements pfifo, bfifo, pfifo_fast, codel, fq_codel, cake, pie, fq_pie, fq, dualpi2, tbf, htb and deadline",
                 ))
             }
             _ => return Err(SpecError::unknown(kind, "qdisc", QDISCS)),
@@ -124,6 +129,7 @@ impl QdiscSpec {
             QdiscSpec::FqPie(_) => "fq_pie",
             QdiscSpec::Fq(_) => "fq",
             QdiscSpec::DualPi2(_) => "dualpi2",
+            QdiscSpec::Htb(_) => "htb",
         }
     }
 
@@ -142,6 +148,7 @@ impl QdiscSpec {
             QdiscSpec::FqPie(s) => Box::new(FqPie::new(s, hasher, seed)),
             QdiscSpec::Fq(s) => Box::new(Fq::new(s, hasher)),
             QdiscSpec::DualPi2(s) => Box::new(DualPi2::new(s, seed)),
+            QdiscSpec::Htb(s) => Box::new(Htb::new(s, hasher, seed)),
         }
     }
 }
@@ -161,6 +168,7 @@ impl fmt::Display for QdiscSpec {
             QdiscSpec::FqPie(s) => write!(f, "fq_pie {s}"),
             QdiscSpec::Fq(s) => write!(f, "fq {s}"),
             QdiscSpec::DualPi2(s) => write!(f, "dualpi2 {s}"),
+            QdiscSpec::Htb(s) => write!(f, "htb {s}"),
         }
     }
 }

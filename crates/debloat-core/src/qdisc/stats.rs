@@ -6,6 +6,8 @@
 
 use crate::units::{fmt_rate, fmt_size, fmt_time, fmt_usecs};
 use serde::Serialize;
+
+pub use crate::qdisc::class_stats::{tc_show, tree_tc_string, ClassStats};
 use std::fmt::Write;
 
 /// One discipline's statistics.
@@ -275,19 +277,21 @@ pub struct TinStats {
 impl QdiscStats {
     /// The `tc -s qdisc show` rendering.
     pub fn to_tc_string(&self) -> String {
+        self.to_tc_string_at("1: root refcnt 2")
+    }
+
+    /// The same, for a discipline at `place` (`10: parent 1:10` for an htb leaf).
+    pub fn to_tc_string_at(&self, place: &str) -> String {
         let mut s = String::new();
         // iproute2 ends every option it prints with a space, except the fifos' `limit` and
-        // pfifo_fast's priomap.
-        let end = if self.kind.ends_with("fifo") || self.kind == "pfifo_fast" {
+        // pfifo_fast's priomap and htb's direct_qlen.
+        let end = if self.kind.ends_with("fifo") || self.kind == "pfifo_fast" || self.kind == "htb"
+        {
             ""
         } else {
             " "
         };
-        let _ = writeln!(
-            s,
-            "qdisc {} 1: root refcnt 2 {}{end}",
-            self.kind, self.options
-        );
+        let _ = writeln!(s, "qdisc {} {place} {}{end}", self.kind, self.options);
         let _ = writeln!(
             s,
             " Sent {} bytes {} pkt (dropped {}, overlimits {} requeues {}) ",

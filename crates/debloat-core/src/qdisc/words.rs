@@ -102,6 +102,7 @@ pub const QDISCS: &[&str] = &[
     "fq",
     "dualpi2",
     "tbf",
+    "htb",
     "deadline",
 ];
 

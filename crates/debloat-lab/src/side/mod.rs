@@ -7,8 +7,9 @@
 //! and `wan0`, a server namespace at 198.18.2.2. Then, in turn:
 //!
 //! * **kernel**: a Linux bridge joins `lan0` and `wan0`; the up spec sits on `wan0`'s egress and
-//!   the down spec on `lan0`'s. A spec with its own shaper (cake with a bandwidth) is the root;
-//!   any other sits under HTB at the link's rate, as sqm-scripts' `simple.qos` puts it.
+//!   the down spec on `lan0`'s. A spec with its own shaper (cake with a bandwidth, tbf, an htb
+//!   tree, built with tc's commands) is the root; any other sits under HTB at the link's rate,
+//!   as sqm-scripts' `simple.qos` puts it.
 //! * **debloat**: the bridge is gone; `debloat gateway --egress UP --ingress DOWN` forwards,
 //!   with `--emulate-egress "rate R"` (and ingress) where the spec does not shape.
 //!
@@ -181,7 +182,7 @@ pub fn shapes(spec: &str) -> Result<bool, String> {
     let q: debloat_core::QdiscSpec = spec.parse().map_err(|e| format!("\"{spec}\": {e}"))?;
     Ok(match q {
         debloat_core::QdiscSpec::Cake(c) => c.bandwidth_bytes_per_s.is_some(),
-        debloat_core::QdiscSpec::Tbf(_) => true,
+        debloat_core::QdiscSpec::Tbf(_) | debloat_core::QdiscSpec::Htb(_) => true,
         _ => false,
     })
 }
@@ -375,6 +376,11 @@ fn kernel_up(plan: &Plan, prefix: &str, exe: &std::path::Path) -> Result<(), Tes
             let mut a = vec!["qdisc", "add", "dev", dev, "root", "handle", "10:", "netem"];
             a.extend(words(words_));
             tc(&a)?;
+        } else if let Ok(debloat_core::QdiscSpec::Htb(h)) = spec.parse() {
+            // tc's own commands for the tree: the qdisc, its classes, leaves, filters.
+            for cmd in debloat_core::qdisc::htb::show::tc_commands(&h, dev) {
+                tc(&words(&cmd))?;
+            }
         } else if shapes(spec).map_err(TestbedError)? {
             let mut a = vec!["qdisc", "add", "dev", dev, "root", "handle", "10:"];
             a.extend(words(spec));

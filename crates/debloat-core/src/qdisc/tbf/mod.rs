@@ -22,48 +22,9 @@ pub use spec::TbfSpec;
 
 use crate::flow::FlowHasher;
 use crate::packet::{Nanos, Packet};
+pub use crate::qdisc::ratecfg::RateCfg;
 use crate::qdisc::stats::{QdiscStats, Xstats};
 use crate::qdisc::{Dequeue, DropBox, DropReason, Dropped, Qdisc, Verdict};
-
-/// `struct psched_ratecfg`: a rate's byte time as a multiply and shift.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RateCfg {
-    /// Bytes per second.
-    pub rate_bytes_ps: u64,
-    mult: u32,
-    shift: u8,
-    overhead: i32,
-    mpu: u32,
-}
-
-impl RateCfg {
-    /// `psched_ratecfg_precompute`.
-    pub fn new(rate_bytes_ps: u64, overhead: i32, mpu: u32) -> RateCfg {
-        let (mut mult, mut shift) = (1u32, 0u8);
-        let mut factor: u64 = 1_000_000_000;
-        while let Some(m) = factor.checked_div(rate_bytes_ps) {
-            mult = m as u32;
-            if mult & (1 << 31) != 0 || factor & (1 << 63) != 0 {
-                break;
-            }
-            factor <<= 1;
-            shift += 1;
-        }
-        RateCfg {
-            rate_bytes_ps,
-            mult,
-            shift,
-            overhead,
-            mpu,
-        }
-    }
-
-    /// `psched_l2t_ns`: nanoseconds to send `len` bytes.
-    pub fn l2t_ns(&self, len: u32) -> u64 {
-        let len = (i64::from(len) + i64::from(self.overhead)).max(i64::from(self.mpu));
-        ((len.max(0) as u64) * u64::from(self.mult)) >> self.shift
-    }
-}
 
 /// The `tbf` qdisc.
 pub struct Tbf<P> {

@@ -4,6 +4,7 @@
 //! debloat adds `child SPEC…`: the rest of the words are the child's spec (by default a
 //! `bfifo` of `limit` bytes, as the kernel makes).
 
+use crate::qdisc::ratecfg::{tc_xmitsize as shown_size, tick2us};
 use crate::qdisc::spec::QdiscSpec;
 use crate::qdisc::words::{expect_value, time_value, SpecError, TcForm, Tokens};
 use crate::units::{
@@ -172,16 +173,6 @@ impl TbfSpec {
         })
         .to_string()
     }
-}
-
-/// iproute2's `tc_core_tick2time`: psched ticks (64 ns) to whole µs.
-fn tick2us(ticks: u32) -> u32 {
-    (f64::from(ticks) / 15.625) as u32
-}
-
-/// iproute2's `tc_calc_xmitsize`: the bytes `ticks` of sending at `bytes_ps` make.
-fn shown_size(bytes_ps: u64, ticks: u32) -> u64 {
-    (bytes_ps as f64 * f64::from(tick2us(ticks)) / 1e6) as u32 as u64
 }
 
 impl fmt::Display for TbfSpec {

@@ -6,6 +6,7 @@
 
 pub mod qosify;
 pub mod sqm;
+mod sqm_htb;
 pub mod uci;
 
 use debloat_core::QdiscSpec;

@@ -7,10 +7,11 @@
 //!   nat`; ingress keeps `diffserv3 nat` and then `besteffort` (the last diffserv word wins).
 //! * `layer_cake.qos`: cake `diffserv3 nat` both ways; ingress adds `besteffort` when
 //!   `squash_ingress` is 1 (its default), `wash` when `squash_dscp` is 1 (default).
-//! * `simple.qos` (HTB with three fq_codel tiers by DSCP) and `simplest.qos` /
-//!   `simplest_tbf.qos` (one fq_codel under HTB/TBF): debloat has no HTB or TBF. The nearest
-//!   setup is cake at the same rate with per-flow queues (`flows`, as fq_codel hashes flows):
-//!   `diffserv3` for simple's three tiers, `besteffort` for simplest. A warning says so.
+//! * `simple.qos` (HTB with three fq_codel tiers by DSCP) and `simplest.qos` (one fq_codel
+//!   under HTB): the same HTB tree as an `htb` spec, leaves and all (`sqm_htb.rs`); with `qdisc
+//!   cake`, the scripts' own cake branches.
+//! * `simplest_tbf.qos` (one fq_codel under TBF): cake `besteffort flows` at the same rate, with a
+//!   warning.
 //!
 //! Link layer (sqm's `linklayer_adaptation_mechanism` "default" or "cake" with cake): `atm` and
 //! `overhead N mpu M` for `linklayer atm`, `overhead N mpu M` for `ethernet`, nothing for
@@ -140,14 +141,18 @@ fn words(q: &mut Q<'_>, lla: &str) -> Result<(String, String), ImportError> {
             );
             (format!("{lla} diffserv3 nat"), i)
         }
-        "simple.qos" | "simplest.qos" | "simplest_tbf.qos" => {
-            let tins = if script == "simple.qos" {
-                "diffserv3"
-            } else {
-                "besteffort"
-            };
-            q.warn("script", &format!("HTB/TBF with fq_codel has no equivalent in debloat: cake {tins} flows at the same rate instead (per-flow queues as fq_codel's, one shaper)"));
-            (format!("{lla} {tins} flows"), format!("{lla} {tins} flows"))
+        "simplest_tbf.qos" => {
+            q.warn("script", "TBF with fq_codel is not imported as such: cake besteffort flows at the same rate instead (per-flow queues as fq_codel's, one shaper)");
+            (
+                format!("{lla} besteffort flows"),
+                format!("{lla} besteffort flows"),
+            )
+        }
+        // With cake as the qdisc, simple.qos and simplest.qos run cake alone.
+        "simplest.qos" => (format!("{lla} besteffort"), format!("{lla} besteffort")),
+        "simple.qos" => {
+            let i = if squash || wash { " besteffort" } else { "" };
+            (lla.to_string(), format!("{lla}{i}"))
         }
         other => {
             let line = q.line("script");
@@ -161,8 +166,13 @@ fn words(q: &mut Q<'_>, lla: &str) -> Result<(String, String), ImportError> {
     Ok((e, i))
 }
 
-/// Warnings for what cake takes no notice of.
-fn unmapped(q: &mut Q<'_>) {
+/// Warnings for what the imported setup takes no notice of (`htb`: sqm's HTB tree was built,
+/// whose leaves take the qdisc, limits, targets and ECN words).
+fn unmapped(q: &mut Q<'_>, htb: bool) {
+    if htb {
+        unknown(q);
+        return;
+    }
     if let Some(d) = q.get("qdisc").filter(|d| *d != "cake").map(str::to_string) {
         q.warn(
             "qdisc",
@@ -212,6 +222,11 @@ fn unmapped(q: &mut Q<'_>) {
             q.warn(k, &format!("not used: {why}"));
         }
     }
+    unknown(q);
+}
+
+/// Options sqm-scripts does not know.
+fn unknown(q: &mut Q<'_>) {
     let unknown: Vec<String> =
         q.s.options
             .iter()
@@ -260,32 +275,16 @@ pub fn import(file: &str, text: &str) -> Result<Setup, ImportError> {
             other.name.as_deref().unwrap_or("unnamed")
         ));
     }
-    let lla = lla(&mut q)?;
-    let (e, i) = words(&mut q, &lla)?;
     let (up, down) = (q.num("upload", 0)?, q.num("download", 0)?);
-    let side = |rate: u64, w: &str, opts: &str, what: &str| -> Result<QdiscSpec, ImportError> {
-        let rate_key = if what == "egress" {
-            "upload"
-        } else {
-            "download"
-        };
-        if rate == 0 {
-            return spec("fq_codel", file, q.line(rate_key), what);
-        }
-        let (extra, line) = match q.get(opts) {
-            Some(x) => (x, q.line(opts)),
-            None => ("", q.line(rate_key)),
-        };
-        spec(
-            &format!("cake bandwidth {rate}kbit {w} {extra}"),
-            file,
-            line,
-            what,
-        )
+    let script = q.get("script").unwrap_or("simple.qos");
+    let htb = matches!(script, "simple.qos" | "simplest.qos")
+        && !q.get("qdisc").unwrap_or("fq_codel").starts_with("cake");
+    let (egress, ingress) = if htb {
+        htb_sides(&mut q, up, down)?
+    } else {
+        cake_sides(&mut q, up, down)?
     };
-    let egress = side(up, &e, "eqdisc_opts", "egress")?;
-    let ingress = side(down, &i, "iqdisc_opts", "ingress")?;
-    unmapped(&mut q);
+    unmapped(&mut q, htb);
     Ok(Setup {
         wan: q.get("interface").map(str::to_string),
         egress: Some(egress),
@@ -293,4 +292,109 @@ pub fn import(file: &str, text: &str) -> Result<Setup, ImportError> {
         classify: None,
         warnings: q.warnings,
     })
+}
+
+/// The two directions as cake: `cake bandwidth R` with the script's words (fq_codel where a
+/// rate is 0).
+fn cake_sides(q: &mut Q<'_>, up: u64, down: u64) -> Result<(QdiscSpec, QdiscSpec), ImportError> {
+    let lla = lla(q)?;
+    let (e, i) = words(q, &lla)?;
+    let egress = cake_side(q, up, &e, "eqdisc_opts", "egress")?;
+    let ingress = cake_side(q, down, &i, "iqdisc_opts", "ingress")?;
+    Ok((egress, ingress))
+}
+
+fn cake_side(
+    q: &Q<'_>,
+    rate: u64,
+    w: &str,
+    opts: &str,
+    what: &str,
+) -> Result<QdiscSpec, ImportError> {
+    let rate_key = if what == "egress" {
+        "upload"
+    } else {
+        "download"
+    };
+    if rate == 0 {
+        return spec("fq_codel", q.file, q.line(rate_key), what);
+    }
+    let (extra, line) = match q.get(opts) {
+        Some(x) => (x, q.line(opts)),
+        None => ("", q.line(rate_key)),
+    };
+    spec(
+        &format!("cake bandwidth {rate}kbit {w} {extra}"),
+        q.file,
+        line,
+        what,
+    )
+}
+
+/// HTB's link-layer words on every class: sqm's `htb_private` (`mpu`, `linklayer`,
+/// `overhead`, `mtu`), or its default for HTB, tc's size table (stab), which charges HTB the
+/// same sizes; with `cake` as the mechanism HTB gets none.
+fn htb_lla(q: &mut Q<'_>) -> Result<String, ImportError> {
+    let layer = q.get("linklayer").unwrap_or("none");
+    if !matches!(layer, "none" | "ethernet" | "atm") {
+        let line = q.line("linklayer");
+        return Err(ImportError::new(
+            q.file,
+            line,
+            layer,
+            "linklayer: expected none, ethernet or atm",
+        ));
+    }
+    let llam = q.get("linklayer_adaptation_mechanism").unwrap_or("default");
+    if layer == "none" || llam == "cake" {
+        return Ok(String::new());
+    }
+    let (overhead, mpu) = (q.num("overhead", 0)?, q.num("tcMPU", 0)?);
+    let words = format!("overhead {overhead} mpu {mpu} linklayer {layer}");
+    if llam == "htb_private" {
+        return Ok(format!("{words} mtu {}", q.num("tcMTU", 2047)?));
+    }
+    q.warn("linklayer_adaptation_mechanism", "sqm sizes packets with tc's size table (stab); debloat gives HTB's classes the same overhead, mpu and link layer, so the shaper charges the same, while the leaves see packets as they are");
+    Ok(words)
+}
+
+/// The two directions as simple.qos or simplest.qos build them with HTB.
+fn htb_sides(q: &mut Q<'_>, up: u64, down: u64) -> Result<(QdiscSpec, QdiscSpec), ImportError> {
+    let lla = htb_lla(q)?;
+    let simplest = q.get("script") == Some("simplest.qos");
+    let qdisc = q.get("qdisc").unwrap_or("fq_codel");
+    let leaf = |dir: char| super::sqm_htb::Leaf {
+        qdisc,
+        limit: q.get(&format!("{dir}limit")),
+        target: q.get(&format!("{dir}target")),
+        ecn: q
+            .get(if dir == 'e' {
+                "egress_ecn"
+            } else {
+                "ingress_ecn"
+            })
+            .unwrap_or("ECN"),
+        opts: q.get(&format!("{dir}qdisc_opts")).unwrap_or(""),
+    };
+    let (el, il) = (leaf('e'), leaf('i'));
+    let one_tier = simplest || q.flag("squash_ingress", true);
+    let e = match (up, simplest) {
+        (0, _) => "fq_codel".to_string(),
+        (r, true) => super::sqm_htb::simplest(r, &el, &lla),
+        (r, false) => super::sqm_htb::simple(r, &el, &lla, false),
+    };
+    let i = match (down, one_tier) {
+        (0, _) => "fq_codel".to_string(),
+        (r, true) => super::sqm_htb::simplest(r, &il, &lla),
+        (r, false) => super::sqm_htb::simple(r, &il, &lla, true),
+    };
+    // A leaf word sqm passed on is the likelier culprit of a refusal: name its line.
+    let at = |opts: &str, rate: &str| q.line(if q.get(opts).is_some() { opts } else { rate });
+    let (eline, iline) = (at("eqdisc_opts", "upload"), at("iqdisc_opts", "download"));
+    let egress = spec(&e, q.file, eline, "egress")?;
+    let ingress = spec(&i, q.file, iline, "ingress")?;
+    if down != 0 && !simplest && q.flag("squash_dscp", true) {
+        q.warn("squash_dscp", "simple.qos zeroes the DSCP of what arrives with iptables after the shaper; an htb spec cannot, so the LAN sees the DSCP as sent");
+    }
+    Ok((egress, ingress))
 }

@@ -1,0 +1,445 @@
+//! `htb`: the hierarchical token bucket (net/sched/sch_htb.c), a tree of classes each with a
+//! guaranteed `rate` and a `ceil` it may reach by borrowing its ancestors' unused rate, leaves
+//! holding any debloat discipline. It is how sqm-scripts' `simple.qos` shapes a link and how
+//! LibreQoS gives every subscriber a share of an access point's and a site's capacity.
+//!
+//! The scheduler is the kernel's (see `tree.rs`): a class *can send* while it has rate
+//! tokens, *may borrow* while it has ceil tokens, and *cannot send* otherwise; classes that
+//! can send wait in their level's row, borrowers in their parent's feed. A dequeue makes the
+//! due mode changes, then looks at the levels from the leaves up and, in each, the priorities
+//! from 0 up, and serves the row's turn down the feeds to a leaf: deficit round robin by
+//! classid with `quantum` bytes a turn. The packet is charged to every ancestor's ceil and to
+//! the rate of those at the level it was served from and above (those below borrowed it:
+//! `borrowed` counts them, the lender's `lended`). Packets no class takes go to the direct
+//! queue, sent first and unshaped.
+//!
+//! Where this differs from the kernel:
+//! * Classes are picked by `match` words, `priority` and `default`, not tc filters
+//!   (`spec.rs`).
+//! * Every due mode change is made at a dequeue (Linux stops after two jiffies and warns).
+//! * Times are exact nanoseconds: no timer slack or watchdog delay.
+//! * A leaf that holds its packets back (a shaper or a pacer) reports when; that time is
+//!   returned among HTB's own (Linux warns, then the leaf's watchdog wakes the root).
+//! * A class's buckets start full at build, as at `tc class add`.
+
+pub mod show;
+pub mod spec;
+
+mod class;
+mod rr;
+mod tree;
+mod wait;
+
+pub use spec::{ClassSpec, HtbSpec, Match};
+
+use crate::flow::FlowHasher;
+use crate::packet::{Nanos, Packet, PacketMeta};
+use crate::qdisc::ratecfg::{tc_xmittime_ticks, RateCfg};
+use crate::qdisc::spec::QdiscSpec;
+use crate::qdisc::stats::{ClassStats, QdiscStats, Xstats};
+use crate::qdisc::{Dequeue, DropBox, DropReason, Dropped, Qdisc, Verdict};
+use class::{Class, Counters, Inner, Mode, MAXDEPTH, NUMPRIO};
+use std::collections::VecDeque;
+use tree::Tree;
+
+/// The `htb` qdisc.
+pub struct Htb<P> {
+    spec: HtbSpec,
+    tree: Tree,
+    /// Leaf disciplines, by `Class::leaf`.
+    leaves: Vec<Box<dyn Qdisc<P>>>,
+    /// Class index by minor, for `priority` and `default`.
+    by_minor: Vec<(u16, u32)>,
+    /// `match` rules in order: (rule, class).
+    rules: Vec<(Match, u32)>,
+    /// The default class when it is a leaf.
+    default_class: Option<u32>,
+    direct: VecDeque<P>,
+    direct_pkts: u64,
+    dropped: DropBox<P>,
+    qlen: usize,
+    backlog: u64,
+    sent_bytes: u64,
+    sent_pkts: u64,
+    drops: u64,
+}
+
+impl<P> std::fmt::Debug for Htb<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Htb").field("spec", &self.spec).finish()
+    }
+}
+
+/// A class's buckets, as tc turns the words into what it hands the kernel.
+fn bucket(rate_bps: u64, given: Option<u32>, mtu: u32) -> i64 {
+    // tc: the rate over the timer's frequency (1e9 Hz with high-resolution timers) + mtu.
+    let bytes = given.unwrap_or_else(|| (rate_bps / 8 / 1_000_000_000) as u32 + mtu);
+    i64::from(tc_xmittime_ticks(rate_bps / 8, bytes)) << 6
+}
+
+fn build_class(spec: &HtbSpec, c: &ClassSpec, level: u8) -> Class {
+    let bytes_ps = c.rate_bps / 8;
+    let quantum = match c.quantum {
+        Some(q) => i64::from(q),
+        None => (bytes_ps / u64::from(spec.r2q)).clamp(1000, 200_000) as i64,
+    };
+    let (buffer, cbuffer) = (
+        bucket(c.rate_bps, c.burst, c.mtu),
+        bucket(c.ceil_bps, c.cburst, c.mtu),
+    );
+    Class {
+        id: 0x1_0000 | u32::from(c.id),
+        parent: None,
+        level,
+        prio: c.prio,
+        quantum,
+        rate: RateCfg::with_link(bytes_ps, c.overhead, c.mpu, c.linklayer),
+        ceil: RateCfg::with_link(c.ceil_bps / 8, c.overhead, c.mpu, c.linklayer),
+        buffer,
+        cbuffer,
+        tokens: buffer,
+        ctokens: cbuffer,
+        t_c: 0,
+        mode: Mode::CanSend,
+        prio_activity: 0,
+        row_rank: 0,
+        sib_rank: 0,
+        inner: None,
+        leaf: None,
+        deficit: [0; MAXDEPTH],
+        counters: Counters::default(),
+    }
+}
+
+/// Levels as the kernel gives them: leaves 0, inner classes at the root 7, one less below.
+fn levels(spec: &HtbSpec) -> Vec<u8> {
+    let mut lv = vec![0u8; spec.classes.len()];
+    for (i, c) in spec.classes.iter().enumerate() {
+        if spec.has_children(c.id) {
+            let up = c
+                .parent
+                .and_then(|p| spec.classes.iter().position(|k| k.id == p));
+            lv[i] = up.map_or(MAXDEPTH as u8 - 1, |u| lv[u].saturating_sub(1));
+        }
+    }
+    lv
+}
+
+impl<P: Packet + 'static> Htb<P> {
+    /// An htb from a parsed spec; `hasher` and `seed` go to the leaves.
+    pub fn new(spec: &HtbSpec, hasher: FlowHasher, seed: u64) -> Self {
+        let lv = levels(spec);
+        let mut classes: Vec<Class> = spec
+            .classes
+            .iter()
+            .zip(&lv)
+            .map(|(c, &l)| build_class(spec, c, l))
+            .collect();
+        let index = |id: u16| {
+            spec.classes
+                .iter()
+                .position(|k| k.id == id)
+                .map(|i| i as u32)
+        };
+        let mut leaves: Vec<Box<dyn Qdisc<P>>> = Vec::new();
+        for (i, c) in spec.classes.iter().enumerate() {
+            classes[i].parent = c.parent.and_then(index);
+            if spec.has_children(c.id) {
+                let mut kids: Vec<u32> = (0..spec.classes.len() as u32)
+                    .filter(|&k| spec.classes[k as usize].parent == Some(c.id))
+                    .collect();
+                kids.sort_by_key(|&k| spec.classes[k as usize].id);
+                let n = kids.len();
+                classes[i].inner = Some(Box::new(Inner {
+                    children: kids,
+                    feed: std::array::from_fn(|_| rr::RrSet::new(n)),
+                }));
+            } else {
+                let leaf = c
+                    .qdisc
+                    .as_deref()
+                    .cloned()
+                    .unwrap_or(QdiscSpec::Pfifo { limit: 1000 });
+                classes[i].leaf = Some(leaves.len() as u32);
+                leaves.push(leaf.build(hasher, seed.wrapping_add(u64::from(c.id))));
+            }
+        }
+        for i in 0..classes.len() {
+            if let Some(inner) = &classes[i].inner {
+                for (rank, &k) in inner.children.clone().iter().enumerate() {
+                    classes[k as usize].sib_rank = rank as u32;
+                }
+            }
+        }
+        let mut by_minor: Vec<(u16, u32)> = spec
+            .classes
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.id, i as u32))
+            .collect();
+        by_minor.sort_unstable();
+        let rules = spec
+            .classes
+            .iter()
+            .enumerate()
+            .flat_map(|(i, c)| c.matches.iter().map(move |m| (m.clone(), i as u32)))
+            .collect();
+        let tree = Tree::new(classes);
+        let default_class = index(spec.default).filter(|&i| tree.classes[i as usize].level == 0);
+        Htb {
+            spec: spec.clone(),
+            tree,
+            leaves,
+            by_minor,
+            rules,
+            default_class,
+            direct: VecDeque::new(),
+            direct_pkts: 0,
+            dropped: DropBox::default(),
+            qlen: 0,
+            backlog: 0,
+            sent_bytes: 0,
+            sent_pkts: 0,
+            drops: 0,
+        }
+    }
+
+    fn by_minor(&self, minor: u16) -> Option<u32> {
+        self.by_minor
+            .binary_search_by_key(&minor, |e| e.0)
+            .ok()
+            .map(|i| self.by_minor[i].1)
+    }
+
+    /// `htb_classify`: the leaf a packet goes to, or `None` for the direct queue.
+    fn classify(&self, m: &PacketMeta) -> Option<u32> {
+        if m.priority == 0x1_0000 {
+            return None; // 1:0 names the qdisc itself: direct
+        }
+        if m.priority >> 16 == 1 {
+            if let Some(c) = self.by_minor(m.priority as u16) {
+                if self.tree.classes[c as usize].level == 0 {
+                    return Some(c);
+                }
+            }
+        }
+        let hit = self.rules.iter().find(|(rule, _)| match rule {
+            Match::Dscp(d) => m.dscp == *d,
+            Match::Src(n) => m.flow.src().is_some_and(|a| n.contains(&a)),
+            Match::Dst(n) => m.flow.dst().is_some_and(|a| n.contains(&a)),
+            Match::Mark(k) => m.mark == *k,
+        });
+        match hit {
+            Some(&(_, c)) => Some(c),
+            None => self.default_class,
+        }
+    }
+
+    /// Take a leaf's drops, counting them as the tree's.
+    fn take_leaf_drops(&mut self, leaf: usize) {
+        while let Some(d) = self.leaves[leaf].take_dropped() {
+            self.drops += 1;
+            self.dropped.push(d.packet, d.reason);
+        }
+    }
+
+    /// Run `f` on a leaf, keeping the tree's packet and byte counts in step with it.
+    fn on_leaf<T>(&mut self, leaf: usize, f: impl FnOnce(&mut dyn Qdisc<P>) -> T) -> T {
+        let (q0, b0) = (self.leaves[leaf].qlen(), self.leaves[leaf].backlog());
+        let out = f(self.leaves[leaf].as_mut());
+        self.take_leaf_drops(leaf);
+        let (q1, b1) = (self.leaves[leaf].qlen(), self.leaves[leaf].backlog());
+        self.qlen = (self.qlen + q1).saturating_sub(q0);
+        self.backlog = (self.backlog + b1).saturating_sub(b0);
+        out
+    }
+
+    /// `htb_dequeue_tree`: a packet from the turn of `prio`'s row at `level`; a leaf that holds
+    /// its packets back lowers `wake` to when it will give one.
+    fn dequeue_tree(
+        &mut self,
+        prio: usize,
+        level: usize,
+        now: Nanos,
+        wake: &mut Nanos,
+    ) -> Option<P> {
+        let mut start = self.tree.lookup_leaf(prio, level);
+        let mut cl = start;
+        let (c, p) = loop {
+            let c = cl?;
+            let leaf = self.tree.classes[c as usize].leaf? as usize;
+            if self.leaves[leaf].qlen() == 0 {
+                self.tree.deactivate(c);
+                if self.tree.row_mask[level] & (1 << prio) == 0 {
+                    return None;
+                }
+                let next = self.tree.lookup_leaf(prio, level);
+                if start == Some(c) {
+                    start = next;
+                }
+                cl = next;
+                continue;
+            }
+            match self.on_leaf(leaf, |q| q.dequeue(now)) {
+                Dequeue::Packet(p) => break (c, p),
+                Dequeue::NotBefore(t) => *wake = (*wake).min(t),
+                Dequeue::Empty => {}
+            }
+            self.tree.next_turn(c, level, prio);
+            cl = self.tree.lookup_leaf(prio, level);
+            if cl == start {
+                return None; // every leaf of the row held back (the kernel's `qdisc_warn_nonwc`)
+            }
+        };
+        let len = p.meta().len;
+        let cl = &mut self.tree.classes[c as usize];
+        cl.counters.bytes += u64::from(len);
+        cl.counters.packets += 1;
+        cl.deficit[level] -= i64::from(len);
+        if cl.deficit[level] < 0 {
+            cl.deficit[level] += cl.quantum;
+            self.tree.next_turn(c, level, prio);
+        }
+        if self.leaf_empty(c) {
+            self.tree.deactivate(c);
+        }
+        self.tree.charge(c, level as u8, len);
+        Some(p)
+    }
+
+    fn leaf_empty(&self, c: u32) -> bool {
+        self.tree.classes[c as usize]
+            .leaf
+            .is_none_or(|l| self.leaves[l as usize].qlen() == 0)
+    }
+
+    /// `tc -s class show`'s numbers for every class, by classid.
+    fn class_stats(&self) -> Vec<ClassStats> {
+        let mut out: Vec<ClassStats> = self
+            .tree
+            .classes
+            .iter()
+            .zip(&self.spec.classes)
+            .map(|(c, s)| show::class_stats(c, s, c.leaf.map(|l| self.leaves[l as usize].stats())))
+            .collect();
+        out.sort_by_key(|c| c.id);
+        out
+    }
+}
+
+impl<P: Packet + 'static> Qdisc<P> for Htb<P> {
+    fn enqueue(&mut self, packet: P, now: Nanos) -> Verdict {
+        let len = packet.meta().len;
+        let Some(c) = self.classify(packet.meta()) else {
+            if self.direct.len() < self.spec.direct_qlen as usize {
+                self.direct.push_back(packet);
+                self.direct_pkts += 1;
+                self.qlen += 1;
+                self.backlog += u64::from(len);
+                return Verdict::Queued;
+            }
+            self.drops += 1;
+            self.dropped.push(packet, DropReason::Overlimit);
+            return Verdict::Dropped;
+        };
+        let Some(leaf) = self.tree.classes[c as usize].leaf else {
+            self.drops += 1;
+            self.dropped.push(packet, DropReason::Overlimit);
+            return Verdict::Dropped;
+        };
+        let v = self.on_leaf(leaf as usize, |q| q.enqueue(packet, now));
+        if v != Verdict::Queued {
+            self.tree.classes[c as usize].counters.drops += 1;
+        }
+        if !self.leaf_empty(c) {
+            self.tree.activate(c);
+        }
+        v
+    }
+
+    fn dequeue(&mut self, now: Nanos) -> Dequeue<P> {
+        if let Some(p) = self.direct.pop_front() {
+            self.qlen -= 1;
+            self.backlog -= u64::from(p.meta().len);
+            self.sent_bytes += u64::from(p.meta().len);
+            self.sent_pkts += 1;
+            return Dequeue::Packet(p);
+        }
+        if self.qlen == 0 {
+            return Dequeue::Empty;
+        }
+        self.tree.now = now;
+        let mut next_event = now + 5_000_000_000;
+        let mut wake = Nanos::MAX;
+        for level in 0..MAXDEPTH {
+            next_event = next_event.min(self.tree.events(level));
+            let mask = self.tree.row_mask[level];
+            for prio in (0..NUMPRIO).filter(|p| mask & (1 << p) != 0) {
+                if self.tree.row_mask[level] & (1 << prio) == 0 {
+                    continue;
+                }
+                if let Some(p) = self.dequeue_tree(prio, level, now, &mut wake) {
+                    self.sent_bytes += u64::from(p.meta().len);
+                    self.sent_pkts += 1;
+                    return Dequeue::Packet(p);
+                }
+            }
+        }
+        if self.qlen == 0 {
+            return Dequeue::Empty;
+        }
+        Dequeue::NotBefore(next_event.min(wake).max(now + 1))
+    }
+
+    fn take_dropped(&mut self) -> Option<Dropped<P>> {
+        self.dropped.take()
+    }
+
+    fn qlen(&self) -> usize {
+        self.qlen
+    }
+
+    fn backlog(&self) -> u64 {
+        self.backlog
+    }
+
+    fn stats(&self) -> QdiscStats {
+        QdiscStats {
+            kind: "htb".into(),
+            options: show::qdisc_options(&self.spec, self.direct_pkts),
+            bytes: self.sent_bytes,
+            packets: self.sent_pkts,
+            drops: self.drops,
+            overlimits: self.tree.overlimits,
+            requeues: 0,
+            backlog: self.backlog,
+            qlen: self.qlen as u64,
+            xstats: Xstats::None,
+        }
+    }
+
+    fn classes(&self) -> Vec<ClassStats> {
+        self.class_stats()
+    }
+
+    fn drain(&mut self, out: &mut dyn FnMut(P)) {
+        while let Some(p) = self.direct.pop_front() {
+            out(p);
+        }
+        for i in 0..self.leaves.len() {
+            self.leaves[i].drain(out);
+        }
+        for c in 0..self.tree.classes.len() as u32 {
+            if self.tree.classes[c as usize].prio_activity != 0
+                && self.tree.classes[c as usize].level == 0
+            {
+                self.tree.deactivate(c);
+            }
+        }
+        self.qlen = 0;
+        self.backlog = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests;
