@@ -1,6 +1,6 @@
 #!/bin/sh
 # Every discipline family side by side with the real kernel's (issue 26):
-#   scripts/lab/compare-all.sh [OUTDIR]     (35 lines, about 55 s each; needs user-mode-linux and kmod)
+#   scripts/lab/compare-all.sh [OUTDIR]     (36 lines, about 55 s each; needs user-mode-linux and kmod)
 # Each line is one `debloat lab compare`: the same real TCP uploads through the kernel's
 # discipline and through debloat's gateway in one guest. OUTDIR gets NAME.txt (the table) and
 # NAME.json (both runs' figures); the last line printed says how many differed.
@@ -53,4 +53,7 @@ c tbf                   "tbf rate 10Mbit burst 10kb latency 50ms" --down "tbf ra
 c fq-bridge             "fq" $R --hosts 1,4
 c fq                    "fq" $R --hosts 1,4 --kernel-via-gateway
 c fq-maxrate            "fq flow_limit 20 maxrate 3Mbit" $R --hosts 1,4 --kernel-via-gateway
+# HTB: two hosts' classes (2 and 6 Mbit/s) borrowing from a 10 Mbit/s parent; the tree built in
+# the kernel by tc's own commands (docs/algorithms.md §12).
+c htb-borrowing         "htb default 30 class 1:1 rate 10Mbit class 1:10 parent 1:1 rate 2Mbit ceil 10Mbit match src 198.18.1.2 qdisc fq_codel class 1:20 parent 1:1 rate 6Mbit ceil 10Mbit match src 198.18.1.3 qdisc fq_codel class 1:30 parent 1:1 rate 2Mbit ceil 10Mbit qdisc fq_codel" --down fq_codel $R --hosts 2,2
 echo "$fail differed"
