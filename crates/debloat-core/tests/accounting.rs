@@ -139,7 +139,7 @@ fn spec() -> impl Strategy<Value = String> {
         (
             (1u32..100, 1u32..50, 1u32..50, 0u8..8),
             prop_oneof![Just("pfifo limit 20"), Just("fq_codel limit 30"), Just("cake bandwidth 5Mbit"), Just("bfifo limit 6000")],
-            prop_oneof![Just(""), Just("default 20"), Just("default 1")],
+            prop_oneof![Just(""), Just("default 20"), Just("default 1"), Just("default 20 release_idle 1ms")],
         )
             .prop_map(|((root, a, b, pr), leaf, def)| format!(
                 "htb {def} direct_qlen 10 class 1:1 rate {root}Mbit \

@@ -82,6 +82,9 @@ pub struct RunArgs {
     /// The words that describe the shaped link (`sim` takes them too).
     #[command(flatten)]
     pub(crate) link: crate::gateway_setup::LinkWords,
+    /// LibreQoS's files: the disciplines become HTB trees of circuits.
+    #[command(flatten)]
+    pub(crate) circuits: crate::circuits::CircuitArgs,
     /// Print the whole setup (as flags and as TOML) and every warning, then exit.
     #[arg(long)]
     pub(crate) dry_run: bool,
@@ -306,6 +309,7 @@ fn config(a: &RunArgs, lan: &str, wan: &str) -> Result<Config> {
                 .map_err(|e: String| anyhow::anyhow!("--io: {e}"))?,
         },
         classify: crate::classify::load(a.classify.as_deref())?,
+        circuits: None,
         passthrough: a.passthrough,
         workers: workers(a)?,
         cores: a.cores.clone(),
@@ -342,6 +346,26 @@ fn say_workers(cfg: &Config) {
             cfg.cores.as_ref().map_or(String::new(), |c| format!(" on CPUs {c:?}"))
         );
     }
+}
+
+/// `--network`/`--devices`: LibreQoS's trees as the disciplines, its circuits as the stage.
+fn with_circuits(a: &RunArgs, cfg: &mut Config) -> Result<()> {
+    let Some(l) = crate::circuits::load(&a.circuits)? else {
+        return Ok(());
+    };
+    if a.link.egress.is_some() || a.link.ingress.is_some() || a.classify.is_some() {
+        bail!("--network/--devices make the disciplines and the classify stage: leave out --egress, --ingress and --classify");
+    }
+    println!(
+        "{} circuits under {} nodes: egress and ingress are HTB trees of {} classes, each circuit's queues built on its first packet",
+        l.plan.circuits.len(),
+        l.plan.nodes.len(),
+        l.tree.up.classes.len()
+    );
+    cfg.egress = debloat_core::QdiscSpec::Htb(l.tree.up);
+    cfg.ingress = debloat_core::QdiscSpec::Htb(l.tree.down);
+    cfg.circuits = Some(Arc::new(l.stage));
+    Ok(())
 }
 
 /// `--workers N` and `--cores LIST`: how many workers (LIST's length, if N is not given).
@@ -384,9 +408,13 @@ fn preflight(a: &RunArgs, warnings: &mut Vec<String>) -> Result<Config> {
 }
 
 fn forward(cli: &RunArgs) -> Result<()> {
+    if cli.circuits.check {
+        return crate::circuits::check(&cli.circuits);
+    }
     let (a, mut warnings) = crate::gateway_setup::resolve(cli)?;
     let a = &a;
-    let named = preflight(a, &mut warnings)?;
+    let mut named = preflight(a, &mut warnings)?;
+    with_circuits(a, &mut named)?;
     if a.dry_run {
         let (e, i) = (named.egress.to_string(), named.ingress.to_string());
         return crate::gateway_setup::print(a, &e, &i, &warnings);

@@ -2,6 +2,7 @@
 
 mod autorate;
 mod bench;
+mod circuits;
 mod classify;
 mod compare;
 mod demo;

@@ -4,6 +4,7 @@
 //! classify: lengths come from the IP header, not from the bytes present. A frame whose network
 //! header does not parse is an error the caller counts and drops; it never panics.
 
+pub mod circuits;
 pub mod qosify;
 pub mod stage;
 

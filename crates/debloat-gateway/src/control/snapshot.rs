@@ -18,6 +18,9 @@ pub struct Snapshot {
     pub ingress: DirectionStats,
     /// The marking stage's counters, when it runs.
     pub classify: Option<ClassifyStats>,
+    /// The circuit stage's counters (packets by address, by MAC, unknown), when it runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub circuits: Option<debloat_core::classify::circuits::CircuitCounts>,
     /// Forwarding threads, each with a shard of the hosts (`--workers`).
     pub workers: usize,
     /// Each worker's numbers, when there are several.

@@ -17,6 +17,7 @@ use crate::metrics::Exporter;
 use crate::path::Path;
 use crate::port::{Backend, IoChoice, Port};
 use crate::sys::{wait, LinkEvents};
+use debloat_core::classify::circuits::Circuits;
 use debloat_core::classify::qosify::{self, Classifier, Direction};
 use debloat_core::classify::Classify;
 use debloat_core::link::Emulation;
@@ -73,6 +74,9 @@ pub struct Config {
     /// qosify's rules, marking DSCP before the disciplines (one stage for both directions:
     /// replies take the class of their flow).
     pub classify: Option<qosify::Config>,
+    /// LibreQoS's circuits (`--network`/`--devices`): each packet to its subscriber's class of
+    /// the HTB trees `egress` and `ingress` are; instead of `classify`.
+    pub circuits: Option<std::sync::Arc<Circuits>>,
 }
 
 pub use crate::intake::{RingWait, MAX_FRAME};
@@ -107,6 +111,8 @@ pub struct Gateway {
     /// periodic check still finds a re-made interface).
     links: Option<LinkEvents>,
     pub(crate) marker: Option<Classifier>,
+    /// The circuit stage, when the disciplines are LibreQoS's trees.
+    pub(crate) circuits: Option<Circuits>,
     /// Re-reads the configuration for `reload` (SIGHUP, `debloat gateway reload`).
     pub(crate) reloader: Option<Reloader>,
     /// Set (by a SIGHUP handler) to ask the loop to reload.
@@ -198,6 +204,7 @@ impl Gateway {
             shard,
             pinger,
             marker,
+            circuits: cfg.circuits.as_deref().cloned(),
             reloader: None,
             reload_asked: std::sync::Arc::new(AtomicBool::new(false)),
             runtime_sets: Vec::new(),
@@ -330,18 +337,12 @@ impl Gateway {
                 i.tx_errors += pass_through(&mut self.wan, &mut self.lan, &mut i.intake)?;
             }
         } else if ready[0] {
-            let m = self
-                .marker
-                .as_mut()
-                .map(|c| (c as &mut dyn Classify, Direction::Up));
+            let m = stage(&mut self.circuits, &mut self.marker, Direction::Up);
             let e = &mut self.egress;
             receive(&mut self.lan, &mut e.intake, &mut e.path, &self.clock, m)?;
         }
         if ready[1] {
-            let m = self
-                .marker
-                .as_mut()
-                .map(|c| (c as &mut dyn Classify, Direction::Down));
+            let m = stage(&mut self.circuits, &mut self.marker, Direction::Down);
             let i = &mut self.ingress;
             receive(&mut self.wan, &mut i.intake, &mut i.path, &self.clock, m)?;
         }
@@ -454,6 +455,7 @@ impl Gateway {
                 self.wan.backend(self.fallback[1].as_ref()),
             ),
             classify: self.marker.as_ref().map(ClassifyStats::of),
+            circuits: self.circuits.as_ref().map(Circuits::counts),
             workers: self.shard.as_ref().map_or(1, |r| r.shards.len()),
             shards: self.shard_stats().into_iter().collect(),
         }
@@ -590,4 +592,17 @@ fn send_all(out: &mut Port, batch: &mut Vec<Vec<u8>>) -> u64 {
     }
     batch.clear();
     errors
+}
+
+/// The classify stage a direction runs: the circuits', else qosify's marking, else none.
+fn stage<'a>(
+    circuits: &'a mut Option<Circuits>,
+    marker: &'a mut Option<Classifier>,
+    dir: Direction,
+) -> Option<(&'a mut dyn Classify, Direction)> {
+    match (circuits, marker) {
+        (Some(c), _) => Some((c as &mut dyn Classify, dir)),
+        (None, Some(q)) => Some((q as &mut dyn Classify, dir)),
+        (None, None) => None,
+    }
 }

@@ -25,6 +25,7 @@
 pub mod show;
 pub mod spec;
 
+mod build;
 mod class;
 mod rr;
 mod tree;
@@ -34,11 +35,10 @@ pub use spec::{ClassSpec, HtbSpec, Match};
 
 use crate::flow::FlowHasher;
 use crate::packet::{Nanos, Packet, PacketMeta};
-use crate::qdisc::ratecfg::{tc_xmittime_ticks, RateCfg};
 use crate::qdisc::spec::QdiscSpec;
 use crate::qdisc::stats::{ClassStats, QdiscStats, Xstats};
 use crate::qdisc::{Dequeue, DropBox, DropReason, Dropped, Qdisc, Verdict};
-use class::{Class, Counters, Inner, Mode, MAXDEPTH, NUMPRIO};
+use class::{MAXDEPTH, NUMPRIO};
 use std::collections::VecDeque;
 use tree::Tree;
 
@@ -46,8 +46,17 @@ use tree::Tree;
 pub struct Htb<P> {
     spec: HtbSpec,
     tree: Tree,
-    /// Leaf disciplines, by `Class::leaf`.
-    leaves: Vec<Box<dyn Qdisc<P>>>,
+    /// Leaf disciplines, by `Class::leaf`; none until the class's first packet, and none
+    /// again after `release_idle` of emptiness.
+    leaves: Vec<Option<Box<dyn Qdisc<P>>>>,
+    /// Per leaf, its class.
+    leaf_class: Vec<u32>,
+    /// Leaves that emptied, with when, oldest first (for `release_idle`).
+    idle: VecDeque<(u32, Nanos)>,
+    /// Per leaf, when it last emptied (`Nanos::MAX`: holding packets, or released).
+    idle_since: Vec<Nanos>,
+    hasher: FlowHasher,
+    seed: u64,
     /// Class index by minor, for `priority` and `default`.
     by_minor: Vec<(u16, u32)>,
     /// `match` rules in order: (rule, class).
@@ -70,129 +79,24 @@ impl<P> std::fmt::Debug for Htb<P> {
     }
 }
 
-/// A class's buckets, as tc turns the words into what it hands the kernel.
-fn bucket(rate_bps: u64, given: Option<u32>, mtu: u32) -> i64 {
-    // tc: the rate over the timer's frequency (1e9 Hz with high-resolution timers) + mtu.
-    let bytes = given.unwrap_or_else(|| (rate_bps / 8 / 1_000_000_000) as u32 + mtu);
-    i64::from(tc_xmittime_ticks(rate_bps / 8, bytes)) << 6
-}
-
-fn build_class(spec: &HtbSpec, c: &ClassSpec, level: u8) -> Class {
-    let bytes_ps = c.rate_bps / 8;
-    let quantum = match c.quantum {
-        Some(q) => i64::from(q),
-        None => (bytes_ps / u64::from(spec.r2q)).clamp(1000, 200_000) as i64,
-    };
-    let (buffer, cbuffer) = (
-        bucket(c.rate_bps, c.burst, c.mtu),
-        bucket(c.ceil_bps, c.cburst, c.mtu),
-    );
-    Class {
-        id: 0x1_0000 | u32::from(c.id),
-        parent: None,
-        level,
-        prio: c.prio,
-        quantum,
-        rate: RateCfg::with_link(bytes_ps, c.overhead, c.mpu, c.linklayer),
-        ceil: RateCfg::with_link(c.ceil_bps / 8, c.overhead, c.mpu, c.linklayer),
-        buffer,
-        cbuffer,
-        tokens: buffer,
-        ctokens: cbuffer,
-        t_c: 0,
-        mode: Mode::CanSend,
-        prio_activity: 0,
-        row_rank: 0,
-        sib_rank: 0,
-        inner: None,
-        leaf: None,
-        deficit: [0; MAXDEPTH],
-        counters: Counters::default(),
-    }
-}
-
-/// Levels as the kernel gives them: leaves 0, inner classes at the root 7, one less below.
-fn levels(spec: &HtbSpec) -> Vec<u8> {
-    let mut lv = vec![0u8; spec.classes.len()];
-    for (i, c) in spec.classes.iter().enumerate() {
-        if spec.has_children(c.id) {
-            let up = c
-                .parent
-                .and_then(|p| spec.classes.iter().position(|k| k.id == p));
-            lv[i] = up.map_or(MAXDEPTH as u8 - 1, |u| lv[u].saturating_sub(1));
-        }
-    }
-    lv
-}
-
 impl<P: Packet + 'static> Htb<P> {
     /// An htb from a parsed spec; `hasher` and `seed` go to the leaves.
     pub fn new(spec: &HtbSpec, hasher: FlowHasher, seed: u64) -> Self {
-        let lv = levels(spec);
-        let mut classes: Vec<Class> = spec
-            .classes
-            .iter()
-            .zip(&lv)
-            .map(|(c, &l)| build_class(spec, c, l))
-            .collect();
-        let index = |id: u16| {
-            spec.classes
-                .iter()
-                .position(|k| k.id == id)
-                .map(|i| i as u32)
-        };
-        let mut leaves: Vec<Box<dyn Qdisc<P>>> = Vec::new();
-        for (i, c) in spec.classes.iter().enumerate() {
-            classes[i].parent = c.parent.and_then(index);
-            if spec.has_children(c.id) {
-                let mut kids: Vec<u32> = (0..spec.classes.len() as u32)
-                    .filter(|&k| spec.classes[k as usize].parent == Some(c.id))
-                    .collect();
-                kids.sort_by_key(|&k| spec.classes[k as usize].id);
-                let n = kids.len();
-                classes[i].inner = Some(Box::new(Inner {
-                    children: kids,
-                    feed: std::array::from_fn(|_| rr::RrSet::new(n)),
-                }));
-            } else {
-                let leaf = c
-                    .qdisc
-                    .as_deref()
-                    .cloned()
-                    .unwrap_or(QdiscSpec::Pfifo { limit: 1000 });
-                classes[i].leaf = Some(leaves.len() as u32);
-                leaves.push(leaf.build(hasher, seed.wrapping_add(u64::from(c.id))));
-            }
-        }
-        for i in 0..classes.len() {
-            if let Some(inner) = &classes[i].inner {
-                for (rank, &k) in inner.children.clone().iter().enumerate() {
-                    classes[k as usize].sib_rank = rank as u32;
-                }
-            }
-        }
-        let mut by_minor: Vec<(u16, u32)> = spec
-            .classes
-            .iter()
-            .enumerate()
-            .map(|(i, c)| (c.id, i as u32))
-            .collect();
-        by_minor.sort_unstable();
-        let rules = spec
-            .classes
-            .iter()
-            .enumerate()
-            .flat_map(|(i, c)| c.matches.iter().map(move |m| (m.clone(), i as u32)))
-            .collect();
-        let tree = Tree::new(classes);
-        let default_class = index(spec.default).filter(|&i| tree.classes[i as usize].level == 0);
-        Htb {
+        let b = build::build(spec);
+        let leaves = b.leaf_class.iter().map(|_| None).collect();
+        let idle_since = vec![Nanos::MAX; b.leaf_class.len()];
+        let mut q = Htb {
             spec: spec.clone(),
-            tree,
+            tree: Tree::new(b.classes),
             leaves,
-            by_minor,
-            rules,
-            default_class,
+            leaf_class: b.leaf_class,
+            idle: VecDeque::new(),
+            idle_since,
+            hasher,
+            seed,
+            by_minor: b.by_minor,
+            rules: b.rules,
+            default_class: b.default_class,
             direct: VecDeque::new(),
             direct_pkts: 0,
             dropped: DropBox::default(),
@@ -201,6 +105,55 @@ impl<P: Packet + 'static> Htb<P> {
             sent_bytes: 0,
             sent_pkts: 0,
             drops: 0,
+        };
+        if spec.release_idle.is_none() {
+            for leaf in 0..q.leaves.len() {
+                q.leaf_mut(leaf);
+            }
+        }
+        q
+    }
+
+    /// A leaf's discipline: built with the tree (as the kernel's exists from `tc class add`),
+    /// or, with `release_idle`, on its class's first packet.
+    fn leaf_mut(&mut self, leaf: usize) -> &mut Box<dyn Qdisc<P>> {
+        let c = self.leaf_class[leaf] as usize;
+        let (hasher, seed) = (
+            self.hasher,
+            self.seed.wrapping_add(u64::from(self.spec.classes[c].id)),
+        );
+        let spec = &self.spec.classes[c].qdisc;
+        self.leaves[leaf].get_or_insert_with(|| match spec {
+            Some(q) => q.build(hasher, seed),
+            None => QdiscSpec::Pfifo { limit: 1000 }.build(hasher, seed),
+        })
+    }
+
+    /// With `release_idle`: a leaf empty since `now` is remembered, and leaves empty for that
+    /// long are released (their class and its counters stay).
+    fn note_idle(&mut self, leaf: usize, now: Nanos) {
+        if self.spec.release_idle.is_some() {
+            self.idle_since[leaf] = now;
+            self.idle.push_back((leaf as u32, now));
+        }
+    }
+
+    fn release_idle(&mut self, now: Nanos) {
+        let Some(after) = self.spec.release_idle else {
+            return;
+        };
+        while let Some(&(leaf, since)) = self.idle.front() {
+            if now.saturating_sub(since) < after {
+                return;
+            }
+            self.idle.pop_front();
+            let l = leaf as usize;
+            // Still empty since then (a packet since would have reset `idle_since`).
+            if self.idle_since[l] == since && self.leaves[l].as_ref().is_some_and(|q| q.qlen() == 0)
+            {
+                self.leaves[l] = None;
+                self.idle_since[l] = Nanos::MAX;
+            }
         }
     }
 
@@ -237,7 +190,10 @@ impl<P: Packet + 'static> Htb<P> {
 
     /// Take a leaf's drops, counting them as the tree's.
     fn take_leaf_drops(&mut self, leaf: usize) {
-        while let Some(d) = self.leaves[leaf].take_dropped() {
+        let Some(q) = self.leaves[leaf].as_mut() else {
+            return;
+        };
+        while let Some(d) = q.take_dropped() {
             self.drops += 1;
             self.dropped.push(d.packet, d.reason);
         }
@@ -245,10 +201,11 @@ impl<P: Packet + 'static> Htb<P> {
 
     /// Run `f` on a leaf, keeping the tree's packet and byte counts in step with it.
     fn on_leaf<T>(&mut self, leaf: usize, f: impl FnOnce(&mut dyn Qdisc<P>) -> T) -> T {
-        let (q0, b0) = (self.leaves[leaf].qlen(), self.leaves[leaf].backlog());
-        let out = f(self.leaves[leaf].as_mut());
+        let q = self.leaf_mut(leaf);
+        let (q0, b0) = (q.qlen(), q.backlog());
+        let out = f(q.as_mut());
+        let (q1, b1) = (q.qlen(), q.backlog());
         self.take_leaf_drops(leaf);
-        let (q1, b1) = (self.leaves[leaf].qlen(), self.leaves[leaf].backlog());
         self.qlen = (self.qlen + q1).saturating_sub(q0);
         self.backlog = (self.backlog + b1).saturating_sub(b0);
         out
@@ -268,7 +225,7 @@ impl<P: Packet + 'static> Htb<P> {
         let (c, p) = loop {
             let c = cl?;
             let leaf = self.tree.classes[c as usize].leaf? as usize;
-            if self.leaves[leaf].qlen() == 0 {
+            if self.leaf_empty(c) {
                 self.tree.deactivate(c);
                 if self.tree.row_mask[level] & (1 << prio) == 0 {
                     return None;
@@ -302,15 +259,20 @@ impl<P: Packet + 'static> Htb<P> {
         }
         if self.leaf_empty(c) {
             self.tree.deactivate(c);
+            if let Some(l) = self.tree.classes[c as usize].leaf {
+                self.note_idle(l as usize, now);
+            }
         }
         self.tree.charge(c, level as u8, len);
         Some(p)
     }
 
     fn leaf_empty(&self, c: u32) -> bool {
-        self.tree.classes[c as usize]
-            .leaf
-            .is_none_or(|l| self.leaves[l as usize].qlen() == 0)
+        self.tree.classes[c as usize].leaf.is_none_or(|l| {
+            self.leaves[l as usize]
+                .as_ref()
+                .is_none_or(|q| q.qlen() == 0)
+        })
     }
 
     /// `tc -s class show`'s numbers for every class, by classid.
@@ -320,7 +282,14 @@ impl<P: Packet + 'static> Htb<P> {
             .classes
             .iter()
             .zip(&self.spec.classes)
-            .map(|(c, s)| show::class_stats(c, s, c.leaf.map(|l| self.leaves[l as usize].stats())))
+            .map(|(c, s)| {
+                show::class_stats(
+                    c,
+                    s,
+                    c.leaf
+                        .and_then(|l| self.leaves[l as usize].as_ref().map(|q| q.stats())),
+                )
+            })
             .collect();
         out.sort_by_key(|c| c.id);
         out
@@ -347,11 +316,15 @@ impl<P: Packet + 'static> Qdisc<P> for Htb<P> {
             self.dropped.push(packet, DropReason::Overlimit);
             return Verdict::Dropped;
         };
+        self.release_idle(now);
         let v = self.on_leaf(leaf as usize, |q| q.enqueue(packet, now));
         if v != Verdict::Queued {
             self.tree.classes[c as usize].counters.drops += 1;
         }
-        if !self.leaf_empty(c) {
+        if self.leaf_empty(c) {
+            self.note_idle(leaf as usize, now);
+        } else {
+            self.idle_since[leaf as usize] = Nanos::MAX;
             self.tree.activate(c);
         }
         v
@@ -365,6 +338,7 @@ impl<P: Packet + 'static> Qdisc<P> for Htb<P> {
             self.sent_pkts += 1;
             return Dequeue::Packet(p);
         }
+        self.release_idle(now);
         if self.qlen == 0 {
             return Dequeue::Empty;
         }
@@ -427,7 +401,9 @@ impl<P: Packet + 'static> Qdisc<P> for Htb<P> {
             out(p);
         }
         for i in 0..self.leaves.len() {
-            self.leaves[i].drain(out);
+            if let Some(q) = self.leaves[i].as_mut() {
+                q.drain(out);
+            }
         }
         for c in 0..self.tree.classes.len() as u32 {
             if self.tree.classes[c as usize].prio_activity != 0

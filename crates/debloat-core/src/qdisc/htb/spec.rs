@@ -24,12 +24,18 @@
 use super::class::MAXDEPTH;
 use crate::qdisc::ratecfg::LinkLayer;
 use crate::qdisc::spec::QdiscSpec;
-use crate::qdisc::words::{count_value, expect_value, size_value, SpecError, Tokens};
+use crate::qdisc::words::{count_value, expect_value, size_value, time_value, SpecError, Tokens};
 use crate::units::{fmt_rate_exact, parse_rate};
 use ipnet::IpNet;
 use std::fmt;
 
-const HTB_WORDS: &[&str] = &["default ID", "r2q N", "direct_qlen N", "class ID …"];
+const HTB_WORDS: &[&str] = &[
+    "default ID",
+    "r2q N",
+    "direct_qlen N",
+    "release_idle TIME",
+    "class ID …",
+];
 const CLASS_WORDS: &[&str] = &[
     "parent ID",
     "rate RATE",
@@ -106,6 +112,10 @@ pub struct HtbSpec {
     pub direct_qlen: u32,
     /// The classes, parents before children.
     pub classes: Vec<ClassSpec>,
+    /// debloat's `release_idle TIME`: a leaf's discipline is released after this long empty
+    /// (and built again on its class's next packet), so idle circuits cost no queue memory.
+    /// None (the default): leaves live as long as the tree, as in the kernel.
+    pub release_idle: Option<u64>,
 }
 
 /// tc's `get_tc_classid` for this qdisc: `1:N` or `N`, hexadecimal.
@@ -148,6 +158,7 @@ impl HtbSpec {
             r2q: 10,
             direct_qlen: 1000,
             classes: Vec::new(),
+            release_idle: None,
         };
         let own = parts.next().unwrap_or(&[]).join(" ");
         let mut t: Tokens<'_> = own.split_whitespace().peekable();
@@ -165,13 +176,12 @@ impl HtbSpec {
                 }
                 "r2q" => s.r2q = count_value(&mut t, w, 1, u32::MAX)?,
                 "direct_qlen" => s.direct_qlen = count_value(&mut t, w, 0, u32::MAX)?,
+                "release_idle" => s.release_idle = Some(time_value(&mut t, w)?),
                 _ => return Err(SpecError::unknown(w, "htb", HTB_WORDS)),
             }
         }
         for words in parts {
-            let class = ClassSpec::parse(words)?;
-            s.check_place(&class)?;
-            s.classes.push(class);
+            s.classes.push(ClassSpec::parse(words)?);
         }
         if s.classes.is_empty() {
             return Err(SpecError::value(
@@ -179,46 +189,55 @@ impl HtbSpec {
                 "an htb needs classes: htb default 10 class 1:10 rate 10Mbit",
             ));
         }
-        for c in &s.classes {
-            if !c.matches.is_empty() && s.classes.iter().any(|k| k.parent == Some(c.id)) {
-                return Err(SpecError::value(
-                    &format!("1:{:x}", c.id),
-                    "`match` belongs to a leaf class, and this class has children",
-                ));
-            }
-            if c.qdisc.is_some() && s.classes.iter().any(|k| k.parent == Some(c.id)) {
-                return Err(SpecError::value(
-                    &format!("1:{:x}", c.id),
-                    "`qdisc` belongs to a leaf class, and this class has children",
-                ));
-            }
-        }
+        s.check()?;
         Ok(s)
     }
 
-    /// A new class's id is new, its parent given before it, and the tree not too deep.
-    fn check_place(&self, c: &ClassSpec) -> Result<(), SpecError> {
-        let id = format!("1:{:x}", c.id);
-        if self.classes.iter().any(|k| k.id == c.id) {
-            return Err(SpecError::value(&id, "this class is given twice"));
-        }
-        let mut depth = 1;
-        let mut up = c.parent;
-        while let Some(p) = up {
-            let Some(parent) = self.classes.iter().find(|k| k.id == p) else {
-                return Err(SpecError::value(
-                    &format!("1:{p:x}"),
-                    &format!("the parent of class {id} must be given before it"),
-                ));
+    /// The tree's rules, as the kernel holds them at `tc class add`: ids given once, each
+    /// parent before its children, eight levels at most; `match` and `qdisc` only on leaves.
+    /// Linear in the classes, for trees of many thousand circuits built without words.
+    pub fn check(&self) -> Result<(), SpecError> {
+        let mut depth: std::collections::BTreeMap<u16, usize> = std::collections::BTreeMap::new();
+        for c in &self.classes {
+            let id = format!("1:{:x}", c.id);
+            if depth.contains_key(&c.id) {
+                return Err(SpecError::value(&id, "this class is given twice"));
+            }
+            let d = match c.parent {
+                None => 1,
+                Some(p) => {
+                    1 + depth.get(&p).copied().ok_or_else(|| {
+                        SpecError::value(
+                            &format!("1:{p:x}"),
+                            &format!("the parent of class {id} must be given before it"),
+                        )
+                    })?
+                }
             };
-            depth += 1;
-            up = parent.parent;
+            if d > MAXDEPTH {
+                return Err(SpecError::value(
+                    &id,
+                    "the tree is too deep: eight levels of classes at most, as in the kernel",
+                ));
+            }
+            depth.insert(c.id, d);
         }
-        if depth > MAXDEPTH {
-            return Err(SpecError::value(
-                &id,
-                "the tree is too deep: eight levels of classes at most, as in the kernel",
-            ));
+        let parents: std::collections::BTreeSet<u16> =
+            self.classes.iter().filter_map(|k| k.parent).collect();
+        for c in self.classes.iter().filter(|c| parents.contains(&c.id)) {
+            let id = format!("1:{:x}", c.id);
+            if !c.matches.is_empty() {
+                return Err(SpecError::value(
+                    &id,
+                    "`match` belongs to a leaf class, and this class has children",
+                ));
+            }
+            if c.qdisc.is_some() {
+                return Err(SpecError::value(
+                    &id,
+                    "`qdisc` belongs to a leaf class, and this class has children",
+                ));
+            }
         }
         Ok(())
     }
@@ -235,22 +254,13 @@ impl HtbSpec {
 }
 
 impl ClassSpec {
-    fn parse(words: &[&str]) -> Result<ClassSpec, SpecError> {
-        let (body, leaf) = match words.iter().position(|w| *w == "qdisc") {
-            Some(i) => (&words[..i], Some(&words[i + 1..])),
-            None => (words, None),
-        };
-        let joined = body.join(" ");
-        let mut t: Tokens<'_> = joined.split_whitespace().peekable();
-        let id = classid(t.next().ok_or_else(|| SpecError::MissingValue {
-            keyword: "class".into(),
-            expected: "a class id such as 1:10",
-        })?)?;
-        let mut c = ClassSpec {
+    /// A class with tc's defaults: at the root, prio 0, tc's mtu (1600), Ethernet, no leaf.
+    pub fn new(id: u16, rate_bps: u64, ceil_bps: u64) -> ClassSpec {
+        ClassSpec {
             id,
             parent: None,
-            rate_bps: 0,
-            ceil_bps: 0,
+            rate_bps,
+            ceil_bps,
             burst: None,
             cburst: None,
             prio: 0,
@@ -262,54 +272,75 @@ impl ClassSpec {
             matches: Vec::new(),
             qdisc: None,
             qdisc_words: None,
-        };
-        while let Some(w) = t.next() {
-            match w {
-                "parent" => {
-                    let v = expect_value(&mut t, w, "a class id such as 1:1, or 1: for the root")?;
-                    c.parent = if v == "1:" || v == "root" {
-                        None
-                    } else {
-                        Some(classid(v)?)
-                    };
-                }
-                "rate" => c.rate_bps = rate_value(&mut t, w)?,
-                "ceil" => c.ceil_bps = rate_value(&mut t, w)?,
-                "burst" | "buffer" | "maxburst" => {
-                    c.burst = Some(size_value(&mut t, w, 1, u64::from(u32::MAX))?)
-                }
-                "cburst" | "cbuffer" | "cmaxburst" => {
-                    c.cburst = Some(size_value(&mut t, w, 1, u64::from(u32::MAX))?)
-                }
-                "prio" => c.prio = count_value(&mut t, w, 0, 7)? as u8,
-                "quantum" => c.quantum = Some(size_value(&mut t, w, 1, u64::from(u32::MAX))?),
-                "mtu" => c.mtu = size_value(&mut t, w, 1, u64::from(u32::MAX))?,
-                "mpu" => c.mpu = size_value(&mut t, w, 0, u64::from(u32::MAX))?,
-                "overhead" => {
-                    let v = expect_value(&mut t, w, "a whole number of bytes, -64 to 256")?;
-                    c.overhead = v
-                        .parse()
-                        .ok()
-                        .filter(|o| (-64..=256).contains(o))
-                        .ok_or_else(|| SpecError::value(v, "overhead is -64 to 256 bytes"))?;
-                }
-                "linklayer" => {
-                    let v = expect_value(&mut t, w, "ethernet, atm or adsl")?;
-                    c.linklayer = match v {
-                        "ethernet" => LinkLayer::Ethernet,
-                        "atm" | "adsl" => LinkLayer::Atm,
-                        _ => {
-                            return Err(SpecError::unknown(
-                                v,
-                                "htb linklayer",
-                                &["ethernet", "atm", "adsl"],
-                            ))
-                        }
-                    };
-                }
-                "match" => c.matches.push(parse_match(&mut t)?),
-                _ => return Err(SpecError::unknown(w, "htb class", CLASS_WORDS)),
+        }
+    }
+
+    /// One word of a class (and its value).
+    fn word(&mut self, w: &str, t: &mut Tokens<'_>) -> Result<(), SpecError> {
+        let c = self;
+        match w {
+            "parent" => {
+                let v = expect_value(t, w, "a class id such as 1:1, or 1: for the root")?;
+                c.parent = if v == "1:" || v == "root" {
+                    None
+                } else {
+                    Some(classid(v)?)
+                };
             }
+            "rate" => c.rate_bps = rate_value(t, w)?,
+            "ceil" => c.ceil_bps = rate_value(t, w)?,
+            "burst" | "buffer" | "maxburst" => {
+                c.burst = Some(size_value(t, w, 1, u64::from(u32::MAX))?)
+            }
+            "cburst" | "cbuffer" | "cmaxburst" => {
+                c.cburst = Some(size_value(t, w, 1, u64::from(u32::MAX))?)
+            }
+            "prio" => c.prio = count_value(t, w, 0, 7)? as u8,
+            "quantum" => c.quantum = Some(size_value(t, w, 1, u64::from(u32::MAX))?),
+            "mtu" => c.mtu = size_value(t, w, 1, u64::from(u32::MAX))?,
+            "mpu" => c.mpu = size_value(t, w, 0, u64::from(u32::MAX))?,
+            "overhead" => {
+                let v = expect_value(t, w, "a whole number of bytes, -64 to 256")?;
+                c.overhead = v
+                    .parse()
+                    .ok()
+                    .filter(|o| (-64..=256).contains(o))
+                    .ok_or_else(|| SpecError::value(v, "overhead is -64 to 256 bytes"))?;
+            }
+            "linklayer" => {
+                let v = expect_value(t, w, "ethernet, atm or adsl")?;
+                c.linklayer = match v {
+                    "ethernet" => LinkLayer::Ethernet,
+                    "atm" | "adsl" => LinkLayer::Atm,
+                    _ => {
+                        return Err(SpecError::unknown(
+                            v,
+                            "htb linklayer",
+                            &["ethernet", "atm", "adsl"],
+                        ))
+                    }
+                };
+            }
+            "match" => c.matches.push(parse_match(t)?),
+            _ => return Err(SpecError::unknown(w, "htb class", CLASS_WORDS)),
+        }
+        Ok(())
+    }
+
+    fn parse(words: &[&str]) -> Result<ClassSpec, SpecError> {
+        let (body, leaf) = match words.iter().position(|w| *w == "qdisc") {
+            Some(i) => (&words[..i], Some(&words[i + 1..])),
+            None => (words, None),
+        };
+        let joined = body.join(" ");
+        let mut t: Tokens<'_> = joined.split_whitespace().peekable();
+        let id = classid(t.next().ok_or_else(|| SpecError::MissingValue {
+            keyword: "class".into(),
+            expected: "a class id such as 1:10",
+        })?)?;
+        let mut c = ClassSpec::new(id, 0, 0);
+        while let Some(w) = t.next() {
+            c.word(w, &mut t)?;
         }
         if c.rate_bps == 0 {
             return Err(SpecError::value(
@@ -432,6 +463,10 @@ impl fmt::Display for HtbSpec {
         }
         if self.direct_qlen != 1000 {
             write!(f, "{sep}direct_qlen {}", self.direct_qlen)?;
+            sep = " ";
+        }
+        if let Some(t) = self.release_idle {
+            write!(f, "{sep}release_idle {}", crate::units::fmt_time_exact(t))?;
             sep = " ";
         }
         for c in &self.classes {

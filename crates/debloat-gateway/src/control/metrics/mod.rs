@@ -537,6 +537,7 @@ pub(crate) mod tests {
             egress: d("lan0 → wan0"),
             ingress: d("wan0 → lan0"),
             classify: None,
+            circuits: None,
             workers: 1,
             shards: Vec::new(),
         }
