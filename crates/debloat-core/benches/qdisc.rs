@@ -10,7 +10,9 @@
 //! AQMs run their full checks without dropping.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use debloat_core::classify::circuits::{self, TreeOptions};
 use debloat_core::classify::qosify::{parse_uci, Classifier, Direction};
+use debloat_core::classify::Classify;
 use debloat_core::flow::FlowKey;
 use debloat_core::packet::{PacketMeta, Record};
 use debloat_core::{Dequeue, FlowHasher, Qdisc, QdiscSpec};
@@ -43,7 +45,9 @@ struct Rig {
     i: usize,
     now: u64,
     /// The marking stage in front, when measured with it.
-    marker: Option<Classifier>,
+    marker: Option<Box<dyn Classify>>,
+    /// The direction packets take through the stage.
+    dir: Direction,
 }
 
 /// qosify's shipped configuration and map file, plus a name rule (snooping on, nothing learnt
@@ -70,6 +74,7 @@ impl Rig {
             i: 0,
             now: 0,
             marker: None,
+            dir: Direction::Up,
         };
         let standing = (2 * n as usize).min(4096);
         for _ in 0..standing {
@@ -86,7 +91,7 @@ impl Rig {
         let mut m = self.pkts[self.i];
         self.i = (self.i + 1) % self.pkts.len();
         if let Some(c) = self.marker.as_mut() {
-            c.mark(&mut m, Direction::Up, self.now);
+            let _ = c.classify(&mut m, self.dir, self.now);
         }
         self.q.enqueue(Record::new(self.i as u64, m), self.now);
     }
@@ -186,7 +191,7 @@ fn bench(c: &mut Criterion) {
                 0,
             );
             if with {
-                rig.marker = Some(shipped_marker(!cached));
+                rig.marker = Some(Box::new(shipped_marker(!cached)));
                 for _ in 0..20_000 {
                     rig.step();
                 }
@@ -206,5 +211,83 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+/// LibreQoS's scale: 50 sites × 10 access points, 10,000 circuits of 1 Gbit/s (so nothing
+/// waits for tokens and every packet is scheduled), `cake diffserv4` leaves; circuit i at
+/// 198.19.(i / 256).(i % 256), the addresses `flows` sends to.
+fn ten_thousand_circuits(sqm: &str) -> (Box<dyn Qdisc<Record>>, Box<dyn Classify>) {
+    let mut net = serde_json::Map::new();
+    let mut aps = Vec::new();
+    for s in 0..50 {
+        let mut kids = serde_json::Map::new();
+        for a in 0..10 {
+            let name = format!("AP_{s}_{a}");
+            kids.insert(name.clone(), serde_json::json!({"downloadBandwidthMbps": 100_000, "uploadBandwidthMbps": 100_000}));
+            aps.push(name);
+        }
+        net.insert(format!("Site_{s}"), serde_json::json!({"downloadBandwidthMbps": 100_000, "uploadBandwidthMbps": 100_000, "children": kids}));
+    }
+    let mut csv = String::from("Circuit ID,Circuit Name,Device ID,Device Name,Parent Node,MAC,IPv4,IPv6,Download Min Mbps,Upload Min Mbps,Download Max Mbps,Upload Max Mbps,Comment,sqm\n");
+    for i in 0..10_000u32 {
+        let ap = &aps[i as usize % aps.len()];
+        csv.push_str(&format!(
+            "{i},c,{i},d,{ap},,198.19.{}.{},,1,1,1000,1000,,{sqm}\n",
+            i >> 8,
+            i & 255
+        ));
+    }
+    let o = TreeOptions {
+        down_bps: 100_000_000_000,
+        up_bps: 100_000_000_000,
+        release_idle: None,
+    };
+    let net = serde_json::Value::Object(net).to_string();
+    let (plan, built) = circuits::load(("network.json", &net), ("ShapedDevices.csv", &csv), &o);
+    let (t, stage) = built.unwrap_or_else(|| panic!("{:?}", plan.findings));
+    let mut spec = t.down;
+    spec.release_idle = Some(10_000_000_000); // build only the leaves traffic reaches
+    (
+        QdiscSpec::Htb(spec).build(FlowHasher::new([1, 2]), 3),
+        Box::new(stage),
+    )
+}
+
+/// One flat cake against the same traffic through 10,000 circuits' HTB tree, each active
+/// circuit a cake (issue 43's goal: at most 1.5×). 1024 circuits active (flows to 1024 client
+/// addresses: memory), the stage's longest-prefix lookup included.
+fn bench_circuits(c: &mut Criterion) {
+    let mut g = c.benchmark_group("circuits");
+    g.throughput(Throughput::Elements(1));
+    let mut flat = Rig::new(
+        "cake bandwidth 100Gbit diffserv4 triple-isolate",
+        1024,
+        false,
+        0,
+    );
+    g.bench_function(
+        BenchmarkId::from_parameter("flat_cake_diffserv4/1024"),
+        |b| b.iter(|| flat.step()),
+    );
+    drop(flat);
+    // `cake`: LibreQoS's default leaf; `none`: a pfifo per circuit, HTB's and the lookup's own
+    // cost.
+    for (label, sqm) in [
+        ("htb_10000_circuits_cake/1024", "cake"),
+        ("htb_10000_circuits_pfifo/1024", "none"),
+    ] {
+        let mut rig = Rig::new("pfifo", 1024, false, 0);
+        let (q, stage) = ten_thousand_circuits(sqm);
+        rig.q = q;
+        rig.marker = Some(stage);
+        rig.dir = Direction::Down;
+        for _ in 0..(2 * 1024 + 20_000) {
+            rig.step();
+        }
+        g.bench_function(BenchmarkId::from_parameter(label), |b| {
+            b.iter(|| rig.step())
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench, bench_circuits);
 criterion_main!(benches);

@@ -3,8 +3,9 @@
 //! ceiling the node's rate and its rate 95 % of that (LibreQoS's choice, "better to play with
 //! ceil than rate"); a class per circuit under its node (or the root), rate its minimum and
 //! ceiling its maximum, a leaf each — `cake diffserv4` unless its `sqm` cell says `fq_codel` or
-//! `none` (a `pfifo`); and class 1:2, the default, for addresses no circuit has (1 Mbit/s
-//! guaranteed, the link's rate as ceiling, `cake diffserv4`). Minors are given depth first — a
+//! `none` (a `pfifo`); and class 1:2, the default, for addresses no circuit has (as LibreQoS's:
+//! a quarter of the link less 1 Mbit/s guaranteed, the link less 1 Mbit/s as ceiling, prio 5,
+//! `cake diffserv4`). Minors are given depth first — a
 //! node, its circuits, its child nodes — from 3. HTB has eight levels: nodes deeper than six
 //! below the root class are put under their ancestor at the sixth, with a warning (LibreQoS
 //! flattens too).

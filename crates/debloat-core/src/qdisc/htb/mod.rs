@@ -55,6 +55,8 @@ pub struct Htb<P> {
     idle: VecDeque<(u32, Nanos)>,
     /// Per leaf, when it last emptied (`Nanos::MAX`: holding packets, or released).
     idle_since: Vec<Nanos>,
+    /// Per leaf, whether it has an entry in `idle`.
+    queued: Vec<bool>,
     hasher: FlowHasher,
     seed: u64,
     /// Class index by minor, for `priority` and `default`.
@@ -91,6 +93,7 @@ impl<P: Packet + 'static> Htb<P> {
             leaves,
             leaf_class: b.leaf_class,
             idle: VecDeque::new(),
+            queued: vec![false; idle_since.len()],
             idle_since,
             hasher,
             seed,
@@ -130,11 +133,15 @@ impl<P: Packet + 'static> Htb<P> {
     }
 
     /// With `release_idle`: a leaf empty since `now` is remembered, and leaves empty for that
-    /// long are released (their class and its counters stay).
+    /// long are released (their class and its counters stay). A leaf is in the queue at most
+    /// once (`queued`), so the queue never holds more entries than there are leaves.
     fn note_idle(&mut self, leaf: usize, now: Nanos) {
         if self.spec.release_idle.is_some() {
             self.idle_since[leaf] = now;
-            self.idle.push_back((leaf as u32, now));
+            if !self.queued[leaf] {
+                self.queued[leaf] = true;
+                self.idle.push_back((leaf as u32, now));
+            }
         }
     }
 
@@ -148,13 +155,28 @@ impl<P: Packet + 'static> Htb<P> {
             }
             self.idle.pop_front();
             let l = leaf as usize;
-            // Still empty since then (a packet since would have reset `idle_since`).
-            if self.idle_since[l] == since && self.leaves[l].as_ref().is_some_and(|q| q.qlen() == 0)
-            {
-                self.leaves[l] = None;
-                self.idle_since[l] = Nanos::MAX;
+            let empty = self.leaves[l].as_ref().is_none_or(|q| q.qlen() == 0);
+            match self.idle_since[l] {
+                // Empty all along since then: released.
+                t if t <= since && empty => {
+                    self.leaves[l] = None;
+                    self.idle_since[l] = Nanos::MAX;
+                    self.queued[l] = false;
+                }
+                // Emptied again later: wait from then.
+                t if t != Nanos::MAX && empty => self.idle.push_back((leaf, t)),
+                // Holding packets: out of the queue until it empties again.
+                _ => self.queued[l] = false,
             }
         }
+    }
+
+    /// Leaves whose discipline exists, and entries waiting in the idle queue.
+    pub fn live_leaves(&self) -> (usize, usize) {
+        (
+            self.leaves.iter().filter(|l| l.is_some()).count(),
+            self.idle.len(),
+        )
     }
 
     fn by_minor(&self, minor: u16) -> Option<u32> {

@@ -268,3 +268,50 @@ fn drain_takes_everything() {
     let r = saturate(q.as_mut(), &[1, 2], 2);
     assert!((r[0] - 5e6).abs() < 0.2e6, "{r:?}");
 }
+
+/// `release_idle`: a leaf is built on its class's first packet and released after that long
+/// empty; its class's counters stay; the idle queue never holds more than one entry a leaf,
+/// however often the leaf empties.
+#[test]
+fn idle_leaves_are_released_and_counted_on() {
+    let QdiscSpec::Htb(spec) = "htb release_idle 1s class 1:1 rate 100Mbit \
+        class 1:10 parent 1:1 rate 10Mbit match src 198.18.0.1 qdisc fq_codel \
+        class 1:20 parent 1:1 rate 10Mbit match src 198.18.0.2 qdisc cake"
+        .parse()
+        .expect("valid")
+    else {
+        panic!("htb")
+    };
+    let mut q = Htb::<Record>::new(&spec, FlowHasher::new([1, 2]), 1);
+    assert_eq!(q.live_leaves(), (0, 0), "nothing built before traffic");
+    let ms = 1_000_000;
+    for i in 0..1000u64 {
+        q.enqueue(from(1, i, 500), i * ms);
+        assert!(matches!(q.dequeue(i * ms), Dequeue::Packet(_)));
+    }
+    assert_eq!(
+        q.live_leaves(),
+        (1, 1),
+        "one leaf, emptied a thousand times, one entry"
+    );
+    q.enqueue(from(2, 5000, 500), 1000 * ms);
+    assert!(matches!(q.dequeue(1000 * ms), Dequeue::Packet(_)));
+    assert_eq!(q.live_leaves(), (2, 2));
+    assert!(matches!(q.dequeue(1999 * ms + ms / 2), Dequeue::Empty));
+    assert_eq!(
+        q.live_leaves(),
+        (1, 1),
+        "1:10, empty since 999 ms, released; 1:20, since 1000 ms, not yet"
+    );
+    assert!(matches!(q.dequeue(2500 * ms), Dequeue::Empty));
+    assert_eq!(q.live_leaves(), (0, 0));
+    let c = q.classes();
+    assert_eq!(
+        (c[1].packets, c[2].packets),
+        (1000, 1),
+        "counters outlive the leaves"
+    );
+    q.enqueue(from(1, 6000, 500), 3000 * ms);
+    assert_eq!(q.live_leaves().0, 1, "built again on the next packet");
+    assert_eq!(q.qlen(), 1);
+}

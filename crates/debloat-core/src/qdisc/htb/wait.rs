@@ -32,13 +32,24 @@ impl WaitQueue {
         self.heap.first().map(|&(t, _, r)| (t, r))
     }
 
+    /// Queue `rank` at `at`, or move it there (behind any entry already at `at`).
     pub(crate) fn push(&mut self, rank: u32, at: Nanos) {
-        self.remove(rank);
         self.seq += 1;
-        let i = self.heap.len();
-        self.heap.push((at, self.seq, rank));
-        self.pos[rank as usize] = i as u32;
-        self.up(i);
+        match self.pos.get(rank as usize).copied() {
+            Some(i) if i != NONE => {
+                let i = i as usize;
+                self.heap[i].0 = at;
+                self.heap[i].1 = self.seq;
+                self.down(i);
+                self.up(i);
+            }
+            _ => {
+                let i = self.heap.len();
+                self.heap.push((at, self.seq, rank));
+                self.pos[rank as usize] = i as u32;
+                self.up(i);
+            }
+        }
     }
 
     /// Take `rank` out if it is queued.
