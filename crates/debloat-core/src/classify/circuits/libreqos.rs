@@ -391,6 +391,43 @@ fn mac(s: &str) -> Option<[u8; 6]> {
     Some(m)
 }
 
+/// A row's MAC and addresses, each checked, and each address new to the file.
+fn addresses(
+    cells: &[&str],
+    line: usize,
+    lint: &mut Lint<'_>,
+    seen: &mut BTreeMap<IpNet, usize>,
+) -> (Option<[u8; 6]>, Vec<IpNet>) {
+    let mac_cell = cell(cells, 5, "MAC", line, lint);
+    let mac = match mac_cell {
+        "" => None,
+        m => match mac(m) {
+            Some(x) => Some(x),
+            None => {
+                lint.error(line, format!("MAC \"{m}\" is not six hexadecimal bytes"));
+                None
+            }
+        },
+    };
+    let mut all = nets(cells, 6, "IPv4", false, line, lint);
+    all.extend(nets(cells, 7, "IPv6", true, line, lint));
+    if all.is_empty() && mac.is_none() {
+        lint.error(
+            line,
+            "no IPv4, IPv6 or MAC: nothing would reach this circuit".into(),
+        );
+    }
+    for n in &all {
+        if let Some(first) = seen.insert(*n, line) {
+            lint.error(
+                line,
+                format!("{n} is also on line {first}: an address belongs to one circuit"),
+            );
+        }
+    }
+    (mac, all)
+}
+
 /// One row as a one-device circuit.
 fn row(
     cells: &[&str],
@@ -419,33 +456,7 @@ fn row(
             found
         }
     };
-    let mac_cell = cell(cells, 5, "MAC", line, lint);
-    let mac = match mac_cell {
-        "" => None,
-        m => match mac(m) {
-            Some(x) => Some(x),
-            None => {
-                lint.error(line, format!("MAC \"{m}\" is not six hexadecimal bytes"));
-                None
-            }
-        },
-    };
-    let mut all = nets(cells, 6, "IPv4", false, line, lint);
-    all.extend(nets(cells, 7, "IPv6", true, line, lint));
-    if all.is_empty() && mac.is_none() {
-        lint.error(
-            line,
-            "no IPv4, IPv6 or MAC: nothing would reach this circuit".into(),
-        );
-    }
-    for n in &all {
-        if let Some(first) = seen.insert(*n, line) {
-            lint.error(
-                line,
-                format!("{n} is also on line {first}: an address belongs to one circuit"),
-            );
-        }
-    }
+    let (mac, all) = addresses(cells, line, lint, seen);
     let r = |i, what, min, lint: &mut Lint<'_>| rate(cells, i, what, min, line, lint);
     let (dmin, umin) = (
         r(8, "Download Min Mbps", 1.0, lint),
