@@ -492,7 +492,11 @@ fn started(gw: &mut Gateway, cli: &RunArgs) -> Result<()> {
         let (Some(l), Some(w)) = (&a.lan, &a.wan) else {
             return Err("the configuration no longer names --lan and --wan".into());
         };
-        config(&a, l, w).map_err(|e| format!("{e:#}"))
+        let mut cfg = config(&a, l, w).map_err(|e| format!("{e:#}"))?;
+        // LibreQoS's files, read again: refused whole (the running tree kept) when they have
+        // an error.
+        with_circuits(&a, &mut cfg).map_err(|e| format!("{e:#}"))?;
+        Ok(cfg)
     }));
     signal_hook::flag::register(signal_hook::consts::SIGHUP, gw.reload_flag())?;
     if let Some(addr) = gw.metrics_addr() {

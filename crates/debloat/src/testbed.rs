@@ -186,6 +186,18 @@ pub struct UpArgs {
     /// Mark DSCP by qosify's files before the disciplines (`gateway --classify`).
     #[arg(long, value_name = "FILE")]
     classify: Option<std::path::PathBuf>,
+    /// LibreQoS's network.json (`gateway --network`, with --devices): the disciplines are its
+    /// circuit trees (--egress/--ingress are then not passed).
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "devices",
+        conflicts_with = "config"
+    )]
+    network: Option<std::path::PathBuf>,
+    /// LibreQoS's ShapedDevices.csv (`gateway --devices`).
+    #[arg(long, value_name = "FILE", requires = "network")]
+    devices: Option<std::path::PathBuf>,
     /// Namespace name prefix: PREFIX-client, PREFIX-gw, PREFIX-server.
     #[arg(long, default_value = "dbl")]
     prefix: String,
@@ -364,13 +376,19 @@ fn up(u: &UpArgs) -> Result<()> {
         rest.parse::<debloat_gateway::Emulation>()
             .with_context(|| format!("--impair \"{}\"", u.impair))?;
     }
-    let mut gateway_args: Vec<String> = match &u.config {
-        Some(f) => {
-            let f =
-                std::fs::canonicalize(f).with_context(|| format!("--config {}", f.display()))?;
-            vec!["--config".into(), f.to_string_lossy().into_owned()]
-        }
-        None => vec![
+    let file = |f: &std::path::Path, what: &str| -> Result<String> {
+        let f = std::fs::canonicalize(f).with_context(|| format!("{what} {}", f.display()))?;
+        Ok(f.to_string_lossy().into_owned())
+    };
+    let mut gateway_args: Vec<String> = match (&u.config, &u.network, &u.devices) {
+        (Some(f), _, _) => vec!["--config".into(), file(f, "--config")?],
+        (None, Some(n), Some(d)) => vec![
+            "--network".into(),
+            file(n, "--network")?,
+            "--devices".into(),
+            file(d, "--devices")?,
+        ],
+        _ => vec![
             "--egress".into(),
             u.egress.clone(),
             "--ingress".into(),

@@ -139,6 +139,12 @@ pub trait Qdisc<P: Packet> {
     fn classes(&self) -> Vec<ClassStats> {
         Vec::new()
     }
+    /// Take `new` in place, as `tc class change` does, when it differs from the running spec
+    /// only in what can change without moving a packet (an htb's rates); the number of things
+    /// changed, or None when it cannot (the default: the caller replaces the discipline).
+    fn change(&mut self, _new: &spec::QdiscSpec) -> Option<usize> {
+        None
+    }
 }
 
 /// One packet from each queue in turn until all are empty: the order a round-robin scheduler
@@ -186,6 +192,9 @@ impl<P: Packet, Q: Qdisc<P> + ?Sized> Qdisc<P> for Box<Q> {
     }
     fn classes(&self) -> Vec<ClassStats> {
         (**self).classes()
+    }
+    fn change(&mut self, new: &spec::QdiscSpec) -> Option<usize> {
+        (**self).change(new)
     }
 }
 

@@ -203,11 +203,22 @@ impl Gateway {
             ("ingress", &mut self.ingress, self.cfg.autorate_ingress)
         };
         let mut said = Vec::new();
-        let replaced = spec != side.spec;
+        let mut replaced = spec != side.spec;
         if replaced {
-            let (moved, refused) = side.path.replace_qdisc(&spec, now);
-            said.push(format!("{name} `{}` → `{spec}`: {moved} queued frames moved, {refused} refused by the new discipline", side.spec));
-            side.spec = spec;
+            if let Some(n) = side.path.change_in_place(&spec) {
+                // `tc class change`: nothing moves, so the rate controller stays too.
+                let classes = if n == 1 { "class" } else { "classes" };
+                said.push(format!(
+                    "{name} {}: {n} {classes} changed in place, no frame moved",
+                    brief(&spec)
+                ));
+                side.spec = spec;
+                replaced = false;
+            } else {
+                let (moved, refused) = side.path.replace_qdisc(&spec, now);
+                said.push(format!("{name} `{}` → `{}`: {moved} queued frames moved, {refused} refused by the new discipline", brief(&side.spec), brief(&spec)));
+                side.spec = spec;
+            }
         }
         if emu != side.path.emulation() {
             side.path.change_emulation(emu)?;
@@ -244,6 +255,10 @@ impl Gateway {
         ];
         for (egress, spec, emu, autorate) in plan {
             said.extend(self.apply_side(egress, spec, emu, autorate, now)?);
+        }
+        if let Some(c) = &new.circuits {
+            self.circuits = Some((**c).clone());
+            said.push("circuit stage replaced (the files' addresses and MACs)".into());
         }
         if new.classify != self.cfg.classify {
             let hasher = self.egress.path.hasher();
@@ -306,4 +321,13 @@ pub(crate) fn spec_after_set(spec: &QdiscSpec, words: &str) -> QdiscSpec {
         };
     }
     out
+}
+
+/// A discipline as a reload's message names it: its words, or for a tree of many classes its
+/// kind and size (a LibreQoS tree's words run to megabytes).
+fn brief(spec: &QdiscSpec) -> String {
+    match spec {
+        QdiscSpec::Htb(h) if h.classes.len() > 8 => format!("htb ({} classes)", h.classes.len()),
+        other => other.to_string(),
+    }
 }

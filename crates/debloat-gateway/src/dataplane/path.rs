@@ -179,6 +179,12 @@ impl Path {
         (moved, refused)
     }
 
+    /// Take `spec` in place when the running discipline can (an htb whose rates changed):
+    /// how many things changed, or None (then it must be replaced).
+    pub fn change_in_place(&mut self, spec: &QdiscSpec) -> Option<usize> {
+        self.path.qdisc_mut().change(spec)
+    }
+
     /// Change the discipline at run time, keeping every queued frame: only a shaper's rate can
     /// change yet (`bandwidth R` or `unlimited`, as `tc qdisc change … cake bandwidth R`).
     pub fn change_qdisc(&mut self, words: &str) -> Result<(), ChangeError> {

@@ -101,11 +101,14 @@ pub fn build(plan: &Plan, o: &TreeOptions) -> Result<CircuitTree, String> {
     let (dl, ul) = (o.down_bps, o.up_bps);
     t.down.classes.push(class(1, None, dl, dl, None));
     t.up.classes.push(class(1, None, ul, ul, None));
-    t.down
-        .classes
-        .push(class(2, Some(1), 1_000_000, dl, Some(cake_diffserv4())));
-    t.up.classes
-        .push(class(2, Some(1), 1_000_000, ul, Some(cake_diffserv4())));
+    for (tree, link) in [(&mut t.down, dl), (&mut t.up, ul)] {
+        // LibreQoS's default class: a quarter of the link less 1 Mbit/s guaranteed, the link
+        // less 1 Mbit/s as ceiling, prio 5 (after every circuit's 0).
+        let ceil = link.saturating_sub(1_000_000).max(8);
+        let mut d = class(2, Some(1), ceil / 4, ceil, Some(cake_diffserv4()));
+        d.prio = 5;
+        tree.classes.push(d);
+    }
     let mut by_node: Vec<Vec<usize>> = vec![Vec::new(); plan.nodes.len()];
     let mut kids: Vec<Vec<usize>> = vec![Vec::new(); plan.nodes.len()];
     let mut rootless = Vec::new();

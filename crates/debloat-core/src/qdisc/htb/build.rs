@@ -29,24 +29,31 @@ fn bucket(rate_bps: u64, given: Option<u32>, mtu: u32) -> i64 {
     i64::from(tc_xmittime_ticks(rate_bps / 8, bytes)) << 6
 }
 
-fn class(spec: &HtbSpec, c: &ClassSpec, level: u8) -> Class {
-    let bytes_ps = c.rate_bps / 8;
+/// A class's rates, buckets and quantum from its words (what `tc class change` sets).
+pub(crate) fn rates(spec: &HtbSpec, c: &ClassSpec) -> (RateCfg, RateCfg, i64, i64, i64) {
     let quantum = match c.quantum {
         Some(q) => i64::from(q),
-        None => (bytes_ps / u64::from(spec.r2q)).clamp(1000, 200_000) as i64,
+        None => (c.rate_bps / 8 / u64::from(spec.r2q)).clamp(1000, 200_000) as i64,
     };
-    let (buffer, cbuffer) = (
+    (
+        RateCfg::with_link(c.rate_bps / 8, c.overhead, c.mpu, c.linklayer),
+        RateCfg::with_link(c.ceil_bps / 8, c.overhead, c.mpu, c.linklayer),
         bucket(c.rate_bps, c.burst, c.mtu),
         bucket(c.ceil_bps, c.cburst, c.mtu),
-    );
+        quantum,
+    )
+}
+
+fn class(spec: &HtbSpec, c: &ClassSpec, level: u8) -> Class {
+    let (rate, ceil, buffer, cbuffer, quantum) = rates(spec, c);
     Class {
         id: 0x1_0000 | u32::from(c.id),
         parent: None,
         level,
         prio: c.prio,
         quantum,
-        rate: RateCfg::with_link(bytes_ps, c.overhead, c.mpu, c.linklayer),
-        ceil: RateCfg::with_link(c.ceil_bps / 8, c.overhead, c.mpu, c.linklayer),
+        rate,
+        ceil,
         buffer,
         cbuffer,
         tokens: buffer,

@@ -171,6 +171,50 @@ impl<P: Packet + 'static> Htb<P> {
         }
     }
 
+    /// `tc class change` for every class whose rates, bursts or quantum differ, when nothing
+    /// else does (the same classes, parents, priorities, leaves, matches and qdisc words):
+    /// tokens are kept (held to a smaller bucket), no packet moves. None otherwise.
+    fn change_rates(&mut self, new: &HtbSpec) -> Option<usize> {
+        let old = &self.spec;
+        let same = |a: &ClassSpec, b: &ClassSpec| {
+            (a.id, a.parent, a.prio, &a.matches, &a.qdisc, a.mtu)
+                == (b.id, b.parent, b.prio, &b.matches, &b.qdisc, b.mtu)
+        };
+        if (
+            old.default,
+            old.direct_qlen,
+            old.release_idle,
+            old.classes.len(),
+        ) != (
+            new.default,
+            new.direct_qlen,
+            new.release_idle,
+            new.classes.len(),
+        ) || !old
+            .classes
+            .iter()
+            .zip(&new.classes)
+            .all(|(a, b)| same(a, b))
+        {
+            return None;
+        }
+        let mut changed = 0;
+        for (i, (a, b)) in old.classes.iter().zip(&new.classes).enumerate() {
+            if a == b && old.r2q == new.r2q {
+                continue;
+            }
+            let (rate, ceil, buffer, cbuffer, quantum) = build::rates(new, b);
+            let c = &mut self.tree.classes[i];
+            (c.rate, c.ceil, c.buffer, c.cbuffer, c.quantum) =
+                (rate, ceil, buffer, cbuffer, quantum);
+            c.tokens = c.tokens.min(buffer);
+            c.ctokens = c.ctokens.min(cbuffer);
+            changed += 1;
+        }
+        self.spec = new.clone();
+        Some(changed)
+    }
+
     /// Leaves whose discipline exists, and entries waiting in the idle queue.
     pub fn live_leaves(&self) -> (usize, usize) {
         (
@@ -416,6 +460,13 @@ impl<P: Packet + 'static> Qdisc<P> for Htb<P> {
 
     fn classes(&self) -> Vec<ClassStats> {
         self.class_stats()
+    }
+
+    fn change(&mut self, new: &QdiscSpec) -> Option<usize> {
+        let QdiscSpec::Htb(new) = new else {
+            return None;
+        };
+        self.change_rates(new)
     }
 
     fn drain(&mut self, out: &mut dyn FnMut(P)) {

@@ -315,3 +315,25 @@ fn idle_leaves_are_released_and_counted_on() {
     assert_eq!(q.live_leaves().0, 1, "built again on the next packet");
     assert_eq!(q.qlen(), 1);
 }
+
+/// `tc class change`: a new ceiling taken in place with packets queued, none moved or lost,
+/// the new rate in force; another class or parent is not a change in place.
+#[test]
+fn rates_change_in_place() {
+    let mut q = htb(TWO);
+    for i in 0..10 {
+        q.enqueue(from(1, i, 1000), 0);
+    }
+    let faster = TWO.replace(
+        "rate 2Mbit ceil 10Mbit match src 198.18.0.1",
+        "rate 2Mbit ceil 4Mbit match src 198.18.0.1",
+    );
+    assert_eq!(q.change(&faster.parse().expect("valid")), Some(1));
+    assert_eq!((q.qlen(), q.backlog()), (10, 10_000));
+    assert!(q.take_dropped().is_none());
+    let r = saturate(q.as_mut(), &[1], 5);
+    assert!((r[0] - 4e6).abs() < 0.05e6, "the new ceiling: {r:?}");
+    let other = TWO.replace("class 1:20 parent 1:1", "class 1:20");
+    assert_eq!(q.change(&other.parse().expect("valid")), None);
+    assert_eq!(q.change(&"fq_codel".parse().expect("valid")), None);
+}
