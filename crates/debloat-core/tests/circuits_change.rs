@@ -35,6 +35,7 @@ fn files(circuits: u32, bump: u32) -> (String, String) {
 }
 
 #[test]
+#[allow(clippy::disallowed_methods)] // the figure is the change's wall-clock time
 fn rates_of_a_thousand_circuits_change_in_place_with_traffic_queued() {
     let o = TreeOptions {
         down_bps: 10_000_000_000,
