@@ -74,6 +74,10 @@ pub struct StatsArgs {
     /// JSON instead of text.
     #[arg(long)]
     json: bool,
+    /// One subscriber's numbers (a Circuit ID of ShapedDevices.csv): its class and its leaf's
+    /// statistics (CAKE's tins and delays), upload and download.
+    #[arg(long, value_name = "ID")]
+    circuit: Option<String>,
 }
 
 /// Arguments of the forwarder.
@@ -555,7 +559,16 @@ fn metrics_addr(s: &str, flag: &str) -> Result<std::net::SocketAddr> {
 }
 
 fn stats(a: &StatsArgs) -> Result<()> {
-    print!("{}", ask(&a.control, if a.json { "json" } else { "text" })?);
+    let Some(id) = &a.circuit else {
+        print!("{}", ask(&a.control, if a.json { "json" } else { "text" })?);
+        return Ok(());
+    };
+    let verb = if a.json { "circuit-json" } else { "circuit" };
+    let reply = ask(&a.control, &format!("{verb} {id}"))?;
+    if let Some(e) = reply.strip_prefix("error: ") {
+        bail!("--circuit {id}: {}", e.trim());
+    }
+    print!("{reply}");
     Ok(())
 }
 

@@ -139,6 +139,11 @@ pub trait Qdisc<P: Packet> {
     fn classes(&self) -> Vec<ClassStats> {
         Vec::new()
     }
+    /// One class of a classful discipline by its minor (1:N), as [`Qdisc::classes`] shows it;
+    /// None for a classless one (the default) or no such class.
+    fn class(&self, _minor: u16) -> Option<ClassStats> {
+        None
+    }
     /// Take `new` in place, as `tc class change` does, when it differs from the running spec
     /// only in what can change without moving a packet (an htb's rates); the number of things
     /// changed, or None when it cannot (the default: the caller replaces the discipline).
@@ -195,6 +200,9 @@ impl<P: Packet, Q: Qdisc<P> + ?Sized> Qdisc<P> for Box<Q> {
     }
     fn change(&mut self, new: &spec::QdiscSpec) -> Option<usize> {
         (**self).change(new)
+    }
+    fn class(&self, minor: u16) -> Option<ClassStats> {
+        (**self).class(minor)
     }
 }
 

@@ -461,6 +461,40 @@ impl Gateway {
         }
     }
 
+    /// `gateway stats --circuit ID`: the circuit's class in both trees, as tc's text (class and
+    /// leaf) or JSON.
+    fn circuit_stats(&self, id: &str, json: bool) -> String {
+        let Some(stage) = &self.circuits else {
+            return "error: this gateway shapes no circuits (start it with --network and --devices)\n".into();
+        };
+        let Some((minor, name)) = stage.circuit(id) else {
+            return format!("error: no circuit `{id}` in the files\n");
+        };
+        let (up, down) = (
+            self.egress.path.qdisc().class(minor),
+            self.ingress.path.qdisc().class(minor),
+        );
+        if json {
+            let v = serde_json::json!({
+                "circuit": id, "name": name, "class": format!("1:{minor:x}"),
+                "upload": up, "download": down,
+            });
+            return serde_json::to_string_pretty(&v).unwrap_or_default() + "\n";
+        }
+        let mut t = format!("circuit {id} ({name}), class 1:{minor:x}\n");
+        for (dir, c) in [("upload", up), ("download", down)] {
+            let Some(c) = c else { continue };
+            t.push_str(&format!("{dir}:\n{}", c.to_tc_string()));
+            match (&c.leaf_qdisc, &c.leaf) {
+                (Some(q), Some(h)) => {
+                    t.push_str(&q.to_tc_string_at(&format!("{h} parent {}", c.classid)))
+                }
+                _ => t.push_str(" (its queues are released while idle)\n"),
+            }
+        }
+        t
+    }
+
     fn serve_control(&mut self) {
         let Some(c) = &self.control else { return };
         for req in c.take() {
@@ -479,6 +513,10 @@ impl Gateway {
                     }
                     Err(e) => format!("error: {e}\n"),
                 }
+            } else if let Some(id) = req.line.strip_prefix("circuit-json ") {
+                self.circuit_stats(id.trim(), true)
+            } else if let Some(id) = req.line.strip_prefix("circuit ") {
+                self.circuit_stats(id.trim(), false)
             } else if req.line == "json" {
                 serde_json::to_string_pretty(&self.snapshot()).unwrap_or_default() + "\n"
             } else {

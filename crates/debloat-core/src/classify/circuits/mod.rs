@@ -43,6 +43,8 @@ pub struct Circuits {
     /// The last frame's (destination, source) MACs, from `snoop`.
     last_macs: Option<([u8; 6], [u8; 6])>,
     counts: CircuitCounts,
+    /// Circuit ID → (minor, name), for `gateway stats --circuit ID`.
+    ids: BTreeMap<String, (u16, String)>,
 }
 
 impl Circuits {
@@ -54,8 +56,10 @@ impl Circuits {
             macs: BTreeMap::new(),
             last_macs: None,
             counts: CircuitCounts::default(),
+            ids: BTreeMap::new(),
         };
         for (c, &m) in plan.circuits.iter().zip(minor) {
+            s.ids.insert(c.id.clone(), (m, c.name.clone()));
             for d in &c.devices {
                 for n in &d.nets {
                     match n {
@@ -77,6 +81,11 @@ impl Circuits {
             IpAddr::V4(a) => self.v4.get_lpm(&Ipv4Net::from(a)).map(|(_, &m)| m),
             IpAddr::V6(a) => self.v6.get_lpm(&Ipv6Net::from(a)).map(|(_, &m)| m),
         }
+    }
+
+    /// A circuit's class minor and name, by its Circuit ID.
+    pub fn circuit(&self, id: &str) -> Option<(u16, &str)> {
+        self.ids.get(id).map(|(m, n)| (*m, n.as_str()))
     }
 
     /// What the stage has done so far.

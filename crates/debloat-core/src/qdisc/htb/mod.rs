@@ -462,6 +462,15 @@ impl<P: Packet + 'static> Qdisc<P> for Htb<P> {
         self.class_stats()
     }
 
+    fn class(&self, minor: u16) -> Option<ClassStats> {
+        let i = self.by_minor(minor)? as usize;
+        let c = &self.tree.classes[i];
+        let leaf = c
+            .leaf
+            .and_then(|l| self.leaves[l as usize].as_ref().map(|q| q.stats()));
+        Some(show::class_stats(c, &self.spec.classes[i], leaf))
+    }
+
     fn change(&mut self, new: &QdiscSpec) -> Option<usize> {
         let QdiscSpec::Htb(new) = new else {
             return None;
