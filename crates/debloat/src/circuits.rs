@@ -25,6 +25,10 @@ pub struct CircuitArgs {
     /// Release an idle circuit's queues after this long (its class and counters stay).
     #[arg(long, value_name = "TIME", default_value = "10s", requires = "network")]
     pub release_idle: String,
+    /// How many circuits `gateway stats --json` and Prometheus list, the busiest (bytes both
+    /// ways) first; 0 for all (a series each: cardinality is your choice).
+    #[arg(long, value_name = "N", default_value_t = 20, requires = "network")]
+    pub circuit_metrics: usize,
     /// Only lint the two files (and build the trees): print every error and warning with
     /// its file and line, what was built and its memory, and exit (1 when refused).
     #[arg(long, requires = "network")]

@@ -314,6 +314,7 @@ fn config(a: &RunArgs, lan: &str, wan: &str) -> Result<Config> {
         },
         classify: crate::classify::load(a.classify.as_deref())?,
         circuits: None,
+        circuit_metrics: a.circuits.circuit_metrics,
         passthrough: a.passthrough,
         workers: workers(a)?,
         cores: a.cores.clone(),

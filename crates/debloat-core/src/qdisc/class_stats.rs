@@ -80,6 +80,20 @@ impl ClassStats {
     }
 }
 
+/// A class's counters alone (no text): what per-class metrics need, cheaply, for many
+/// thousand classes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ClassCounters {
+    /// The class's minor (1:N).
+    pub minor: u16,
+    /// Bytes sent.
+    pub bytes: u64,
+    /// Packets sent.
+    pub packets: u64,
+    /// Arrivals its leaf refused.
+    pub drops: u64,
+}
+
 /// `tc -s qdisc show` of a tree: the root, then each leaf given its own discipline, by classid.
 pub fn tree_tc_string(root: &QdiscStats, classes: &[ClassStats]) -> String {
     let mut s = root.to_tc_string();

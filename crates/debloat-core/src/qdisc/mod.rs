@@ -34,7 +34,7 @@ pub mod tbf;
 pub mod words;
 
 use crate::packet::{Nanos, Packet};
-use crate::qdisc::stats::{ClassStats, QdiscStats};
+use crate::qdisc::stats::{ClassCounters, ClassStats, QdiscStats};
 use std::collections::VecDeque;
 
 /// Why a discipline dropped a packet.
@@ -139,6 +139,8 @@ pub trait Qdisc<P: Packet> {
     fn classes(&self) -> Vec<ClassStats> {
         Vec::new()
     }
+    /// Every leaf class's counters (a classful discipline's; nothing by default).
+    fn leaf_counters(&self, _out: &mut Vec<ClassCounters>) {}
     /// One class of a classful discipline by its minor (1:N), as [`Qdisc::classes`] shows it;
     /// None for a classless one (the default) or no such class.
     fn class(&self, _minor: u16) -> Option<ClassStats> {
@@ -203,6 +205,9 @@ impl<P: Packet, Q: Qdisc<P> + ?Sized> Qdisc<P> for Box<Q> {
     }
     fn class(&self, minor: u16) -> Option<ClassStats> {
         (**self).class(minor)
+    }
+    fn leaf_counters(&self, out: &mut Vec<ClassCounters>) {
+        (**self).leaf_counters(out)
     }
 }
 

@@ -7,7 +7,7 @@
 use crate::units::{fmt_rate, fmt_size, fmt_time, fmt_usecs};
 use serde::Serialize;
 
-pub use crate::qdisc::class_stats::{tc_show, tree_tc_string, ClassStats};
+pub use crate::qdisc::class_stats::{tc_show, tree_tc_string, ClassCounters, ClassStats};
 use std::fmt::Write;
 
 /// One discipline's statistics.

@@ -21,11 +21,33 @@ pub struct Snapshot {
     /// The circuit stage's counters (packets by address, by MAC, unknown), when it runs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub circuits: Option<debloat_core::classify::circuits::CircuitCounts>,
+    /// The busiest circuits' counters (`--circuit-metrics`), when circuits are shaped.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub circuit_traffic: Vec<CircuitTraffic>,
     /// Forwarding threads, each with a shard of the hosts (`--workers`).
     pub workers: usize,
     /// Each worker's numbers, when there are several.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub shards: Vec<ShardStats>,
+}
+
+/// One circuit's counters, both ways.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CircuitTraffic {
+    /// Its Circuit ID.
+    pub circuit: String,
+    /// Bytes sent up (egress).
+    pub up_bytes: u64,
+    /// Packets sent up.
+    pub up_packets: u64,
+    /// Arrivals its upload leaf refused.
+    pub up_drops: u64,
+    /// Bytes sent down (ingress).
+    pub down_bytes: u64,
+    /// Packets sent down.
+    pub down_packets: u64,
+    /// Arrivals its download leaf refused.
+    pub down_drops: u64,
 }
 
 /// What the marking stage counted, by name.

@@ -19,7 +19,6 @@ use crate::port::{Backend, IoChoice, Port};
 use crate::sys::{wait, LinkEvents};
 use debloat_core::classify::circuits::Circuits;
 use debloat_core::classify::qosify::{self, Classifier, Direction};
-use debloat_core::classify::Classify;
 use debloat_core::link::Emulation;
 use debloat_core::{FlowHasher, QdiscSpec};
 use std::io;
@@ -77,6 +76,8 @@ pub struct Config {
     /// LibreQoS's circuits (`--network`/`--devices`): each packet to its subscriber's class of
     /// the HTB trees `egress` and `ingress` are; instead of `classify`.
     pub circuits: Option<std::sync::Arc<Circuits>>,
+    /// How many circuits the statistics and Prometheus list, the busiest first (0: all).
+    pub circuit_metrics: usize,
 }
 
 pub use crate::intake::{RingWait, MAX_FRAME};
@@ -337,12 +338,12 @@ impl Gateway {
                 i.tx_errors += pass_through(&mut self.wan, &mut self.lan, &mut i.intake)?;
             }
         } else if ready[0] {
-            let m = stage(&mut self.circuits, &mut self.marker, Direction::Up);
+            let m = super::circuits::stage(&mut self.circuits, &mut self.marker, Direction::Up);
             let e = &mut self.egress;
             receive(&mut self.lan, &mut e.intake, &mut e.path, &self.clock, m)?;
         }
         if ready[1] {
-            let m = stage(&mut self.circuits, &mut self.marker, Direction::Down);
+            let m = super::circuits::stage(&mut self.circuits, &mut self.marker, Direction::Down);
             let i = &mut self.ingress;
             receive(&mut self.wan, &mut i.intake, &mut i.path, &self.clock, m)?;
         }
@@ -456,43 +457,10 @@ impl Gateway {
             ),
             classify: self.marker.as_ref().map(ClassifyStats::of),
             circuits: self.circuits.as_ref().map(Circuits::counts),
+            circuit_traffic: self.circuit_traffic(),
             workers: self.shard.as_ref().map_or(1, |r| r.shards.len()),
             shards: self.shard_stats().into_iter().collect(),
         }
-    }
-
-    /// `gateway stats --circuit ID`: the circuit's class in both trees, as tc's text (class and
-    /// leaf) or JSON.
-    fn circuit_stats(&self, id: &str, json: bool) -> String {
-        let Some(stage) = &self.circuits else {
-            return "error: this gateway shapes no circuits (start it with --network and --devices)\n".into();
-        };
-        let Some((minor, name)) = stage.circuit(id) else {
-            return format!("error: no circuit `{id}` in the files\n");
-        };
-        let (up, down) = (
-            self.egress.path.qdisc().class(minor),
-            self.ingress.path.qdisc().class(minor),
-        );
-        if json {
-            let v = serde_json::json!({
-                "circuit": id, "name": name, "class": format!("1:{minor:x}"),
-                "upload": up, "download": down,
-            });
-            return serde_json::to_string_pretty(&v).unwrap_or_default() + "\n";
-        }
-        let mut t = format!("circuit {id} ({name}), class 1:{minor:x}\n");
-        for (dir, c) in [("upload", up), ("download", down)] {
-            let Some(c) = c else { continue };
-            t.push_str(&format!("{dir}:\n{}", c.to_tc_string()));
-            match (&c.leaf_qdisc, &c.leaf) {
-                (Some(q), Some(h)) => {
-                    t.push_str(&q.to_tc_string_at(&format!("{h} parent {}", c.classid)))
-                }
-                _ => t.push_str(" (its queues are released while idle)\n"),
-            }
-        }
-        t
     }
 
     fn serve_control(&mut self) {
@@ -630,17 +598,4 @@ fn send_all(out: &mut Port, batch: &mut Vec<Vec<u8>>) -> u64 {
     }
     batch.clear();
     errors
-}
-
-/// The classify stage a direction runs: the circuits', else qosify's marking, else none.
-fn stage<'a>(
-    circuits: &'a mut Option<Circuits>,
-    marker: &'a mut Option<Classifier>,
-    dir: Direction,
-) -> Option<(&'a mut dyn Classify, Direction)> {
-    match (circuits, marker) {
-        (Some(c), _) => Some((c as &mut dyn Classify, dir)),
-        (None, Some(q)) => Some((q as &mut dyn Classify, dir)),
-        (None, None) => None,
-    }
 }

@@ -45,6 +45,8 @@ pub struct Circuits {
     counts: CircuitCounts,
     /// Circuit ID → (minor, name), for `gateway stats --circuit ID`.
     ids: BTreeMap<String, (u16, String)>,
+    /// Minor → Circuit ID, for per-circuit metrics.
+    by_minor: BTreeMap<u16, String>,
 }
 
 impl Circuits {
@@ -57,9 +59,11 @@ impl Circuits {
             last_macs: None,
             counts: CircuitCounts::default(),
             ids: BTreeMap::new(),
+            by_minor: BTreeMap::new(),
         };
         for (c, &m) in plan.circuits.iter().zip(minor) {
             s.ids.insert(c.id.clone(), (m, c.name.clone()));
+            s.by_minor.insert(m, c.id.clone());
             for d in &c.devices {
                 for n in &d.nets {
                     match n {
@@ -81,6 +85,11 @@ impl Circuits {
             IpAddr::V4(a) => self.v4.get_lpm(&Ipv4Net::from(a)).map(|(_, &m)| m),
             IpAddr::V6(a) => self.v6.get_lpm(&Ipv6Net::from(a)).map(|(_, &m)| m),
         }
+    }
+
+    /// The Circuit ID whose class has this minor.
+    pub fn id_of(&self, minor: u16) -> Option<&str> {
+        self.by_minor.get(&minor).map(String::as_str)
     }
 
     /// A circuit's class minor and name, by its Circuit ID.

@@ -36,7 +36,7 @@ pub use spec::{ClassSpec, HtbSpec, Match};
 use crate::flow::FlowHasher;
 use crate::packet::{Nanos, Packet, PacketMeta};
 use crate::qdisc::spec::QdiscSpec;
-use crate::qdisc::stats::{ClassStats, QdiscStats, Xstats};
+use crate::qdisc::stats::{ClassCounters, ClassStats, QdiscStats, Xstats};
 use crate::qdisc::{Dequeue, DropBox, DropReason, Dropped, Qdisc, Verdict};
 use class::{MAXDEPTH, NUMPRIO};
 use std::collections::VecDeque;
@@ -460,6 +460,21 @@ impl<P: Packet + 'static> Qdisc<P> for Htb<P> {
 
     fn classes(&self) -> Vec<ClassStats> {
         self.class_stats()
+    }
+
+    fn leaf_counters(&self, out: &mut Vec<ClassCounters>) {
+        out.extend(
+            self.tree
+                .classes
+                .iter()
+                .filter(|c| c.level == 0)
+                .map(|c| ClassCounters {
+                    minor: c.id as u16,
+                    bytes: c.counters.bytes,
+                    packets: c.counters.packets,
+                    drops: c.counters.drops,
+                }),
+        );
     }
 
     fn class(&self, minor: u16) -> Option<ClassStats> {

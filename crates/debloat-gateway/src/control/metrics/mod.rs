@@ -26,6 +26,7 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
+mod circuits;
 mod http;
 mod io;
 pub mod live;
@@ -124,6 +125,7 @@ impl Collector for Collect {
         self.encode_io(&mut enc)?;
         self.encode_frames(&mut enc)?;
         self.encode_classify(&mut enc)?;
+        self.encode_circuits(&mut enc)?;
         self.encode_autorate(&mut enc)?;
         self.encode_queues(&mut enc)?;
         self.encode_tins(&mut enc)
@@ -538,6 +540,7 @@ pub(crate) mod tests {
             ingress: d("wan0 → lan0"),
             classify: None,
             circuits: None,
+            circuit_traffic: Vec::new(),
             workers: 1,
             shards: Vec::new(),
         }
