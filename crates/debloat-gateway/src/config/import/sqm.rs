@@ -96,9 +96,8 @@ impl<'a> Q<'a> {
     }
 }
 
-/// The link-layer words for cake.
-fn lla(q: &mut Q<'_>) -> Result<String, ImportError> {
-    let llam = q.get("linklayer_adaptation_mechanism").unwrap_or("default");
+/// sqm's `linklayer`: none (the default), ethernet or atm.
+fn linklayer<'a>(q: &Q<'a>) -> Result<&'a str, ImportError> {
     let layer = q.get("linklayer").unwrap_or("none");
     if !matches!(layer, "none" | "ethernet" | "atm") {
         let line = q.line("linklayer");
@@ -109,6 +108,13 @@ fn lla(q: &mut Q<'_>) -> Result<String, ImportError> {
             "linklayer: expected none, ethernet or atm",
         ));
     }
+    Ok(layer)
+}
+
+/// The link-layer words for cake.
+fn lla(q: &mut Q<'_>) -> Result<String, ImportError> {
+    let llam = q.get("linklayer_adaptation_mechanism").unwrap_or("default");
+    let layer = linklayer(q)?;
     if layer == "none" {
         return Ok(String::new());
     }
@@ -335,16 +341,7 @@ fn cake_side(
 /// `overhead`, `mtu`), or its default for HTB, tc's size table (stab), which charges HTB the
 /// same sizes; with `cake` as the mechanism HTB gets none.
 fn htb_lla(q: &mut Q<'_>) -> Result<String, ImportError> {
-    let layer = q.get("linklayer").unwrap_or("none");
-    if !matches!(layer, "none" | "ethernet" | "atm") {
-        let line = q.line("linklayer");
-        return Err(ImportError::new(
-            q.file,
-            line,
-            layer,
-            "linklayer: expected none, ethernet or atm",
-        ));
-    }
+    let layer = linklayer(q)?;
     let llam = q.get("linklayer_adaptation_mechanism").unwrap_or("default");
     if layer == "none" || llam == "cake" {
         return Ok(String::new());
