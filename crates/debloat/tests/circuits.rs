@@ -71,6 +71,25 @@ fn ten_thousand_circuits_fit_in_the_memory_asked_for() {
 #[test]
 fn bad_files_are_refused_whole_with_file_and_line() {
     let dir = generated(30);
+    let n = dir
+        .path()
+        .join("network.json")
+        .to_string_lossy()
+        .into_owned();
+    let good = dir
+        .path()
+        .join("ShapedDevices.csv")
+        .to_string_lossy()
+        .into_owned();
+    let o = debloat(&["gateway", "--network", &n, "--devices", &good, "--dry-run"]);
+    let t = text(&o);
+    assert!(
+        o.status.success()
+            && t.contains(
+                "30 circuits under 550 nodes: egress and ingress are HTB trees of 582 classes"
+            ),
+        "{t}"
+    );
     let devices = dir.path().join("ShapedDevices.csv");
     let mut rows = std::fs::read_to_string(&devices).expect("read");
     rows.push_str("31,x,31,d,AP_99,,100.64.0.1,,1,1,25,5,\n");
