@@ -2,12 +2,13 @@
 //! CUBIC uploads through fq_codel, then `debloat gateway reload` after the configuration file
 //! says `cake bandwidth 19Mbit diffserv4`. The frames fq_codel held move into cake; none is
 //! dropped by the change, every frame stays accounted for, and forwarding stops for at most
-//! 5 ms: the gateway's loop does nothing else while it reads and applies the file, and it
-//! reports how long that took (monotonic clock). The longest gap the server saw (kernel receive
-//! stamps) across the reload is printed beside one without a reload: on this 2-core machine
-//! the receiving side's softirq scheduling alone leaves gaps of 15–23 ms in some 3-second
-//! windows (measured with no reload at all), so that end-to-end figure cannot tell the
-//! gateway's stall apart and is not asserted. A bad file is then refused and the setup kept.
+//! 5 ms: the file is read on a thread of its own, the loop does nothing else while it applies
+//! it, and it reports how long each took (monotonic clock). The longest gap the server saw
+//! (kernel receive stamps) across the reload is printed beside one without a reload: on this
+//! 2-core machine the receiving side's softirq scheduling alone leaves gaps of 15–23 ms in
+//! some 3-second windows (measured with no reload at all), so that end-to-end figure cannot
+//! tell the gateway's stall apart and is not asserted. A bad file is then refused and the
+//! setup kept.
 
 mod common;
 use common::bed::*;
@@ -110,7 +111,9 @@ fn reload_from_fq_codel_to_cake_under_load_moves_every_frame() {
             .and_then(|s| s.split(' ').next()?.parse().ok())
             .unwrap_or_else(|| panic!("no `{what}` time: {reply}"))
     };
-    let stall = ms("read") + ms("applied");
+    // The file is read on a thread of its own; the loop stops only to apply it.
+    assert!(ms("read") >= 0.0);
+    let stall = ms("applied");
     assert!(
         stall <= 5.0,
         "forwarding stopped for {stall:.2} ms while reloading"

@@ -14,8 +14,17 @@
 //! Linux's `tc qdisc replace` frees what the old qdisc held; keeping it is debloat's choice. A
 //! moved frame's sojourn restarts at the move in disciplines that stamp arrival on enqueue.
 
+use crate::control::socket::Request;
 use crate::control::ChangeError;
 use crate::forward::{Config, Gateway, Side};
+
+/// The thread that re-reads the configuration, and the requests waiting for it.
+pub(crate) struct ReloadReader {
+    ask: std::sync::mpsc::Sender<()>,
+    done: std::sync::mpsc::Receiver<(Result<Config, String>, f64)>,
+    reading: bool,
+    waiting: Vec<Request>,
+}
 use debloat_core::QdiscSpec;
 
 pub use crate::forward::Reloader;
@@ -108,41 +117,78 @@ impl Gateway {
         std::sync::Arc::clone(&self.reload_asked)
     }
 
-    /// How to read the configuration again; without one, `reload` says so.
-    pub fn set_reloader(&mut self, r: Reloader) {
-        self.reloader = Some(r);
+    /// How to read the configuration again; without one, `reload` says so. It runs on a thread
+    /// of its own, so reading and checking files (LibreQoS's can take tens of milliseconds)
+    /// does not hold up forwarding: the loop only applies what was read.
+    pub fn set_reloader(&mut self, mut r: Reloader) {
+        let (ask, asked) = std::sync::mpsc::channel::<()>();
+        let (tell, done) = std::sync::mpsc::channel();
+        let spawned = std::thread::Builder::new()
+            .name("reload-reader".into())
+            .spawn(move || {
+                while asked.recv().is_ok() {
+                    let t0 = std::time::Instant::now();
+                    let read = r();
+                    if tell.send((read, t0.elapsed().as_secs_f64() * 1e3)).is_err() {
+                        return;
+                    }
+                }
+            });
+        self.reloader = spawned.ok().map(|_| ReloadReader {
+            ask,
+            done,
+            reading: false,
+            waiting: Vec::new(),
+        });
     }
 
-    /// Read the configuration again and apply it; one line saying what changed, or why nothing
-    /// did (`error: …`).
-    pub fn reload(&mut self) -> String {
-        if self.shard.is_some() {
-            return "error: reload with --workers above 1 is not supported yet: restart the gateway"
-                .into();
-        }
-        let Some(r) = self.reloader.as_mut() else {
-            return "error: this gateway was started without a way to re-read its configuration"
-                .into();
+    /// Start reading the configuration again; `req`, if any, is answered when it is applied.
+    /// An immediate refusal is returned (and `req` answered with it).
+    pub(crate) fn ask_reload(&mut self, req: Option<Request>) -> Option<String> {
+        let refusal = if self.shard.is_some() {
+            Some("error: reload with --workers above 1 is not supported yet: restart the gateway")
+        } else if self.reloader.is_none() {
+            Some("error: this gateway was started without a way to re-read its configuration")
+        } else {
+            None
         };
-        let t0 = std::time::Instant::now();
-        let read = r();
+        if let Some(e) = refusal {
+            if let Some(q) = req {
+                q.answer(format!("{e}\n"));
+            }
+            return Some(e.to_string());
+        }
+        let r = self.reloader.as_mut()?;
+        r.waiting.extend(req);
+        if !r.reading {
+            r.reading = r.ask.send(()).is_ok();
+        }
+        None
+    }
+
+    /// Apply what the reader has read, if it has: one line saying what changed, or why nothing
+    /// did (`error: …`), also sent to every request waiting for it.
+    pub(crate) fn poll_reload(&mut self) -> Option<String> {
+        let r = self.reloader.as_mut()?;
+        let (read, read_ms) = r.done.try_recv().ok()?;
+        r.reading = false;
+        let waiting = std::mem::take(&mut r.waiting);
         let t1 = std::time::Instant::now();
         let applied = read
             .map_err(ChangeError::Reread)
             .and_then(|c| self.apply(c));
-        let (read_ms, apply_ms) = (
-            (t1 - t0).as_secs_f64() * 1e3,
-            t1.elapsed().as_secs_f64() * 1e3,
-        );
-        match applied {
+        let apply_ms = t1.elapsed().as_secs_f64() * 1e3;
+        let line = match applied {
             Ok(s) => {
                 let sets = self.runtime_sets_after_reload();
-                format!(
-                    "reloaded: {s}{sets} (read in {read_ms:.2} ms, applied in {apply_ms:.2} ms)"
-                )
+                format!("reloaded: {s}{sets} (read in {read_ms:.2} ms off the forwarding loop, applied in {apply_ms:.2} ms)")
             }
             Err(e) => format!("error: {e} (the running configuration is kept)"),
+        };
+        for q in waiting {
+            q.answer(format!("{line}\n"));
         }
+        Some(line)
     }
 
     /// What became of the `gateway set` changes made since the last read: each one the file

@@ -115,7 +115,7 @@ pub struct Gateway {
     /// The circuit stage, when the disciplines are LibreQoS's trees.
     pub(crate) circuits: Option<Circuits>,
     /// Re-reads the configuration for `reload` (SIGHUP, `debloat gateway reload`).
-    pub(crate) reloader: Option<Reloader>,
+    pub(crate) reloader: Option<crate::reload::ReloadReader>,
     /// Set (by a SIGHUP handler) to ask the loop to reload.
     pub(crate) reload_asked: std::sync::Arc<AtomicBool>,
     /// The `gateway set` commands applied since the configuration was last read: a reload
@@ -275,7 +275,12 @@ impl Gateway {
             };
             self.serve_ready(ready)?;
             if self.reload_asked.swap(false, Ordering::Relaxed) {
-                eprintln!("{}", self.reload());
+                if let Some(e) = self.ask_reload(None) {
+                    eprintln!("{e}");
+                }
+            }
+            if let Some(r) = self.poll_reload() {
+                eprintln!("{r}");
             }
             self.feed_autorate();
         }
@@ -466,11 +471,11 @@ impl Gateway {
     fn serve_control(&mut self) {
         let Some(c) = &self.control else { return };
         for req in c.take() {
-            let reply = if req.line == "reload" {
-                let r = self.reload();
-                eprintln!("{r}");
-                format!("{r}\n")
-            } else if let Some(cmd) = req.line.strip_prefix("set ") {
+            if req.line == "reload" {
+                let _ = self.ask_reload(Some(req)); // answered once applied
+                continue;
+            }
+            let reply = if let Some(cmd) = req.line.strip_prefix("set ") {
                 match self.set(cmd) {
                     Ok(()) => {
                         if let Some(r) = &self.shard {
