@@ -66,6 +66,14 @@ fn parse_rate_arg(s: &str) -> Result<u64, String> {
 
 /// Run the command.
 pub fn run(a: &Args) -> Result<()> {
+    print!("{}", execute(a)?);
+    Ok(())
+}
+
+/// Run the command, writing its files; returns what it prints.
+pub fn execute(a: &Args) -> Result<String> {
+    use std::fmt::Write as _;
+    let mut text = String::new();
     crate::rates::check_spec("--qdisc", &a.qdisc)?;
     if let Some(words) = &a.link {
         crate::rates::check_spec("--link", words)?;
@@ -114,7 +122,8 @@ pub fn run(a: &Args) -> Result<()> {
             .zip(&c.classes)
             .map(|(k, n)| format!("{} {}", k.name, n[0]))
             .collect();
-        println!(
+        let _ = writeln!(
+            text,
             "marked: {} packets re-marked; by class: {}; bulk flows {}, priority packets {}",
             c.remarked,
             classes.join(", "),
@@ -122,7 +131,8 @@ pub fn run(a: &Args) -> Result<()> {
             c.prio_packets
         );
         if c.dns.answers + c.dns.skipped + c.dns.malformed > 0 {
-            println!(
+            let _ = writeln!(
+                text,
                 "dns: {} answers read, {} addresses learnt, {} CNAME targets, {} malformed",
                 c.dns.answers, c.dns.addresses, c.dns.cnames, c.dns.malformed
             );
@@ -131,15 +141,20 @@ pub fn run(a: &Args) -> Result<()> {
     if let Some(path) = &a.pcap_out {
         capture::write_delivered(path, &trace, &out.delivered)?;
     }
-    print_summary(&spec, &link, &out.summary(&trace), out.reordered);
+    text.push_str(&summary_text(
+        &spec,
+        &link,
+        &out.summary(&trace),
+        out.reordered,
+    ));
     if a.stats {
-        print!("{}", out.stats.to_tc_string());
+        text.push_str(&out.stats.to_tc_string());
     }
     if let Some(path) = &a.stats_json {
         std::fs::write(path, serde_json::to_string_pretty(&out.stats)?)
             .with_context(|| format!("writing {}", path.display()))?;
     }
-    Ok(())
+    Ok(text)
 }
 
 /// `--link`'s words: the emulation, and the modem when they name a capacity trace.
@@ -171,8 +186,11 @@ fn describe(link: &LinkSpec, span_ns: u64) -> String {
     }
 }
 
-fn print_summary(spec: &QdiscSpec, link: &LinkSpec, s: &Summary, reordered: usize) {
-    println!(
+fn summary_text(spec: &QdiscSpec, link: &LinkSpec, s: &Summary, reordered: usize) -> String {
+    use std::fmt::Write as _;
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
         "replayed {} packets ({:.2} MB) through `{}` on a {}",
         s.packets,
         s.bytes as f64 / 1e6,
@@ -186,7 +204,8 @@ fn print_summary(spec: &QdiscSpec, link: &LinkSpec, s: &Summary, reordered: usiz
         .map(|(r, n)| format!("{r} {n}"))
         .collect::<Vec<_>>()
         .join(", ");
-    println!(
+    let _ = writeln!(
+        t,
         "  sent {}, dropped {dropped}{}, CE-marked {}",
         s.sent,
         if why.is_empty() {
@@ -197,7 +216,8 @@ fn print_summary(spec: &QdiscSpec, link: &LinkSpec, s: &Summary, reordered: usiz
         s.marked
     );
     if let Some((p50, p99, max)) = s.sojourn_ns {
-        println!(
+        let _ = writeln!(
+            t,
             "  sojourn p50 {} ms, p99 {} ms, max {} ms; delivered {:.2} Mbit/s",
             ms(p50),
             ms(p99),
@@ -206,12 +226,14 @@ fn print_summary(spec: &QdiscSpec, link: &LinkSpec, s: &Summary, reordered: usiz
         );
     }
     if link.beyond_rate() {
-        println!(
+        let _ = writeln!(
+            t,
             "  lost after the discipline (modem FIFO full or the wire's loss): {}",
             s.lost
         );
         if let Some((p50, p99, max)) = s.delay_ns {
-            println!(
+            let _ = writeln!(
+                t,
                 "  one-way delay to the far end p50 {} ms, p99 {} ms, max {} ms",
                 ms(p50),
                 ms(p99),
@@ -220,6 +242,7 @@ fn print_summary(spec: &QdiscSpec, link: &LinkSpec, s: &Summary, reordered: usiz
         }
     }
     if reordered > 0 {
-        println!("  note: {reordered} packets had timestamps earlier than the packet before; they arrived at that packet's time");
+        let _ = writeln!(t, "  note: {reordered} packets had timestamps earlier than the packet before; they arrived at that packet's time");
     }
+    t
 }

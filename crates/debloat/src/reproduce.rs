@@ -107,6 +107,37 @@ pub fn run(a: &Args) -> Result<()> {
     Ok(())
 }
 
+/// The chosen experiments' outcomes as the command's `--json` prints them, nothing printed: one
+/// seed's outcomes, or with `--seeds N` the intervals. `--kernel` and `--list` are the
+/// command's alone.
+pub(crate) fn outcomes_json(a: &Args) -> Result<String> {
+    if a.kernel || a.list {
+        bail!("--kernel and --list are the command's: run `debloat reproduce` for them");
+    }
+    let chosen = choose(a)?;
+    if a.seeds > 1 {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let all: Vec<Seeded> = chosen
+            .iter()
+            .map(|e| reproduce::repeat(e, a.seeds, threads))
+            .collect();
+        return Ok(serde_json::to_string(&all)?);
+    }
+    // One seed: each check gains the verdict the seeded form carries (`ok` or `miss`).
+    let mut out = Vec::new();
+    for e in chosen {
+        let o: Outcome = (e.run)(1);
+        let mut v = serde_json::to_value(&o)?;
+        if let Some(checks) = v["checks"].as_array_mut() {
+            for (j, c) in checks.iter_mut().zip(&o.checks) {
+                j["verdict"] = (if c.pass() { "ok" } else { "miss" }).into();
+            }
+        }
+        out.push(v);
+    }
+    Ok(serde_json::to_string(&out)?)
+}
+
 fn choose(a: &Args) -> Result<Vec<&'static Experiment>> {
     if a.all {
         return Ok(reproduce::all().iter().collect());

@@ -126,7 +126,11 @@ fn fq_codel_with_ecn_marks_as_the_kernels() {
     }
 }
 
+/// In the long tier since 2026-11-27 (about 100 s of CI's 30 minutes, paid for the Python
+/// package's tests). In CI the kernel's CoDel stays compared through fq_codel above, and
+/// `tests/lab.rs` compares codel's and pfifo's words and statistics with `tc`'s.
 #[test]
+#[ignore = "long tier: scripts/long-tests.sh; dated results in docs/testing.md"]
 fn codel_and_a_short_fifo_behave_as_the_kernels() {
     for (name, spec) in [("codel", "codel"), ("pfifo limit 50", "pfifo limit 50")] {
         let Some(v) = compare(name, &[spec, "--rate", "10Mbit/2Mbit", "--delay", "10ms"]) else {

@@ -27,7 +27,7 @@ pub struct Args {
     pub(crate) test: Option<String>,
     /// Run a scenario from a TOML file instead (topology and any mix of flows; see docs/sim.md).
     #[arg(long, conflicts_with = "test")]
-    scenario: Option<PathBuf>,
+    pub(crate) scenario: Option<PathBuf>,
     /// Bottleneck rates DOWN/UP, e.g. 20Mbit/2Mbit (one value: both directions). Either side
     /// may be `trace:FILE`: a capacity trace (mahimahi's format, or `seconds,rate` lines) with
     /// a modem's FIFO (--trace-buffer) behind the discipline, e.g.
@@ -400,7 +400,11 @@ fn wire(a: &Args) -> Result<debloat_sim::wire::Wire> {
     .map_err(anyhow::Error::msg)
 }
 
-fn run_scenario(a: &Args, path: &std::path::Path) -> Result<()> {
+/// Run `--scenario FILE`: its configuration and the run (nothing printed).
+pub(crate) fn scenario(
+    a: &Args,
+    path: &std::path::Path,
+) -> Result<(Config, debloat_sim::scenario::Run)> {
     if a.gateway.any() {
         anyhow::bail!("--config, --sqm, --qosify, --egress, --ingress and --emulate-* do not apply to --scenario: describe the disciplines and links in the scenario file");
     }
@@ -422,8 +426,11 @@ fn run_scenario(a: &Args, path: &std::path::Path) -> Result<()> {
         trace: &load,
         classify: &rules,
     };
-    let (cfg, r) =
-        debloat_sim::scenario_file::run_with(&text, &files, |_| {}).map_err(anyhow::Error::msg)?;
+    debloat_sim::scenario_file::run_with(&text, &files, |_| {}).map_err(anyhow::Error::msg)
+}
+
+fn run_scenario(a: &Args, path: &std::path::Path) -> Result<()> {
+    let (cfg, r) = scenario(a, path)?;
     println!("scenario {}", path.display());
     print_table(&cfg, &r.summary);
     if let Some(dir) = &a.output {
@@ -488,21 +495,13 @@ pub fn run(a: &Args) -> Result<()> {
     }
     print_table(&cfg, &r.summary);
     if let Some(dir) = &a.output {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let epoch = debloat_sim::flent::DEFAULT_EPOCH;
-        let name = free_name(
-            dir,
-            &debloat_sim::flent::file_name(cfg.test, epoch, &a.title),
+        let flent = debloat_sim::flent::data_file(
+            &r.world,
+            &cfg,
+            debloat_sim::flent::DEFAULT_EPOCH,
+            &a.title,
         );
-        let data = debloat_sim::flent::gzip(&debloat_sim::flent::data_file(
-            &r.world, &cfg, epoch, &a.title,
-        ))?;
-        std::fs::write(dir.join(&name), data)
-            .with_context(|| format!("writing {}", dir.join(&name).display()))?;
-        let summary = serde_json::to_string_pretty(&r.summary)?;
-        let json = name.replace(".flent.gz", ".json");
-        std::fs::write(dir.join(&json), &summary)?;
-        std::fs::write(dir.join("summary.json"), summary)?;
+        let (name, json) = write_output(dir, &cfg, &r.summary, &flent, &a.title)?;
         println!(
             "\nwrote {name}, {json} and summary.json (the latest run's) in {}",
             dir.display()
@@ -515,6 +514,28 @@ pub fn run(a: &Args) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Write one run into `dir` as `sim --output` does: its flent data file (under a name no other
+/// file there has), the summary beside it, and `summary.json` (the latest run's). Returns the
+/// two names.
+pub(crate) fn write_output(
+    dir: &std::path::Path,
+    cfg: &Config,
+    summary: &debloat_sim::Summary,
+    flent: &serde_json::Value,
+    title: &str,
+) -> Result<(String, String)> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let epoch = debloat_sim::flent::DEFAULT_EPOCH;
+    let name = free_name(dir, &debloat_sim::flent::file_name(cfg.test, epoch, title));
+    std::fs::write(dir.join(&name), debloat_sim::flent::gzip(flent)?)
+        .with_context(|| format!("writing {}", dir.join(&name).display()))?;
+    let text = serde_json::to_string_pretty(summary)?;
+    let json = name.replace(".flent.gz", ".json");
+    std::fs::write(dir.join(&json), &text)?;
+    std::fs::write(dir.join("summary.json"), text)?;
+    Ok((name, json))
 }
 
 /// `name` if no file in `dir` has it, else the first free `STEM-2.flent.gz`, `STEM-3…`: the
