@@ -7,10 +7,11 @@ still one run: nothing is lost and nothing counted twice. Each task runs one see
 with the GIL released; a worker process per core is the fast arrangement (the default
 ``LocalCluster`` has that).
 
-With ``output=DIR`` every finished run is written as Parquet, one file per run and table
-(``DIR/<table>/<run id>.parquet``, the ``runs`` file last, so that it marks a complete run); a
-sweep started again with the same ``output`` reads the runs it finds there instead of running
-them again (resume). The same seed gives the same numbers on any worker as the CLI gives.
+With ``output=DIR`` the finished runs are written as Parquet, partitioned by table and batch
+(``DIR/<table>/part-*.parquet``, see :class:`Store`; ``pandas.read_parquet(DIR/"flows")`` reads
+a table back); a sweep started again with the same ``output`` reads the runs it finds there
+instead of running them again (resume), and at most the last batch (5 s of runs) is lost if
+it is killed. The same seed gives the same numbers on any worker as the CLI gives.
 """
 
 from __future__ import annotations
@@ -88,23 +89,50 @@ def _check(test: str | None, todo: dict[str, tuple[dict, dict]]) -> None:
             raise type(e)(f"sweep run ({shown or 'the fixed words'}): {e}") from None
 
 
-def _write(out: Path, rid: str, rows: dict[str, list[dict]]) -> None:
-    for t in (*[t for t in frames.TABLES if t != "runs"], "runs"):
-        d = out / t
-        d.mkdir(parents=True, exist_ok=True)
-        tmp = d / f".{rid}.parquet.tmp"
-        pq.write_table(frames.table(rows[t]), tmp)
-        os.replace(tmp, d / f"{rid}.parquet")
+class Store:
+    """A sweep's Parquet folder: ``DIR/<table>/part-<token>.parquet``, each part holding a batch
+    of finished runs (up to 200, or what finished within 5 s), the ``runs`` part written last so
+    that a run counts as done only once all its tables are on disk. Written on the client, as
+    results arrive, so that a task Dask reran after a worker died is still written once."""
 
+    BATCH, SECONDS = 200, 5.0
 
-def _read(out: Path, rid: str) -> dict[str, list[dict]] | None:
-    if not (out / "runs" / f"{rid}.parquet").exists():
-        return None
-    rows = {}
-    for t in frames.TABLES:
-        p = out / t / f"{rid}.parquet"
-        rows[t] = pq.read_table(p).to_pylist() if p.exists() else []
-    return rows
+    def __init__(self, out: Path):
+        self.out, self.buf, self.last, self.n = out, [], time.monotonic(), 0
+
+    def done(self, wanted: set[str]) -> dict[str, dict[str, list[dict]]]:
+        """The runs of ``wanted`` already in the folder, as rows by table."""
+        if not (self.out / "runs").is_dir():
+            return {}
+        def rows(t: str) -> list[dict]:
+            # Part by part: parts may differ in a column's type (all null in one batch).
+            return [r for f in sorted((self.out / t).glob("part-*.parquet")) for r in pq.read_table(f).to_pylist()]
+
+        ids = {r["run_id"] for r in rows("runs")} & wanted
+        got: dict[str, dict[str, list[dict]]] = {rid: {t: [] for t in frames.TABLES} for rid in ids}
+        for t in frames.TABLES:
+            if ids and (self.out / t).is_dir():
+                for row in rows(t):
+                    if row.get("run_id") in got:
+                        got[row["run_id"]][t].append(row)
+        return got
+
+    def add(self, rows: dict[str, list[dict]]) -> None:
+        self.buf.append(rows)
+        if len(self.buf) >= self.BATCH or time.monotonic() - self.last >= self.SECONDS:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.buf:
+            return
+        merged, token = frames.merge(self.buf), f"{time.time_ns():x}-{os.getpid()}-{self.n}"
+        for t in (*[t for t in frames.TABLES if t != "runs"], "runs"):
+            d = self.out / t
+            d.mkdir(parents=True, exist_ok=True)
+            tmp = d / f".part-{token}.parquet.tmp"
+            pq.write_table(frames.table(merged[t]), tmp)
+            os.replace(tmp, d / f"part-{token}.parquet")
+        self.buf, self.last, self.n = [], time.monotonic(), self.n + 1
 
 
 class Progress:
@@ -151,23 +179,19 @@ def sweep(grid, *, test: str | None = None, seeds: int | Iterable[int] = 1, clie
         todo.setdefault(rid, (r, {"run_id": rid, **{k: r.get(k) for k in varying}}))
     _check(test, todo)
     out = Path(output) if output is not None else None
-    parts: dict[str, dict[str, list[dict]]] = {}
-    if out is not None:
-        for rid in todo:
-            got = _read(out, rid)
-            if got is not None:
-                parts[rid] = got
+    store = Store(out) if out is not None else None
+    parts = store.done(set(todo)) if store is not None else {}
     bar = Progress(len(todo), len(parts), progress)
     missing = [rid for rid in todo if rid not in parts]
     if missing:
-        _submit(test, todo, missing, client, out, parts, bar)
+        _submit(test, todo, missing, client, store, parts, bar)
     elif progress and todo:
         print(f"sweep: {len(todo)}/{len(todo)} runs ({len(parts)} read back from {out}), none to run",
               file=sys.stderr)
     return SweepResult(frames.merge(parts[rid] for rid in todo), list(todo), varying)
 
 
-def _submit(test, todo, missing, client, out, parts, bar) -> None:
+def _submit(test, todo, missing, client, store, parts, bar) -> None:
     from dask.distributed import Client, LocalCluster, as_completed
 
     own = client is None
@@ -183,10 +207,12 @@ def _submit(test, todo, missing, client, out, parts, bar) -> None:
             if rid in parts:
                 continue
             parts[rid] = rows
-            if out is not None:
-                _write(out, rid, rows)
+            if store is not None:
+                store.add(rows)
             bar.step()
     finally:
+        if store is not None:
+            store.flush()
         if own:
             cluster = client.cluster
             client.close()

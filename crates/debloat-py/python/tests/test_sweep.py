@@ -32,6 +32,15 @@ def client():
     cluster.close()
 
 
+def stored(out):
+    """Runs in a sweep's Parquet folder, each once."""
+    import pandas as pd
+
+    ids = pd.read_parquet(out / "runs")["run_id"]
+    assert ids.is_unique
+    return len(ids)
+
+
 def cli_rows(cli, run, tag):
     """The CLI's summary.json for one run, as the sweep's rows would carry it."""
     import tempfile
@@ -50,7 +59,7 @@ def test_forty_runs_on_two_workers_equal_the_clis(cli, client, tmp_path):
     assert len(s) == 40 and len(s.runs) == 40
     assert s.runs["run_id"].is_unique
     assert sorted(s.varying) == ["qdisc", "rtt"]
-    assert len(list((tmp_path / "runs").glob("*.parquet"))) == 40
+    assert stored(tmp_path) == 40
     runs = runs_of(GRID, 10, FIXED)
     tags = [{"run_id": run_id("tcp_nup", r), "qdisc": r["qdisc"], "rtt": r["rtt"]} for r in runs]
     with ThreadPoolExecutor(2) as pool:
@@ -81,7 +90,7 @@ def test_a_sweep_resumes_from_its_files(client, tmp_path):
     assert again.runs.equals(first.runs)
     # One more seed: only the four new runs go to the cluster.
     more = debloat.sweep(GRID, test="tcp_nup", seeds=3, client=client, output=tmp_path, **FIXED)
-    assert len(more) == 12 and len(list((tmp_path / "runs").glob("*.parquet"))) == 12
+    assert len(more) == 12 and stored(tmp_path) == 12
 
 
 def test_a_worker_killed_mid_sweep_loses_and_repeats_nothing(client, tmp_path):
@@ -91,10 +100,14 @@ def test_a_worker_killed_mid_sweep_loses_and_repeats_nothing(client, tmp_path):
     victim = sorted(pids.values())[0]
     done_at_kill = {}
 
+    def finished(dask_scheduler):
+        return sum(1 for k, ts in dask_scheduler.tasks.items()
+                   if str(k).startswith("debloat-run-") and ts.state == "memory")
+
     def kill_when_started():
-        while len(list((tmp_path / "runs").glob("*.parquet"))) < 4:
+        while client.run_on_scheduler(finished) < 4:
             time.sleep(0.01)
-        done_at_kill["n"] = len(list((tmp_path / "runs").glob("*.parquet")))
+        done_at_kill["n"] = client.run_on_scheduler(finished)
         os.kill(victim, signal.SIGKILL)
 
     killer = threading.Thread(target=kill_when_started, daemon=True)
