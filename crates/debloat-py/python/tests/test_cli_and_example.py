@@ -41,6 +41,22 @@ def test_python_m_debloat_sweep(tmp_path):
     assert p.returncode == 0 and "(4 read back from" in p.stderr, p.stderr
 
 
+def test_python_m_debloat_sweep_on_a_scheduler(tmp_path):
+    """--scheduler: the runs go to a cluster the command did not start (here one with a single
+    worker process, as a remote scheduler would be)."""
+    from dask.distributed import LocalCluster
+
+    grid = tmp_path / "grid.toml"
+    grid.write_text(GRID)
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as c:
+        p = subprocess.run([sys.executable, "-m", "debloat", "sweep", str(grid), "--scheduler",
+                            c.scheduler_address, "--quiet"], capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+        # The tasks went through that scheduler (each task makes several transitions).
+        assert c.scheduler.transition_counter >= 4 * 3, c.scheduler.transition_counter
+    assert len(p.stdout.strip().splitlines()) == 1 + 4 and p.stderr == "", p.stderr
+
+
 def test_a_bad_grid_file_says_what_is_wrong(tmp_path):
     grid = tmp_path / "grid.toml"
     grid.write_text('test = "tcp_nup"\n[grid]\nqdisc = ["cake bandwith 1Mbit"]\n')
