@@ -72,7 +72,6 @@ pub fn run(a: &Args) -> Result<()> {
 
 /// Run the command, writing its files; returns what it prints.
 pub fn execute(a: &Args) -> Result<String> {
-    use std::fmt::Write as _;
     let mut text = String::new();
     crate::rates::check_spec("--qdisc", &a.qdisc)?;
     if let Some(words) = &a.link {
@@ -114,29 +113,7 @@ pub fn execute(a: &Args) -> Result<String> {
     )?;
     fates::write_csv(&a.output, &out.rows, marker.is_some())?;
     if let Some(m) = &marker {
-        let c = m.counters();
-        let classes: Vec<String> = m
-            .config()
-            .classes
-            .iter()
-            .zip(&c.classes)
-            .map(|(k, n)| format!("{} {}", k.name, n[0]))
-            .collect();
-        let _ = writeln!(
-            text,
-            "marked: {} packets re-marked; by class: {}; bulk flows {}, priority packets {}",
-            c.remarked,
-            classes.join(", "),
-            c.bulk_flows,
-            c.prio_packets
-        );
-        if c.dns.answers + c.dns.skipped + c.dns.malformed > 0 {
-            let _ = writeln!(
-                text,
-                "dns: {} answers read, {} addresses learnt, {} CNAME targets, {} malformed",
-                c.dns.answers, c.dns.addresses, c.dns.cnames, c.dns.malformed
-            );
-        }
+        text.push_str(&marked_text(m));
     }
     if let Some(path) = &a.pcap_out {
         capture::write_delivered(path, &trace, &out.delivered)?;
@@ -155,6 +132,36 @@ pub fn execute(a: &Args) -> Result<String> {
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(text)
+}
+
+/// What the marking stage did, as the command prints it.
+fn marked_text(m: &Classifier) -> String {
+    use std::fmt::Write as _;
+    let mut text = String::new();
+    let c = m.counters();
+    let classes: Vec<String> = m
+        .config()
+        .classes
+        .iter()
+        .zip(&c.classes)
+        .map(|(k, n)| format!("{} {}", k.name, n[0]))
+        .collect();
+    let _ = writeln!(
+        text,
+        "marked: {} packets re-marked; by class: {}; bulk flows {}, priority packets {}",
+        c.remarked,
+        classes.join(", "),
+        c.bulk_flows,
+        c.prio_packets
+    );
+    if c.dns.answers + c.dns.skipped + c.dns.malformed > 0 {
+        let _ = writeln!(
+            text,
+            "dns: {} answers read, {} addresses learnt, {} CNAME targets, {} malformed",
+            c.dns.answers, c.dns.addresses, c.dns.cnames, c.dns.malformed
+        );
+    }
+    text
 }
 
 /// `--link`'s words: the emulation, and the modem when they name a capacity trace.
