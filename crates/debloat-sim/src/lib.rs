@@ -16,6 +16,7 @@
 #![warn(missing_docs)]
 
 pub mod adaptive;
+pub mod circuits;
 pub mod engine;
 pub mod flent;
 pub mod frame;

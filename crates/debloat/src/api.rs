@@ -52,6 +52,9 @@ pub fn sim(words: &[String]) -> Result<String, ApiError> {
             "--sweep: use debloat.sweep(grid, …), which runs the combinations on Dask".into(),
         ));
     }
+    if a.circuits.network.is_some() {
+        return circuits(&a.circuits);
+    }
     let out = if let Some(path) = a.scenario.as_deref() {
         let (cfg, r) = sim::scenario(&a, path).map_err(run_err)?;
         let run = SeedRun {
@@ -90,6 +93,8 @@ pub fn sim(words: &[String]) -> Result<String, ApiError> {
     let out = SimOut {
         test: out.0,
         runs: runs.collect(),
+        circuits: None,
+        nodes: None,
     };
     serde_json::to_string(&out).map_err(|e| ApiError::Run(e.to_string()))
 }
@@ -99,6 +104,26 @@ pub fn sim(words: &[String]) -> Result<String, ApiError> {
 struct SimOut<'a> {
     test: &'static str,
     runs: Vec<RunOut<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    circuits: Option<&'a [debloat_sim::circuits::CircuitResult]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nodes: Option<&'a [debloat_sim::circuits::NodeResult]>,
+}
+
+/// `sim --network … --devices … --load …`: the run, its circuits and its nodes.
+fn circuits(a: &sim::circuits::CircuitSimArgs) -> Result<String, ApiError> {
+    let r = sim::circuits::simulate(a).map_err(run_err)?;
+    let out = SimOut {
+        test: "circuits",
+        runs: vec![RunOut {
+            seed: r.seed,
+            summary: &r.summary,
+            flent: &Value::Null,
+        }],
+        circuits: Some(&r.circuits),
+        nodes: Some(&r.nodes),
+    };
+    serde_json::to_string(&out).map_err(|e| ApiError::Run(e.to_string()))
 }
 
 #[derive(serde::Serialize)]

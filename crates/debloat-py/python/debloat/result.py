@@ -18,12 +18,14 @@ class Tables:
     as Arrow tables, with pandas (the attributes) or polars (``polars(name)``) views."""
 
     def __init__(self, rows: dict[str, list[dict]]):
-        self._arrow = {t: frames.table(rows.get(t, [])) for t in frames.TABLES}
+        self._arrow = {t: frames.table(v) for t, v in rows.items()}
+        for t in frames.TABLES:
+            self._arrow.setdefault(t, frames.table([]))
 
     def arrow(self, name: str) -> pa.Table:
         """The table ``name`` as a ``pyarrow.Table``."""
         if name not in self._arrow:
-            raise KeyError(f"no table {name!r}: expected one of {', '.join(frames.TABLES)}")
+            raise KeyError(f"no table {name!r}: expected one of {', '.join(self._arrow)}")
         return self._arrow[name]
 
     def pandas(self, name: str) -> pd.DataFrame:
@@ -65,7 +67,9 @@ class Tables:
 
 
 class SimResult(Tables):
-    """One ``debloat.sim`` call: one run per seed.
+    """One ``debloat.sim`` call: one run per seed. A circuit run (``network=``, ``devices=``,
+    ``load=``: LibreQoS's files and a load profile) also has the tables ``circuits`` (one row
+    per circuit: goodput, its class's rate, ping, drops) and ``nodes`` (one per node).
 
     ``summary`` is the first run's ``summary.json`` as a dict, ``summaries`` every seed's;
     ``flent(seed)`` its flent data file as a dict and ``write_flent(path)`` writes it gzipped,
@@ -75,7 +79,22 @@ class SimResult(Tables):
     def __init__(self, payload: dict[str, Any]):
         self.test: str = payload["test"]
         self._runs: list[dict[str, Any]] = payload["runs"]
-        super().__init__(frames.merge(frames.run_rows(r, self.test, {}) for r in self._runs))
+        rows = frames.merge(frames.run_rows(r, self.test, {}) for r in self._runs)
+        # `sim(network=…, devices=…, load=…)`: LibreQoS's circuits and nodes, a row each.
+        for extra in ("circuits", "nodes"):
+            if extra in payload:
+                rows[extra] = payload[extra]
+        super().__init__(rows)
+
+    @property
+    def circuits(self) -> pd.DataFrame:
+        """A circuit run's circuits (``KeyError`` for other runs)."""
+        return self.pandas("circuits")
+
+    @property
+    def nodes(self) -> pd.DataFrame:
+        """A circuit run's nodes (``KeyError`` for other runs)."""
+        return self.pandas("nodes")
 
     @property
     def seeds(self) -> list[int]:

@@ -153,3 +153,21 @@ def test_the_gil_is_released_while_a_run_reads_and_simulates(tmp_path):
     assert not t.is_alive(), "the run did not end: the GIL was held"
     assert "e" not in got, got.get("e")
     assert list(got["r"].flows["name"]) == ["flood"]
+
+
+LQ = Path(__file__).resolve().parents[4] / "contrib" / "libreqos"
+
+
+def test_circuits_come_back_as_tables(tmp_path):
+    """sim(network=…, devices=…, load=…): LibreQoS's files with a load profile."""
+    prof = tmp_path / "p.toml"
+    prof.write_text('length = 5\nrtt = "20ms"\n[[group]]\nnode = "AP_South"\nactive = 0.5\n')
+    r = debloat.sim(network=LQ / "network.json", devices=LQ / "ShapedDevices.csv", load=prof)
+    assert len(r.circuits) == 40 and int(r.circuits["active"].sum()) == 8
+    assert list(r.nodes["name"]) == ["Tower_1", "AP_North", "AP_South"]
+    south = r.nodes.set_index("name").loc["AP_South"]
+    assert south["active"] == 8 and 80 < south["down_class_mbps"] <= 100.5
+    assert r.circuits.loc[~r.circuits["active"], "down_mbps"].eq(0).all()
+    with pytest.raises(debloat.DebloatError, match='node "AP_East": not in network.json'):
+        prof.write_text('length = 5\nrtt = "20ms"\n[[group]]\nnode = "AP_East"\n')
+        debloat.sim(network=LQ / "network.json", devices=LQ / "ShapedDevices.csv", load=prof)

@@ -39,16 +39,25 @@ pub struct Flow {
     pub extra_ns: Nanos,
     /// The local (client-side) host's last address byte (198.18.1.x).
     pub client: u8,
+    /// The local host's own address instead, when it has one (a LibreQoS circuit's).
+    pub client_ip: Option<IpAddr>,
     /// The remote (server-side) host's last address byte (198.18.2.x).
     pub server: u8,
 }
 
-/// The 5-tuple of bulk flow `i` between client 198.18.1.`client` and server 198.18.2.`server`.
-pub(super) fn flow_key(i: usize, dir: Dir, client: u8, server: u8) -> FlowKey {
-    let port = 40000 + i as u16;
+/// The 5-tuple of bulk flow `i` between `client` and server 198.18.2.`server`.
+pub(super) fn flow_key(i: usize, dir: Dir, client: IpAddr, server: u8) -> FlowKey {
+    let port = 40000u16.wrapping_add(i as u16);
     match dir {
-        Dir::Up => FlowKey::ip(addr(1, client), addr(2, server), port, 12865, 6),
-        Dir::Down => FlowKey::ip(addr(2, server), addr(1, client), 12865, port, 6),
+        Dir::Up => FlowKey::ip(client, addr(2, server), port, 12865, 6),
+        Dir::Down => FlowKey::ip(addr(2, server), client, 12865, port, 6),
+    }
+}
+
+impl Flow {
+    /// The client host's address: its own, else 198.18.1.`client`.
+    fn client_addr(&self) -> IpAddr {
+        self.client_ip.unwrap_or(addr(1, self.client))
     }
 }
 
@@ -96,6 +105,8 @@ pub struct Probe {
     pub host: u8,
     /// Extra one-way delay to that host, ns.
     pub extra_ns: Nanos,
+    /// The client host's own address, when not 198.18.1.3 (a LibreQoS circuit's subscriber).
+    pub client_ip: Option<IpAddr>,
 }
 
 /// Whole segments in a window of `bytes` of payload (at least one).
@@ -143,7 +154,7 @@ impl World {
         stop: Nanos,
     ) -> usize {
         let i = self.flows.len();
-        let key = flow_key(i, dir, 2, 2);
+        let key = flow_key(i, dir, addr(1, 2), 2);
         self.flows.push(Flow {
             name: name.to_string(),
             dir,
@@ -168,6 +179,7 @@ impl World {
             host_bytes: 0,
             extra_ns: 0,
             client: 2,
+            client_ip: None,
             server: 2,
         });
         self.events.push(start, Event::FlowStart(i));
@@ -205,6 +217,7 @@ impl World {
             sent: 0,
             host: 3,
             extra_ns: 0,
+            client_ip: None,
         });
         self.events.push(start, Event::Probe(k));
         k
@@ -214,7 +227,7 @@ impl World {
     pub fn set_flow_host(&mut self, i: usize, host: u8, extra_ns: Nanos) {
         let f = &mut self.flows[i];
         f.server = host;
-        f.key = flow_key(i, f.dir, f.client, host);
+        f.key = flow_key(i, f.dir, f.client_addr(), host);
         f.extra_ns = extra_ns;
     }
 
@@ -223,7 +236,20 @@ impl World {
     pub fn set_flow_client(&mut self, i: usize, host: u8) {
         let f = &mut self.flows[i];
         f.client = host;
-        f.key = flow_key(i, f.dir, host, f.server);
+        f.client_ip = None;
+        f.key = flow_key(i, f.dir, f.client_addr(), f.server);
+    }
+
+    /// Place flow `i` on a client host with this address (a LibreQoS circuit's subscriber).
+    pub fn set_flow_client_addr(&mut self, i: usize, ip: IpAddr) {
+        let f = &mut self.flows[i];
+        f.client_ip = Some(ip);
+        f.key = flow_key(i, f.dir, ip, f.server);
+    }
+
+    /// Send probe `k` from (and answer it at) a client host with this address.
+    pub fn set_probe_client_addr(&mut self, k: usize, ip: IpAddr) {
+        self.probes[k].client_ip = Some(ip);
     }
 
     /// Make probe `k` a one-way UDP flood of `len`-byte frames in direction `dir`, sent every
@@ -266,7 +292,7 @@ impl World {
     /// Header of probe `k`'s packets going server → client (`down`) or client → server.
     pub(super) fn probe_meta(&self, k: usize, down: bool) -> PacketMeta {
         let p = &self.probes[k];
-        let (client, server) = (addr(1, 3), addr(2, p.host));
+        let (client, server) = (p.client_ip.unwrap_or(addr(1, 3)), addr(2, p.host));
         let (src, dst) = if down {
             (server, client)
         } else {

@@ -9,6 +9,7 @@ use debloat_sim::tcp::cc::Algorithm;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
+pub(crate) mod circuits;
 mod offline;
 mod print;
 mod wifi;
@@ -19,11 +20,11 @@ use wifi::wifi_config;
 /// Arguments of `debloat sim`.
 #[derive(clap::Args, Debug, Clone)]
 #[command(
-    after_help = format!("Tests (flent's names):\n{}\n\n", debloat_flent::catalog::help_list(debloat_flent::catalog::Driver::Simulator)) + "Examples:\n  debloat sim tcp_nup --link 20Mbit/20Mbit --rtt 48ms --qdisc \"pfifo limit 1000\" --streams 2\n  debloat sim tcp_nup --link 500kbit/5500kbit --rtt 300us --qdisc \"fq_codel\" --ecn --output results/\n  debloat sim tcp_1up --qdisc-up \"cake bandwidth 19Mbit\" --qdisc-down \"fq_codel\"\n  debloat sim rrul --link 110Mbit/10Mbit --sweep \"qdisc=pfifo limit 1000;codel;fq_codel\" --sweep \"rtt=12ms;48ms\"\n  debloat sim rrul --config /etc/debloat/gateway.toml    (the gateway's setup offline: --config, --sqm, --qosify, --egress/--ingress, --emulate-*; up is egress)"
+    after_help = format!("Tests (flent's names):\n{}\n\n", debloat_flent::catalog::help_list(debloat_flent::catalog::Driver::Simulator)) + "Examples:\n  debloat sim tcp_nup --link 20Mbit/20Mbit --rtt 48ms --qdisc \"pfifo limit 1000\" --streams 2\n  debloat sim tcp_nup --link 500kbit/5500kbit --rtt 300us --qdisc \"fq_codel\" --ecn --output results/\n  debloat sim tcp_1up --qdisc-up \"cake bandwidth 19Mbit\" --qdisc-down \"fq_codel\"\n  debloat sim rrul --link 110Mbit/10Mbit --sweep \"qdisc=pfifo limit 1000;codel;fq_codel\" --sweep \"rtt=12ms;48ms\"\n  debloat sim rrul --config /etc/debloat/gateway.toml    (the gateway's setup offline: --config, --sqm, --qosify, --egress/--ingress, --emulate-*; up is egress)\n  debloat sim --network contrib/libreqos/network.json --devices contrib/libreqos/ShapedDevices.csv --load contrib/libreqos/evening.toml    (LibreQoS's circuits under a load profile; docs/circuits.md)"
 )]
 pub struct Args {
     /// flent test (the list is below).
-    #[arg(required_unless_present = "scenario")]
+    #[arg(required_unless_present_any = ["scenario", "network"])]
     pub(crate) test: Option<String>,
     /// Run a scenario from a TOML file instead (topology and any mix of flows; see docs/sim.md).
     #[arg(long, conflicts_with = "test")]
@@ -148,6 +149,9 @@ pub struct Args {
     /// The gateway's words for the link, run offline (`offline.rs`; up is egress).
     #[command(flatten)]
     pub(crate) gateway: crate::gateway_setup::LinkWords,
+    /// LibreQoS's files and a load profile (`circuits.rs`).
+    #[command(flatten)]
+    pub(crate) circuits: circuits::CircuitSimArgs,
     /// Run the test once per value: KEY=V1;V2;… with KEY one of qdisc, qdisc-up, qdisc-down,
     /// link, rtt, cc, streams, ecn, tcp-window (a size, or none) (repeat for several keys:
     /// every combination runs). Prints one
@@ -448,6 +452,9 @@ fn run_scenario(a: &Args, path: &std::path::Path) -> Result<()> {
 pub fn run(a: &Args) -> Result<()> {
     if let Some(path) = &a.scenario {
         return run_scenario(a, path);
+    }
+    if a.circuits.network.is_some() {
+        return circuits::run(&a.circuits, a.output.as_deref());
     }
     if !a.sweep.is_empty() {
         return crate::sweep::run(a);

@@ -34,6 +34,8 @@ pub struct CircuitTree {
     pub up: HtbSpec,
     /// Per circuit of the plan, its class's minor (the same in both trees).
     pub minor: Vec<u16>,
+    /// Per node of the plan, its class's minor (0: virtual, or too deep to have one).
+    pub node_minor: Vec<u16>,
     /// What was put elsewhere than the files said.
     pub warnings: Vec<String>,
 }
@@ -96,6 +98,7 @@ pub fn build(plan: &Plan, o: &TreeOptions) -> Result<CircuitTree, String> {
             release_idle: o.release_idle,
         },
         minor: vec![0; plan.circuits.len()],
+        node_minor: vec![0; plan.nodes.len()],
         warnings: Vec::new(),
     };
     let (dl, ul) = (o.down_bps, o.up_bps);
@@ -180,6 +183,7 @@ impl Walk<'_> {
             (parent, depth)
         } else {
             let m = self.take();
+            self.t.node_minor[n] = m;
             let (d, u) = (mbit(node.down_mbps), mbit(node.up_mbps));
             let rate = |x: f64| mbit((x * 0.95).round());
             self.t
