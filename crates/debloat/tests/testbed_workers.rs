@@ -165,3 +165,88 @@ fn two_workers_keep_host_fairness_the_rate_and_give_a_busy_shard_what_an_idle_on
     let t = gateway_stats_text(&bed);
     assert!(t.contains("; 2 workers"), "{t}");
 }
+
+/// `gateway reload` with two workers: the first reads the file and passes it on; both take the
+/// new rate together, so the shaped total follows the file (10 → 20 Mbit/s), each host keeps
+/// its half, and every frame stays accounted for.
+#[test]
+fn two_workers_take_a_reload_together() {
+    let Some(_one) = guard() else { return };
+    let dir = tempfile::tempdir().expect("tmp");
+    let toml = dir.path().join("gateway.toml");
+    let file = |rate: &str| {
+        std::fs::write(
+            &toml,
+            format!("egress = \"cake bandwidth {rate} dual-srchost\"\ningress = \"fq_codel\"\n"),
+        )
+        .expect("toml")
+    };
+    file("10Mbit");
+    let t = toml.to_string_lossy().into_owned();
+    let spec = "cake bandwidth 10Mbit dual-srchost";
+    let bed = up_extra(
+        "r",
+        "40Mbit",
+        "20ms",
+        spec,
+        "fq_codel",
+        &["--workers", "2", "--config", &t],
+    );
+    add_addresses(&bed);
+    let c = ns(&bed, "client");
+    let (sink_a, sink_b) = (
+        spawn_sink(&bed, 5211, 11, &[]),
+        spawn_sink(&bed, 5212, 11, &[]),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let send = |to: &str, from: &str| {
+        let mut cmd = tcp_send(&c, to, 9, "cubic", &["--bind", from, "--streams", "2"]);
+        std::thread::spawn(move || cmd.output().expect("sender runs"))
+    };
+    let senders = [send("198.18.2.2:5211", A), send("198.18.2.3:5212", B)];
+    let rate = |from: Duration, len: Duration| {
+        std::thread::sleep(from);
+        let (b0, t0) = server_rx_bytes(&bed);
+        std::thread::sleep(len);
+        let (b1, t1) = server_rx_bytes(&bed);
+        (b1 - b0) as f64 * 8.0 / (t1 - t0).as_secs_f64()
+    };
+    let before = rate(Duration::from_secs(2), Duration::from_secs(2));
+    file("20Mbit");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_debloat"))
+        .args(["gateway", "reload", "--control"])
+        .arg(testbed::control_socket(&bed.prefix))
+        .output()
+        .expect("reload");
+    let reply = text(&o);
+    println!("reload: {}", reply.trim());
+    assert!(
+        o.status.success() && reply.contains("passed to the other worker"),
+        "{reply}"
+    );
+    let after = rate(Duration::from_millis(1500), Duration::from_secs(3));
+    for s in senders {
+        let o = s.join().expect("sender thread");
+        assert!(o.status.success(), "tcp-send: {}", text(&o));
+    }
+    let (ma, mb) = (sink_mbps(sink_a), sink_mbps(sink_b));
+    println!(
+        "2 workers, reload 10 → 20 Mbit/s: shaped {:.3} then {:.3} Mbit/s; hosts {ma:.2} and {mb:.2} Mbit/s",
+        before / 1e6,
+        after / 1e6
+    );
+    assert!(
+        (before / 10e6 - 1.0).abs() <= 0.02,
+        "before: {before:.0} bit/s"
+    );
+    assert!(
+        (after / 20e6 - 1.0).abs() <= 0.02,
+        "after: {after:.0} bit/s"
+    );
+    let share = ma / (ma + mb);
+    assert!((share - 0.5).abs() <= 0.05, "A's share {share:.3}");
+    let j = gateway_stats(&bed);
+    for dir in ["egress", "ingress"] {
+        assert!(accounted(&j[dir]), "{dir}: {}", j[dir]);
+    }
+}

@@ -108,6 +108,9 @@ fn restart_only(old: &Config, new: &Config) -> Vec<&'static str> {
     if old.io != new.io {
         v.push("io");
     }
+    if old.workers != new.workers || old.cores != new.cores {
+        v.push("workers");
+    }
     v
 }
 
@@ -145,8 +148,8 @@ impl Gateway {
     /// Start reading the configuration again; `req`, if any, is answered when it is applied.
     /// An immediate refusal is returned (and `req` answered with it).
     pub(crate) fn ask_reload(&mut self, req: Option<Request>) -> Option<String> {
-        let refusal = if self.shard.is_some() {
-            Some("error: reload with --workers above 1 is not supported yet: restart the gateway")
+        let refusal = if self.shard.as_ref().is_some_and(|r| r.index > 0) {
+            Some("error: only the first worker reloads (it passes the configuration on)")
         } else if self.reloader.is_none() {
             Some("error: this gateway was started without a way to re-read its configuration")
         } else {
@@ -174,9 +177,23 @@ impl Gateway {
         r.reading = false;
         let waiting = std::mem::take(&mut r.waiting);
         let t1 = std::time::Instant::now();
-        let applied = read
-            .map_err(ChangeError::Reread)
-            .and_then(|c| self.apply(c));
+        let applied = read.map_err(ChangeError::Reread).and_then(|c| {
+            let passed = self.shard.as_ref().map(|r| (c.clone(), r.shards.len()));
+            let said = self.apply(c)?;
+            Ok(match passed {
+                Some((c, n)) if n > 1 => {
+                    if let Some(r) = &self.shard {
+                        r.shards.broadcast_reload(&c);
+                    }
+                    let others = match n - 1 {
+                        1 => "the other worker".to_string(),
+                        k => format!("the {k} other workers"),
+                    };
+                    format!("{said}; passed to {others}")
+                }
+                _ => said,
+            })
+        });
         let apply_ms = t1.elapsed().as_secs_f64() * 1e3;
         let line = match applied {
             Ok(s) => {

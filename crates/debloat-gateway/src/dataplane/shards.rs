@@ -48,6 +48,10 @@ pub struct Shards {
     pub snapshots: Vec<Mutex<Option<Snapshot>>>,
     /// Per worker: `gateway set` commands the first worker passed on.
     pub commands: Vec<Mutex<Vec<String>>>,
+    /// Per worker: a configuration the first worker reloaded and passed on, to apply at once.
+    pub reloads: Vec<Mutex<Option<crate::forward::Config>>>,
+    /// Per worker: a reload is waiting in `reloads` (read at every split without a lock).
+    pub reload_waiting: Vec<AtomicBool>,
 }
 
 /// One shard's demand in one direction, as [`split`] takes it.
@@ -66,6 +70,8 @@ impl Shards {
             slots: (0..n).map(|_| Default::default()).collect(),
             snapshots: (0..n).map(|_| Mutex::new(None)).collect(),
             commands: (0..n).map(|_| Mutex::new(Vec::new())).collect(),
+            reloads: (0..n).map(|_| Mutex::new(None)).collect(),
+            reload_waiting: (0..n).map(|_| AtomicBool::new(false)).collect(),
         }
     }
 
@@ -95,6 +101,25 @@ impl Shards {
                 busy: s[dir].busy.load(Ordering::Relaxed),
             })
             .collect()
+    }
+
+    /// Pass a reloaded configuration to every worker but the first.
+    pub fn broadcast_reload(&self, cfg: &crate::forward::Config) {
+        for (q, flag) in self.reloads.iter().zip(&self.reload_waiting).skip(1) {
+            *q.lock().unwrap_or_else(|e| e.into_inner()) = Some(cfg.clone());
+            flag.store(true, Ordering::Release);
+        }
+    }
+
+    /// The reloaded configuration waiting for worker `w`, if one is.
+    pub fn take_reload(&self, w: usize) -> Option<crate::forward::Config> {
+        if !self.reload_waiting[w].swap(false, Ordering::Acquire) {
+            return None;
+        }
+        self.reloads[w]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
     }
 
     /// Pass a command to every worker but the first.

@@ -7,9 +7,13 @@
 //! rate ([`crate::shards`]). The first worker serves the control socket and the metrics, merges
 //! the others' numbers into `gateway stats`, and passes `gateway set` on to them.
 //!
+//! `gateway reload` (and SIGHUP) reaches every worker: the first reads the file, applies it, and
+//! passes the configuration on; each other worker applies it at its next split (within half a
+//! millisecond), so the shaper's total, and the split of it, change together.
+//!
 //! Not (yet) with several workers: AF_XDP (one socket per receive queue and worker: a device
-//! with one queue would need the workers to share its fill ring), a rate controller
-//! (`--autorate-*`: one controller would have to drive the split's total), and `reload`.
+//! with one queue would need the workers to share its fill ring) and a rate controller
+//! (`--autorate-*`: one controller would have to drive the split's total).
 
 use crate::forward::{Config, Gateway};
 use crate::port::{IoChoice, Port};
@@ -73,6 +77,15 @@ impl Gateway {
             return;
         };
         role.split_at = now + SPLIT_EVERY_NS;
+        if let Some(cfg) = role.shards.take_reload(role.index) {
+            let index = role.index;
+            if let Err(e) = self.apply(cfg) {
+                eprintln!("worker {index}: the reloaded configuration was refused here: {e}");
+            }
+        }
+        let Some(role) = self.shard.as_mut() else {
+            return;
+        };
         for (dir, side) in [&mut self.egress, &mut self.ingress]
             .into_iter()
             .enumerate()
