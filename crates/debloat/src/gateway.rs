@@ -163,7 +163,8 @@ pub struct RunArgs {
     pub(crate) passthrough: bool,
     /// Forwarding threads, each with a shard of the hosts: the kernel hands each worker all
     /// frames of its hosts (by the LAN host's address, both ways), a shaper's rate is split
-    /// between the workers by demand every 0.5 ms. AF_PACKET only; not with --autorate-*.
+    /// between the workers by demand every 0.5 ms (a rate controller, on the first worker,
+    /// sets the total). AF_PACKET only.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub(crate) workers: Option<u16>,
     /// Pin the workers to these CPUs, one each (`--cores 2,3`: two workers); sets --workers.
@@ -350,6 +351,15 @@ fn say_workers(cfg: &Config) {
             cfg.workers,
             cfg.cores.as_ref().map_or(String::new(), |c| format!(" on CPUs {c:?}"))
         );
+        let emulated = [&cfg.emulate_egress, &cfg.emulate_ingress]
+            .iter()
+            .any(|e| e.rate_bps.is_some());
+        if emulated {
+            eprintln!(
+                "warning: with {} workers each emulates its own link: an --emulate-* rate is each worker's, {}× in all (put a bottleneck beyond the gateway, or use one worker, to emulate one link)",
+                cfg.workers, cfg.workers
+            );
+        }
     }
 }
 

@@ -250,3 +250,82 @@ fn two_workers_take_a_reload_together() {
         assert!(accounted(&j[dir]), "{dir}: {}", j[dir]);
     }
 }
+
+/// `--autorate-egress` with two workers: one controller, on the first worker, drives the total
+/// the workers split. The bottleneck is beyond the gateway, as an ISP's link is beyond the
+/// router: the kernel's tbf at 20 Mbit/s on the gateway's WAN port, 50 ms of queue (the
+/// gateway's own link emulation is left fast: with several workers each emulates its own). The shaper starts at its base, 10 Mbit/s; the passive controller,
+/// hearing the round trips of the first worker's TCP flows and the load of both, must raise the
+/// total toward the link's rate, with one host on each worker keeping its half.
+#[test]
+fn two_workers_follow_one_rate_controller() {
+    let Some(_one) = guard() else { return };
+    let bed = up_extra(
+        "a",
+        "1Gbit",
+        "20ms",
+        "cake bandwidth 10Mbit dual-srchost",
+        "fq_codel",
+        &[
+            "--workers",
+            "2",
+            "--autorate-egress",
+            "min=5Mbit,base=10Mbit,max=40Mbit",
+        ],
+    );
+    add_addresses(&bed);
+    let o = testbed::in_ns(
+        &ns(&bed, "gw"),
+        &[
+            "tc", "qdisc", "replace", "dev", "wan0", "root", "tbf", "rate", "20mbit", "burst",
+            "32kb", "latency", "50ms",
+        ],
+    )
+    .output()
+    .expect("tc runs");
+    assert!(
+        o.status.success(),
+        "tc (the host kernel's tbf): {}",
+        text(&o)
+    );
+    let c = ns(&bed, "client");
+    let (sink_a, sink_b) = (
+        spawn_sink(&bed, 5221, 14, &[]),
+        spawn_sink(&bed, 5222, 14, &[]),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let send = |to: &str, from: &str| {
+        let mut cmd = tcp_send(&c, to, 12, "cubic", &["--bind", from, "--streams", "2"]);
+        std::thread::spawn(move || cmd.output().expect("sender runs"))
+    };
+    let senders = [send("198.18.2.2:5221", A), send("198.18.2.3:5222", B)];
+    std::thread::sleep(Duration::from_secs(7));
+    let (b0, t0) = server_rx_bytes(&bed);
+    std::thread::sleep(Duration::from_secs(4));
+    let (b1, t1) = server_rx_bytes(&bed);
+    let wire = (b1 - b0) as f64 * 8.0 / (t1 - t0).as_secs_f64();
+    for s in senders {
+        let o = s.join().expect("sender thread");
+        assert!(o.status.success(), "tcp-send: {}", text(&o));
+    }
+    let (ma, mb) = (sink_mbps(sink_a), sink_mbps(sink_b));
+    let j = gateway_stats(&bed);
+    let a = &j["egress"]["autorate"];
+    println!(
+        "2 workers, one passive controller: {:.3} Mbit/s on the wire from 7 to 11 s (base 10, link 20); hosts {ma:.2} and {mb:.2} Mbit/s; controller {a}",
+        wire / 1e6
+    );
+    assert!(a["decisions"].as_u64().unwrap_or(0) > 100, "{a}");
+    assert!(a["samples"].as_u64().unwrap_or(0) > 100, "{a}");
+    assert!(
+        wire > 13e6,
+        "the total stayed near the base: {wire:.0} bit/s"
+    );
+    let rate = a["rate_bps"].as_f64().unwrap_or(0.0);
+    assert!(rate > 12e6, "the controller's total: {rate:.0} bit/s");
+    let share = ma / (ma + mb);
+    assert!((share - 0.5).abs() <= 0.05, "A's share {share:.3}");
+    for dir in ["egress", "ingress"] {
+        assert!(accounted(&j[dir]), "{dir}: {}", j[dir]);
+    }
+}

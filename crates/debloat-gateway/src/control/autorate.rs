@@ -52,25 +52,52 @@ pub struct Status {
     pub pings_sent: u64,
 }
 
+/// Where a controller's rate goes: the discipline itself, or (with several workers) the total
+/// the workers split, with the load read from all of them.
+#[derive(Clone, Debug)]
+pub struct Sharded {
+    /// What the workers share.
+    pub shards: std::sync::Arc<crate::shards::Shards>,
+    /// The direction: 0 egress, 1 ingress.
+    pub dir: usize,
+}
+
 /// A direction's controller at work: the core's driver (the simulator's too), fed from frames
 /// and ticked by the loop.
 pub struct Control {
     rate: Driver,
     reflectors: bool,
+    sharded: Option<Sharded>,
     /// Per connection: the highest data timestamp and ACK number seen, unwrapped to 64 bits.
     unwrap: HashMap<u64, (u64, Option<u64>)>,
     next_tick: Nanos,
 }
 
 impl Control {
-    /// A controller on `path`'s discipline, starting at its base rate (applied now).
-    pub fn new(cfg: AutorateConfig, path: &mut crate::path::Path, now: Nanos) -> Control {
+    /// A controller on `path`'s discipline, starting at its base rate (applied now); with
+    /// `sharded`, on the total several workers split.
+    pub fn new(
+        cfg: AutorateConfig,
+        path: &mut crate::path::Path,
+        now: Nanos,
+        sharded: Option<Sharded>,
+    ) -> Control {
         let ctl = cfg.mode.build(cfg.bounds, path.capacity());
         let qdisc = path.qdisc_mut();
-        qdisc.set_bandwidth(Some(ctl.rate_bps()));
+        let bytes = match &sharded {
+            Some(s) => {
+                s.shards.set_total(s.dir, ctl.rate_bps());
+                s.shards.counts(s.dir).0
+            }
+            None => {
+                qdisc.set_bandwidth(Some(ctl.rate_bps()));
+                qdisc.stats().bytes
+            }
+        };
         Control {
-            rate: Driver::new(ctl, qdisc.stats().bytes),
+            rate: Driver::new(ctl, bytes),
             reflectors: cfg.mode.needs_reflectors(),
+            sharded,
             unwrap: HashMap::new(),
             next_tick: now + TICK_NS,
         }
@@ -107,7 +134,17 @@ impl Control {
             return;
         }
         if let Some(r) = self.rate.on_reflector(now, rtt_ns) {
-            qdisc.set_bandwidth(Some(r));
+            self.set(r, qdisc);
+        }
+    }
+
+    /// Apply a decided rate: to the discipline, or as the workers' total.
+    fn set(&self, bps: u64, qdisc: &mut dyn Qdisc<Frame>) {
+        match &self.sharded {
+            Some(s) => s.shards.set_total(s.dir, bps),
+            None => {
+                qdisc.set_bandwidth(Some(bps));
+            }
         }
     }
 
@@ -121,10 +158,16 @@ impl Control {
         if now < self.next_tick {
             return;
         }
-        let stats = qdisc.stats();
+        let (bytes, backlog) = match &self.sharded {
+            Some(s) => s.shards.counts(s.dir),
+            None => {
+                let st = qdisc.stats();
+                (st.bytes, st.backlog)
+            }
+        };
         let interval = TICK_NS + (now - self.next_tick);
-        if let Some(r) = self.rate.tick(now, interval, stats.bytes, stats.backlog) {
-            qdisc.set_bandwidth(Some(r));
+        if let Some(r) = self.rate.tick(now, interval, bytes, backlog) {
+            self.set(r, qdisc);
         }
         self.next_tick = now + TICK_NS;
         if self.unwrap.len() > self.rate.flows() * 2 + 1024 {
@@ -259,6 +302,36 @@ mod tests {
         buf
     }
 
+    /// With several workers the controller sets the total the workers split, not its own
+    /// discipline's rate, and judges the load from every worker's published counts.
+    #[test]
+    fn a_sharded_controller_sets_the_workers_total() {
+        let spec: QdiscSpec = "cake bandwidth 10mbit".parse().expect("spec");
+        let mut p = Path::new(&spec, Default::default(), FlowHasher::new([1, 2]), 1);
+        let shards = std::sync::Arc::new(crate::shards::Shards::new(2));
+        shards.publish_counts(0, 0, 1000, 0);
+        shards.publish_counts(1, 0, 5000, 3000);
+        assert_eq!(shards.counts(0), (6000, 3000));
+        let cfg = AutorateConfig {
+            mode: Mode::Passive,
+            bounds: Bounds::parse("min=1mbit,base=7mbit,max=20mbit").expect("bounds"),
+        };
+        let sharded = Sharded {
+            shards: std::sync::Arc::clone(&shards),
+            dir: 0,
+        };
+        let mut c = Control::new(cfg, &mut p, 0, Some(sharded));
+        assert_eq!(shards.total(0), Some(7_000_000));
+        assert_eq!(shards.total(1), None);
+        // The discipline keeps its own rate: the split sets each worker's share.
+        let own = p.qdisc().stats().options;
+        assert!(own.contains("bandwidth 10Mbit"), "{own}");
+        for k in 1..=40 {
+            c.tick(k * TICK_NS, p.qdisc_mut().as_mut());
+        }
+        assert_eq!(c.status().rate_bps, shards.total(0).unwrap_or(0));
+    }
+
     #[test]
     fn data_one_way_and_acks_the_other_make_round_trip_samples() {
         let spec: QdiscSpec = "cake bandwidth 10mbit".parse().expect("spec");
@@ -272,7 +345,7 @@ mod tests {
             mode: Mode::Passive,
             bounds: Bounds::parse("min=1mbit,base=10mbit,max=20mbit").expect("bounds"),
         };
-        let mut c = Control::new(cfg, &mut egress, 0);
+        let mut c = Control::new(cfg, &mut egress, 0, None);
         let mut sink = |_: Vec<u8>| {};
         // Two data segments 1 ms apart (a pair), stamped 100 and 101; the ACK echoing 101
         // comes back 30 ms after the second left.
@@ -311,7 +384,7 @@ mod tests {
         let mut p = Path::new(&spec, Default::default(), FlowHasher::new([1, 2]), 1);
         let bounds = Bounds::parse("min=1mbit,base=10mbit,max=20mbit").expect("bounds");
         let mode = Mode::CakeAutorate;
-        let mut c = Control::new(AutorateConfig { mode, bounds }, &mut p, 0);
+        let mut c = Control::new(AutorateConfig { mode, bounds }, &mut p, 0, None);
         for k in 0..40 {
             c.on_reflector(k * 50 * MS, 20 * MS, p.qdisc_mut().as_mut());
         }
@@ -327,7 +400,7 @@ mod tests {
         assert!(opts.contains(&bw), "{opts} lacks {bw}");
 
         let mode = Mode::Passive;
-        let mut c = Control::new(AutorateConfig { mode, bounds }, &mut p, 0);
+        let mut c = Control::new(AutorateConfig { mode, bounds }, &mut p, 0, None);
         for k in 0..60 {
             c.on_reflector(k * 50 * MS, 500 * MS, p.qdisc_mut().as_mut());
         }

@@ -288,7 +288,12 @@ impl Gateway {
             said.push(format!("{name} link → `{emu}`"));
         }
         if replaced || was != autorate {
-            side.autorate = autorate.map(|a| crate::autorate::Control::new(a, &mut side.path, now));
+            let sharded = self.shard.as_ref().map(|r| crate::autorate::Sharded {
+                shards: std::sync::Arc::clone(&r.shards),
+                dir: usize::from(!egress),
+            });
+            side.autorate =
+                autorate.map(|a| crate::autorate::Control::new(a, &mut side.path, now, sharded));
             if was != autorate {
                 let what = if autorate.is_some() { "set" } else { "removed" };
                 said.push(format!("{name} rate controller {what}"));

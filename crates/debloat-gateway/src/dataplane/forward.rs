@@ -177,10 +177,13 @@ impl Gateway {
             .map(|c| Classifier::new(c, qosify::FLOW_SLOTS, hasher).sharing_hash());
         let mut egress = side(&cfg.egress, cfg.emulate_egress, &cfg.modem_egress, 1);
         let mut ingress = side(&cfg.ingress, cfg.emulate_ingress, &cfg.modem_ingress, 2);
-        for (s, a, name) in [
+        for (dir, (s, a, name)) in [
             (&mut egress, cfg.autorate_egress, "egress"),
             (&mut ingress, cfg.autorate_ingress, "ingress"),
-        ] {
+        ]
+        .into_iter()
+        .enumerate()
+        {
             if let Some(a) = a {
                 if !matches!(s.spec, QdiscSpec::Cake(_)) {
                     return Err(io::Error::other(format!(
@@ -192,7 +195,11 @@ impl Gateway {
                 {
                     return Err(io::Error::other(format!("--autorate-mode oracle reads the emulated link's capacity: give --emulate-{name} \"rate … | rate trace FILE\"")));
                 }
-                s.autorate = Some(crate::autorate::Control::new(a, &mut s.path, 0));
+                let sharded = shard.as_ref().map(|r| crate::autorate::Sharded {
+                    shards: std::sync::Arc::clone(&r.shards),
+                    dir,
+                });
+                s.autorate = Some(crate::autorate::Control::new(a, &mut s.path, 0, sharded));
             }
         }
         // A direction's data is timed by the ACKs the other direction carries: both log.

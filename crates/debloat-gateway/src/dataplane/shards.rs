@@ -37,6 +37,9 @@ pub const STANDING_BYTES: u64 = 3028;
 struct Slot {
     arrival_bps: AtomicU64,
     busy: AtomicBool,
+    /// Its discipline's bytes sent and backlog at its last split (a rate controller's view).
+    sent_bytes: AtomicU64,
+    backlog: AtomicU64,
 }
 
 /// What the workers share.
@@ -52,6 +55,9 @@ pub struct Shards {
     pub reloads: Vec<Mutex<Option<crate::forward::Config>>>,
     /// Per worker: a reload is waiting in `reloads` (read at every split without a lock).
     pub reload_waiting: Vec<AtomicBool>,
+    /// Per direction: the shaper's total as a rate controller set it, bit/s (0: none has; the
+    /// discipline's configured rate is the total).
+    totals: [AtomicU64; 2],
 }
 
 /// One shard's demand in one direction, as [`split`] takes it.
@@ -72,6 +78,7 @@ impl Shards {
             commands: (0..n).map(|_| Mutex::new(Vec::new())).collect(),
             reloads: (0..n).map(|_| Mutex::new(None)).collect(),
             reload_waiting: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            totals: Default::default(),
         }
     }
 
@@ -90,6 +97,34 @@ impl Shards {
         let s = &self.slots[w][dir];
         s.arrival_bps.store(d.arrival_bps as u64, Ordering::Relaxed);
         s.busy.store(d.busy, Ordering::Relaxed);
+    }
+
+    /// Worker `w`'s discipline in direction `dir` has sent `bytes` and holds `backlog`.
+    pub fn publish_counts(&self, w: usize, dir: usize, bytes: u64, backlog: u64) {
+        let s = &self.slots[w][dir];
+        s.sent_bytes.store(bytes, Ordering::Relaxed);
+        s.backlog.store(backlog, Ordering::Relaxed);
+    }
+
+    /// Every worker's bytes sent and backlog in direction `dir`, summed (each as of its last
+    /// split: at most half a millisecond old).
+    pub fn counts(&self, dir: usize) -> (u64, u64) {
+        self.slots.iter().fold((0, 0), |(b, q), s| {
+            (
+                b + s[dir].sent_bytes.load(Ordering::Relaxed),
+                q + s[dir].backlog.load(Ordering::Relaxed),
+            )
+        })
+    }
+
+    /// A rate controller sets the shaper's total in direction `dir`, bit/s.
+    pub fn set_total(&self, dir: usize, bps: u64) {
+        self.totals[dir].store(bps, Ordering::Relaxed);
+    }
+
+    /// The total a controller set in direction `dir`, if one has.
+    pub fn total(&self, dir: usize) -> Option<u64> {
+        Some(self.totals[dir].load(Ordering::Relaxed)).filter(|&b| b > 0)
     }
 
     /// Everyone's demand in direction `dir`.

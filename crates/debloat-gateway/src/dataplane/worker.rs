@@ -11,9 +11,13 @@
 //! passes the configuration on; each other worker applies it at its next split (within half a
 //! millisecond), so the shaper's total, and the split of it, change together.
 //!
+//! A rate controller (`--autorate-*`) runs on the first worker and drives the shaper's total:
+//! it hears the round trips of the TCP flows (or the reflector pings) the first worker sees,
+//! judges the load from every worker's bytes sent and backlog (summed from what each publishes
+//! at its splits), and sets the total the workers split ([`Shards::set_total`]).
+//!
 //! Not (yet) with several workers: AF_XDP (one socket per receive queue and worker: a device
-//! with one queue would need the workers to share its fill ring) and a rate controller
-//! (`--autorate-*`: one controller would have to drive the split's total).
+//! with one queue would need the workers to share its fill ring).
 
 use crate::forward::{Config, Gateway};
 use crate::port::{IoChoice, Port};
@@ -79,7 +83,7 @@ impl Gateway {
         role.split_at = now + SPLIT_EVERY_NS;
         if let Some(cfg) = role.shards.take_reload(role.index) {
             let index = role.index;
-            if let Err(e) = self.apply(cfg) {
+            if let Err(e) = self.apply(for_worker(cfg, index)) {
                 eprintln!("worker {index}: the reloaded configuration was refused here: {e}");
             }
         }
@@ -110,11 +114,14 @@ impl Gateway {
                 busy: role.constrained[dir] >= BUSY_SHARE || st.backlog >= STANDING_BYTES,
             };
             role.shards.publish(role.index, dir, d);
-            let Some(total) = shaper_bps(&side.spec) else {
+            role.shards
+                .publish_counts(role.index, dir, st.bytes, st.backlog);
+            let demands = role.shards.demands(dir);
+            let Some(total) = role.shards.total(dir).or_else(|| shaper_bps(&side.spec)) else {
                 role.share[dir] = None;
                 continue;
             };
-            let mine = split(total, &role.shards.demands(dir))[role.index];
+            let mine = split(total, &demands)[role.index];
             let moved = role.share[dir].is_none_or(|s| s.abs_diff(mine) * 200 > s);
             if moved && side.path.qdisc_mut().set_bandwidth(Some(mine)) {
                 role.share[dir] = Some(mine);
@@ -199,11 +206,6 @@ fn open_ports(cfg: &Config) -> io::Result<Vec<(Port, Port)>> {
             "--workers above 1 runs on --io packet (AF_XDP with several workers is not built yet)",
         ));
     }
-    if cfg.autorate_egress.is_some() || cfg.autorate_ingress.is_some() {
-        return Err(io::Error::other(
-            "--autorate-* with --workers above 1 is not supported yet: one worker, or a fixed rate",
-        ));
-    }
     (0..cfg.workers)
         .map(|_| {
             let lan = PacketSocket::open(&cfg.lan)?;
@@ -247,14 +249,20 @@ impl Start {
         if let Some(c) = cpu {
             crate::sys::pin_to_cpu(c)?;
         }
-        let mut cfg = self.cfg;
-        if self.index > 0 {
-            // The first worker serves these for all.
-            (cfg.control, cfg.metrics, cfg.reflectors) = (None, None, None);
-        }
+        let cfg = for_worker(self.cfg, self.index);
         let r = role(self.index, self.shards, cpu);
         Gateway::open_with(cfg, (self.ports.0, None), (self.ports.1, None), Some(r))
     }
+}
+
+/// Worker `index`'s own configuration: the first serves the control socket, the metrics and
+/// the rate controllers (and their reflector pings) for all.
+fn for_worker(mut cfg: Config, index: usize) -> Config {
+    if index > 0 {
+        (cfg.control, cfg.metrics, cfg.reflectors) = (None, None, None);
+        (cfg.autorate_egress, cfg.autorate_ingress) = (None, None);
+    }
+    cfg
 }
 
 /// The workers after the first, forwarding on threads of their own until `stop` is set.
