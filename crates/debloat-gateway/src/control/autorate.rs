@@ -236,6 +236,40 @@ pub(crate) fn pinger_for(cfg: &crate::Config) -> std::io::Result<Option<crate::p
     }
 }
 
+/// Each direction's rate controller, if configured (on a worker: driving the workers' total).
+pub(crate) fn controllers(
+    [egress, ingress]: [&mut crate::forward::Side; 2],
+    cfg: &crate::Config,
+    shard: Option<&crate::worker::ShardRole>,
+) -> std::io::Result<()> {
+    for (dir, (s, a, name)) in [
+        (egress, cfg.autorate_egress, "egress"),
+        (ingress, cfg.autorate_ingress, "ingress"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        if let Some(a) = a {
+            if !matches!(s.spec, debloat_core::QdiscSpec::Cake(_)) {
+                return Err(std::io::Error::other(format!(
+                    "--autorate-{name} sets a shaper's rate: give --{name} \"cake …\""
+                )));
+            }
+            if matches!(a.mode, debloat_core::autorate::Mode::Oracle(_))
+                && s.path.capacity().is_none()
+            {
+                return Err(std::io::Error::other(format!("--autorate-mode oracle reads the emulated link's capacity: give --emulate-{name} \"rate … | rate trace FILE\"")));
+            }
+            let sharded = shard.map(|r| crate::autorate::Sharded {
+                shards: std::sync::Arc::clone(&r.shards),
+                dir,
+            });
+            s.autorate = Some(crate::autorate::Control::new(a, &mut s.path, 0, sharded));
+        }
+    }
+    Ok(())
+}
+
 /// Hand the controllers what the paths saw and the pinger heard, and let them decide when due.
 /// A frame released in one direction is that direction's data; a frame arriving in it may ACK
 /// the other's; a reflector's round trip goes to both directions (a round trip stands for

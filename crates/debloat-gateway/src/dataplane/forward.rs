@@ -177,31 +177,7 @@ impl Gateway {
             .map(|c| Classifier::new(c, qosify::FLOW_SLOTS, hasher).sharing_hash());
         let mut egress = side(&cfg.egress, cfg.emulate_egress, &cfg.modem_egress, 1);
         let mut ingress = side(&cfg.ingress, cfg.emulate_ingress, &cfg.modem_ingress, 2);
-        for (dir, (s, a, name)) in [
-            (&mut egress, cfg.autorate_egress, "egress"),
-            (&mut ingress, cfg.autorate_ingress, "ingress"),
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            if let Some(a) = a {
-                if !matches!(s.spec, QdiscSpec::Cake(_)) {
-                    return Err(io::Error::other(format!(
-                        "--autorate-{name} sets a shaper's rate: give --{name} \"cake …\""
-                    )));
-                }
-                if matches!(a.mode, debloat_core::autorate::Mode::Oracle(_))
-                    && s.path.capacity().is_none()
-                {
-                    return Err(io::Error::other(format!("--autorate-mode oracle reads the emulated link's capacity: give --emulate-{name} \"rate … | rate trace FILE\"")));
-                }
-                let sharded = shard.as_ref().map(|r| crate::autorate::Sharded {
-                    shards: std::sync::Arc::clone(&r.shards),
-                    dir,
-                });
-                s.autorate = Some(crate::autorate::Control::new(a, &mut s.path, 0, sharded));
-            }
-        }
+        crate::autorate::controllers([&mut egress, &mut ingress], &cfg, shard.as_ref())?;
         // A direction's data is timed by the ACKs the other direction carries: both log.
         if egress.autorate.is_some() || ingress.autorate.is_some() {
             egress.path.log_tcp();

@@ -67,28 +67,7 @@ pub(super) fn collect(
             }
         })
         .collect();
-    let nodes = plan
-        .nodes
-        .iter()
-        .enumerate()
-        .map(|(n, node)| {
-            let mine: Vec<&CircuitResult> = plan
-                .circuits
-                .iter()
-                .zip(&circuits)
-                .filter(|(k, _)| super::under(plan, k.parent, n))
-                .map(|x| x.1)
-                .collect();
-            NodeResult {
-                name: node.name.clone(),
-                active: mine.iter().filter(|c| c.active).count(),
-                down_mbps: mine.iter().map(|c| c.down_mbps).fold(0.0, |a, b| a + b),
-                up_mbps: mine.iter().map(|c| c.up_mbps).fold(0.0, |a, b| a + b),
-                down_class_mbps: node_class(tree, &down, n).map_or(0.0, |s| mbps(s.bytes, secs)),
-                down_max_mbps: node.down_mbps,
-            }
-        })
-        .collect();
+    let nodes = nodes(plan, tree, &down, &circuits, secs);
     CircuitRun {
         circuits,
         nodes,
@@ -97,6 +76,37 @@ pub(super) fn collect(
         length_s: secs,
         seed: 0,
     }
+}
+
+/// Every node: the sums over the circuits under it, and its own download class's rate.
+fn nodes(
+    plan: &Plan,
+    tree: &CircuitTree,
+    down: &[ClassStats],
+    circuits: &[CircuitResult],
+    secs: f64,
+) -> Vec<NodeResult> {
+    plan.nodes
+        .iter()
+        .enumerate()
+        .map(|(n, node)| {
+            let mine: Vec<&CircuitResult> = plan
+                .circuits
+                .iter()
+                .zip(circuits)
+                .filter(|(k, _)| super::under(plan, k.parent, n))
+                .map(|x| x.1)
+                .collect();
+            NodeResult {
+                name: node.name.clone(),
+                active: mine.iter().filter(|c| c.active).count(),
+                down_mbps: mine.iter().map(|c| c.down_mbps).fold(0.0, |a, b| a + b),
+                up_mbps: mine.iter().map(|c| c.up_mbps).fold(0.0, |a, b| a + b),
+                down_class_mbps: node_class(tree, down, n).map_or(0.0, |s| mbps(s.bytes, secs)),
+                down_max_mbps: node.down_mbps,
+            }
+        })
+        .collect()
 }
 
 /// A node's own class in the download tree: the class the tree builder gave it (node `n` is
