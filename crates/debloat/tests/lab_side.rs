@@ -77,7 +77,11 @@ fn goodput(v: &serde_json::Value, side: &str) -> f64 {
         .map_or(0.0, |h| h.iter().filter_map(|x| x.as_f64()).sum())
 }
 
+/// In the long tier since 2026-11-27, session 8 (≈ 55 s of CI's 30 minutes; the PI-55 row on
+/// the kernel's own qdiscs is there too, `lab_reproduce`). In CI, fq_codel stays compared with
+/// the kernel's through the ECN run below and `tests/lab.rs`'s text and statistics.
 #[test]
+#[ignore = "long tier: scripts/long-tests.sh; dated results in docs/testing.md"]
 fn fq_codel_without_ecn_drops_as_the_kernels_on_pi_55s_link() {
     let Some(v) = compare(
         "fq_codel noecn, PI-55's link",
@@ -244,7 +248,7 @@ fn cake_side(name: &str, seconds: &str, mut args: Vec<&str>) {
 }
 
 #[test]
-fn cake_besteffort_and_host_isolation_match_the_kernels() {
+fn cake_besteffort_matches_the_kernels() {
     cake_side(
         "cake besteffort",
         "20",
@@ -254,6 +258,14 @@ fn cake_besteffort_and_host_isolation_match_the_kernels() {
             "cake bandwidth 2Mbit besteffort",
         ],
     );
+}
+
+/// In the long tier since 2026-11-27, session 8 (≈ 50 s of CI's 30 minutes). In CI, CAKE's
+/// host isolation stays checked by the core's conformance tests and through the gateway on real
+/// TCP (`tests/testbed_workers.rs`: dual-srchost with 8 uploads against 1, one and two workers).
+#[test]
+#[ignore = "long tier: scripts/long-tests.sh; dated results in docs/testing.md"]
+fn cake_host_isolation_matches_the_kernels() {
     cake_side(
         "cake dual-srchost, 1 upload against 4",
         "20",

@@ -11,6 +11,13 @@
 //!
 //! tc's text is iproute2 6.1's (the lab's `tc`), which predates bands: `priomap` and `weights`
 //! are printed, in 6.7's form, only when they are not the defaults.
+//!
+//! Two words tc takes are the kernel's to refuse or ignore, and debloat does as the kernel
+//! does: `defrate RATE` is accepted and ignored (Linux only logs "sch_fq: defrate N ignored."
+//! and never reports it), and `offload_horizon TIME` (Linux ≥ 6.13, iproute2 ≥ 6.14) may not
+//! exceed the device's pacing-offload horizon — which no device debloat drives has (nor, in
+//! Linux 7.2, any in-tree driver), so only 0 is accepted, as the kernel answers "invalid
+//! offload_horizon" to anything more. iproute2 6.1 prints neither.
 
 use crate::qdisc::words::{
     count_value, expect_value, size_value, time_value, SpecError, TcForm, Tokens,
@@ -36,6 +43,8 @@ const FQ_WORDS: &[&str] = &[
     "horizon TIME",
     "horizon_drop",
     "horizon_cap",
+    "defrate RATE",
+    "offload_horizon TIME",
     "priomap P0 … P15",
     "weights W0 W1 W2",
 ];
@@ -169,6 +178,18 @@ impl FqSpec {
                 "horizon" => s.horizon_us = usecs(t, w)?,
                 "horizon_drop" => s.horizon_drop = true,
                 "horizon_cap" => s.horizon_drop = false,
+                // Accepted and ignored, as Linux ignores it (see the module's notes).
+                "defrate" => {
+                    rate(t, w)?;
+                }
+                "offload_horizon" => {
+                    if usecs(t, w)? > 0 {
+                        return Err(SpecError::value(
+                            w,
+                            "invalid offload_horizon: it may not exceed the device's pacing-offload horizon, and no device here offloads pacing (0 only)",
+                        ));
+                    }
+                }
                 "priomap" => {
                     let m = list::<16>(t, w, 0, 2)?;
                     s.priomap = m.map(|b| b as u8);

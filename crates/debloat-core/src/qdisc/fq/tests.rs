@@ -78,6 +78,26 @@ fn defaults_and_text_are_the_kernels() {
     assert!(e.to_string().contains("did you mean `flow_limit`"), "{e}");
 }
 
+/// `defrate` is accepted and changes nothing, as Linux ignores it; `offload_horizon` is
+/// refused above 0, as Linux refuses it on a device that does not offload pacing.
+#[test]
+fn defrate_is_ignored_and_offload_horizon_needs_a_device_that_offloads() {
+    assert_eq!(spec("fq defrate 10Mbit"), spec("fq"));
+    assert_eq!(
+        spec("fq defrate 10Mbit").tc_options(),
+        spec("fq").tc_options()
+    );
+    assert_eq!(
+        spec("fq offload_horizon 0us maxrate 1Mbit"),
+        spec("fq maxrate 1Mbit")
+    );
+    let e = "fq offload_horizon 1ms"
+        .parse::<QdiscSpec>()
+        .expect_err("no device offloads pacing");
+    assert!(e.to_string().contains("invalid offload_horizon"), "{e}");
+    assert!("fq defrate".parse::<QdiscSpec>().is_err());
+}
+
 #[test]
 fn a_packet_waits_for_its_departure_time() {
     let mut q = fq("fq");
