@@ -2,7 +2,7 @@
 //! under an AP of 100 Mbit/s share it fairly with low latency; a circuit alone gets its
 //! ceiling and no more; a circuit with a higher minimum gets it under congestion.
 
-use debloat_core::classify::circuits::{self, TreeOptions};
+use debloat_core::classify::circuits::{self, CircuitTree, Circuits, Plan, TreeOptions};
 use debloat_sim::circuits::{run, CircuitRun};
 
 const NETWORK: &str = r#"{ "AP_1": { "downloadBandwidthMbps": 100, "uploadBandwidthMbps": 100 } }"#;
@@ -18,7 +18,8 @@ fn devices(first_min: u32) -> String {
     s
 }
 
-fn sim(first_min: u32, profile: &str) -> CircuitRun {
+/// The files read and built, as the gateway builds them (a 1 Gbit/s root).
+fn built(first_min: u32) -> (Plan, CircuitTree, Circuits) {
     let o = TreeOptions {
         down_bps: 1_000_000_000,
         up_bps: 1_000_000_000,
@@ -30,6 +31,11 @@ fn sim(first_min: u32, profile: &str) -> CircuitRun {
         &o,
     );
     let (tree, stage) = built.unwrap_or_else(|| panic!("refused: {:?}", plan.findings));
+    (plan, tree, stage)
+}
+
+fn sim(first_min: u32, profile: &str) -> CircuitRun {
+    let (plan, tree, stage) = built(first_min);
     run(
         profile,
         &plan,
@@ -120,17 +126,7 @@ fn a_circuit_with_a_higher_minimum_gets_it_under_congestion() {
 
 #[test]
 fn profiles_name_what_is_wrong() {
-    let o = TreeOptions {
-        down_bps: 1_000_000_000,
-        up_bps: 1_000_000_000,
-        release_idle: None,
-    };
-    let (plan, built) = circuits::load(
-        ("network.json", NETWORK),
-        ("ShapedDevices.csv", &devices(1)),
-        &o,
-    );
-    let (tree, stage) = built.expect("built");
+    let (plan, tree, stage) = built(1);
     let err = |p: &str| {
         run(
             p,
@@ -162,36 +158,24 @@ fn profiles_name_what_is_wrong() {
     );
     assert!(err("length = 5\nrtt = \"20ms\"\nlenght = 3\n").contains("unknown field `lenght`"));
     // A seed picks which 60 % are active; the same seed, the same ones.
-    let r = run(
-        "length = 2\nrtt = \"20ms\"\nseed = 4\n[[group]]\nall = true\nactive = 0.6\n",
-        &plan,
-        &tree,
-        stage.clone(),
-        (1_000_000_000, 1_000_000_000),
-        |_| {},
-    )
-    .expect("runs");
-    let a: Vec<&str> = r
-        .circuits
-        .iter()
-        .filter(|c| c.active)
-        .map(|c| c.id.as_str())
-        .collect();
+    let active = |stage| -> Vec<String> {
+        let p = "length = 2\nrtt = \"20ms\"\nseed = 4\n[[group]]\nall = true\nactive = 0.6\n";
+        let r = run(
+            p,
+            &plan,
+            &tree,
+            stage,
+            (1_000_000_000, 1_000_000_000),
+            |_| {},
+        )
+        .expect("runs");
+        r.circuits
+            .into_iter()
+            .filter(|c| c.active)
+            .map(|c| c.id)
+            .collect()
+    };
+    let a = active(stage.clone());
     assert_eq!(a.len(), 24);
-    let r2 = run(
-        "length = 2\nrtt = \"20ms\"\nseed = 4\n[[group]]\nall = true\nactive = 0.6\n",
-        &plan,
-        &tree,
-        stage,
-        (1_000_000_000, 1_000_000_000),
-        |_| {},
-    )
-    .expect("runs");
-    let b: Vec<&str> = r2
-        .circuits
-        .iter()
-        .filter(|c| c.active)
-        .map(|c| c.id.as_str())
-        .collect();
-    assert_eq!(a, b);
+    assert_eq!(a, active(stage));
 }

@@ -166,6 +166,31 @@ fn two_workers_keep_host_fairness_the_rate_and_give_a_busy_shard_what_an_idle_on
     assert!(t.contains("; 2 workers"), "{t}");
 }
 
+/// Two uploads from each of hosts A and B (one on each worker) to sinks on `ports` for `secs`:
+/// the sinks (reporting a second after) and the sender threads.
+fn two_hosts_upload(
+    bed: &Bed,
+    ports: [u16; 2],
+    secs: u32,
+) -> (
+    [std::process::Child; 2],
+    [std::thread::JoinHandle<std::process::Output>; 2],
+) {
+    let c = ns(bed, "client");
+    let sinks = ports.map(|p| spawn_sink(bed, p, secs + 2, &[]));
+    std::thread::sleep(Duration::from_millis(300));
+    let send = |port: u16, to: &str, from: &str| {
+        let to = format!("{to}:{port}");
+        let mut cmd = tcp_send(&c, &to, secs, "cubic", &["--bind", from, "--streams", "2"]);
+        std::thread::spawn(move || cmd.output().expect("sender runs"))
+    };
+    let senders = [
+        send(ports[0], "198.18.2.2", A),
+        send(ports[1], "198.18.2.3", B),
+    ];
+    (sinks, senders)
+}
+
 /// `gateway reload` with two workers: the first reads the file and passes it on; both take the
 /// new rate together, so the shaped total follows the file (10 → 20 Mbit/s), each host keeps
 /// its half, and every frame stays accounted for.
@@ -193,17 +218,7 @@ fn two_workers_take_a_reload_together() {
         &["--workers", "2", "--config", &t],
     );
     add_addresses(&bed);
-    let c = ns(&bed, "client");
-    let (sink_a, sink_b) = (
-        spawn_sink(&bed, 5211, 11, &[]),
-        spawn_sink(&bed, 5212, 11, &[]),
-    );
-    std::thread::sleep(Duration::from_millis(300));
-    let send = |to: &str, from: &str| {
-        let mut cmd = tcp_send(&c, to, 9, "cubic", &["--bind", from, "--streams", "2"]);
-        std::thread::spawn(move || cmd.output().expect("sender runs"))
-    };
-    let senders = [send("198.18.2.2:5211", A), send("198.18.2.3:5212", B)];
+    let ([sink_a, sink_b], senders) = two_hosts_upload(&bed, [5211, 5212], 9);
     let rate = |from: Duration, len: Duration| {
         std::thread::sleep(from);
         let (b0, t0) = server_rx_bytes(&bed);
@@ -288,17 +303,7 @@ fn two_workers_follow_one_rate_controller() {
         "tc (the host kernel's tbf): {}",
         text(&o)
     );
-    let c = ns(&bed, "client");
-    let (sink_a, sink_b) = (
-        spawn_sink(&bed, 5221, 12, &[]),
-        spawn_sink(&bed, 5222, 12, &[]),
-    );
-    std::thread::sleep(Duration::from_millis(300));
-    let send = |to: &str, from: &str| {
-        let mut cmd = tcp_send(&c, to, 10, "cubic", &["--bind", from, "--streams", "2"]);
-        std::thread::spawn(move || cmd.output().expect("sender runs"))
-    };
-    let senders = [send("198.18.2.2:5221", A), send("198.18.2.3:5222", B)];
+    let ([sink_a, sink_b], senders) = two_hosts_upload(&bed, [5221, 5222], 10);
     std::thread::sleep(Duration::from_secs(6));
     let (b0, t0) = server_rx_bytes(&bed);
     std::thread::sleep(Duration::from_secs(3));
