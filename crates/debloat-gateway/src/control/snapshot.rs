@@ -214,6 +214,81 @@ impl Snapshot {
     pub fn merge(&mut self, other: &Snapshot) {
         self.egress.merge(&other.egress);
         self.ingress.merge(&other.ingress);
+        if let (Some(a), Some(b)) = (self.circuits.as_mut(), other.circuits) {
+            a.by_address += b.by_address;
+            a.by_mac += b.by_mac;
+            a.unknown += b.unknown;
+        }
+        merge_traffic(&mut self.circuit_traffic, &other.circuit_traffic);
+    }
+}
+
+/// Two workers' busiest circuits as one list: a circuit in both is summed, the busiest (bytes
+/// both ways) come first, and the list keeps the longer one's length (each is already cut to
+/// `--circuit-metrics`). A circuit whose hosts are on several workers and that is outside one
+/// worker's list is counted from the others only: with a cut list the merge is the busiest of
+/// what each worker listed.
+fn merge_traffic(a: &mut Vec<CircuitTraffic>, b: &[CircuitTraffic]) {
+    if b.is_empty() {
+        return;
+    }
+    let keep = a.len().max(b.len());
+    let mut by: std::collections::BTreeMap<String, CircuitTraffic> = std::mem::take(a)
+        .into_iter()
+        .map(|t| (t.circuit.clone(), t))
+        .collect();
+    for t in b {
+        let e = by
+            .entry(t.circuit.clone())
+            .or_insert_with(|| CircuitTraffic {
+                circuit: t.circuit.clone(),
+                ..Default::default()
+            });
+        e.up_bytes += t.up_bytes;
+        e.up_packets += t.up_packets;
+        e.up_drops += t.up_drops;
+        e.down_bytes += t.down_bytes;
+        e.down_packets += t.down_packets;
+        e.down_drops += t.down_drops;
+    }
+    *a = by.into_values().collect();
+    a.sort_by(|x, y| {
+        (y.up_bytes + y.down_bytes)
+            .cmp(&(x.up_bytes + x.down_bytes))
+            .then(x.circuit.cmp(&y.circuit))
+    });
+    a.truncate(keep);
+}
+
+#[cfg(test)]
+mod merge_tests {
+    use super::*;
+
+    fn t(c: &str, up: u64, down: u64) -> CircuitTraffic {
+        CircuitTraffic {
+            circuit: c.into(),
+            up_bytes: up,
+            up_packets: 1,
+            down_bytes: down,
+            down_packets: 2,
+            ..Default::default()
+        }
+    }
+
+    /// A circuit both workers list is summed; the busiest first; the longer list's length.
+    #[test]
+    fn workers_circuit_lists_merge_by_circuit() {
+        let mut a = vec![t("c1", 100, 0), t("c2", 50, 0)];
+        merge_traffic(&mut a, &[t("c2", 80, 0), t("c3", 60, 0)]);
+        let ids: Vec<&str> = a.iter().map(|x| x.circuit.as_str()).collect();
+        assert_eq!(ids, ["c2", "c1"]);
+        assert_eq!(
+            (a[0].up_bytes, a[0].up_packets, a[0].down_packets),
+            (130, 2, 4)
+        );
+        let mut none = Vec::new();
+        merge_traffic(&mut none, &[t("c9", 1, 1)]);
+        assert_eq!(none.len(), 1);
     }
 }
 
