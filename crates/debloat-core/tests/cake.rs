@@ -405,3 +405,26 @@ fn overflow_trims_the_fattest_flow_across_all_tins() {
         (1, 0, 0)
     );
 }
+
+/// `tc qdisc change … cake bandwidth R`: a spec that differs only in its rate is taken in place,
+/// the queued packets kept; any other difference is refused (the caller replaces the qdisc).
+#[test]
+fn a_new_rate_is_taken_in_place_and_nothing_else_is() {
+    let mut q = cake("cake bandwidth 10Mbit besteffort");
+    for i in 0..5 {
+        let _ = q.enqueue(pkt_in(i, 1514, udp_flow(1, 2, 3)), 0);
+    }
+    let new: QdiscSpec = "cake bandwidth 20Mbit besteffort".parse().expect("valid");
+    assert_eq!(q.change(&new), Some(1));
+    assert_eq!(q.stats().qlen, 5, "the queue stays");
+    assert!(
+        q.stats().options.contains("bandwidth 20Mbit"),
+        "{}",
+        q.stats().options
+    );
+    let other: QdiscSpec = "cake bandwidth 20Mbit diffserv4".parse().expect("valid");
+    assert_eq!(q.change(&other), None);
+    let fq: QdiscSpec = "fq_codel".parse().expect("valid");
+    assert_eq!(q.change(&fq), None);
+    assert_eq!(q.stats().qlen, 5);
+}

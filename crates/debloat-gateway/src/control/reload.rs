@@ -1,7 +1,8 @@
 //! Hitless reconfiguration (`debloat gateway reload`, SIGHUP): the configuration is read again
-//! and every change takes effect without dropping a queued frame. A discipline that changes
-//! (a rate, a tin layout, fq_codel → cake) is replaced by a new one and every frame the old
-//! one held moves into it, each flow's in order ([`crate::path::Path::replace_qdisc`]); the
+//! and every change takes effect without dropping a queued frame. A cake's new `bandwidth` and
+//! an htb's new class rates are taken in place (`tc qdisc change`, `tc class change`). Any
+//! other discipline that changes (a tin layout, fq_codel → cake) is replaced by a new one and
+//! every frame the old one held moves into it, each flow's in order ([`crate::path::Path::replace_qdisc`]); the
 //! moved frames are counted and the path's accounting stays exact. An emulated link changes
 //! in place (queued frames kept), a new classifier replaces the old (its flow and DNS state
 //! start afresh), a shaper-rate controller is rebuilt on its discipline.
@@ -269,10 +270,15 @@ impl Gateway {
         let mut replaced = spec != side.spec;
         if replaced {
             if let Some(n) = side.path.change_in_place(&spec) {
-                // `tc class change`: nothing moves, so the rate controller stays too.
-                let classes = if n == 1 { "class" } else { "classes" };
+                // `tc class change` / `tc qdisc change`: nothing moves, so the rate controller
+                // stays too.
+                let what = match (&spec, n) {
+                    (QdiscSpec::Htb(_), 1) => "1 class".to_string(),
+                    (QdiscSpec::Htb(_), n) => format!("{n} classes"),
+                    _ => "its rate".to_string(),
+                };
                 said.push(format!(
-                    "{name} {}: {n} {classes} changed in place, no frame moved",
+                    "{name} {}: {what} changed in place, no frame moved",
                     brief(&spec)
                 ));
                 side.spec = spec;
@@ -323,6 +329,11 @@ impl Gateway {
         ];
         for (egress, spec, emu, autorate) in plan {
             said.extend(self.apply_side(egress, spec, emu, autorate, now)?);
+        }
+        // A worker's shaper now runs at the file's rate: its share is set again at its next
+        // split, whatever share it had.
+        if let Some(r) = self.shard.as_mut() {
+            r.forget_shares();
         }
         if let Some(c) = &new.circuits {
             self.circuits = Some((**c).clone());

@@ -63,6 +63,12 @@ impl ShardRole {
     pub fn due(&self) -> u64 {
         self.split_at
     }
+
+    /// Forget the shares last set (a reload set the shapers to the file's rates): the next
+    /// split sets each again.
+    pub(crate) fn forget_shares(&mut self) {
+        self.share = [None; 2];
+    }
 }
 
 /// The shaper's configured rate, bit/s, if the discipline has one.

@@ -347,6 +347,21 @@ impl<P: Packet> Qdisc<P> for Cake<P> {
         }
         (self.qlen, self.backlog, self.buffer_used) = (0, 0, 0);
     }
+    /// `tc qdisc change … cake bandwidth R`: a spec that differs only in its rate is taken in
+    /// place (the queues and their state kept), as the kernel's `cake_change` does.
+    fn change(&mut self, new: &crate::qdisc::spec::QdiscSpec) -> Option<usize> {
+        let crate::qdisc::spec::QdiscSpec::Cake(c) = new else {
+            return None;
+        };
+        let mut same = self.spec.clone();
+        same.bandwidth_bytes_per_s = c.bandwidth_bytes_per_s;
+        if &same != c {
+            return None;
+        }
+        self.set_bandwidth_bytes_per_s(c.bandwidth_bytes_per_s);
+        Some(1)
+    }
+
     fn set_bandwidth(&mut self, rate_bps: Option<u64>) -> bool {
         // The spec keeps bytes/s, as the kernel's TCA_CAKE_BASE_RATE64 does.
         self.set_bandwidth_bytes_per_s(rate_bps.map(|b| b / 8).filter(|&b| b > 0));
