@@ -72,6 +72,12 @@ fn rates(a: &CircuitArgs, plan_text: &str) -> Result<(u64, u64)> {
 
 /// Read both files; every finding is printed; an error refuses them (`Err`).
 pub fn load(a: &CircuitArgs) -> Result<Option<Loaded>> {
+    load_keeping(a, None)
+}
+
+/// [`load`] again for a reload: circuits and nodes still in the files keep the minors `keep`
+/// gave them, so the running trees take the new ones in place.
+pub fn load_keeping(a: &CircuitArgs, keep: Option<&circuits::Minors>) -> Result<Option<Loaded>> {
     let (Some(n), Some(d)) = (&a.network, &a.devices) else {
         return Ok(None);
     };
@@ -89,7 +95,7 @@ pub fn load(a: &CircuitArgs) -> Result<Option<Loaded>> {
         release_idle: (idle > 0).then_some(idle),
     };
     let (nn, dn) = (n.display().to_string(), d.display().to_string());
-    let (plan, built) = circuits::load((&nn, &nt), (&dn, &dt), &o);
+    let (plan, built) = circuits::load_keeping((&nn, &nt), (&dn, &dt), &o, keep);
     for f in &plan.findings {
         eprintln!("{f}");
     }

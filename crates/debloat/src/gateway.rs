@@ -2,6 +2,7 @@
 //! emulated link) and `debloat gateway stats` (ask a running gateway for its numbers).
 
 use anyhow::{bail, Context, Result};
+use debloat_core::classify::circuits::Minors;
 use debloat_core::link::ModemSpec;
 use debloat_core::QdiscSpec;
 use debloat_gateway::control::ask;
@@ -364,8 +365,9 @@ fn say_workers(cfg: &Config) {
 }
 
 /// `--network`/`--devices`: LibreQoS's trees as the disciplines, its circuits as the stage.
-fn with_circuits(a: &RunArgs, cfg: &mut Config) -> Result<()> {
-    let Some(l) = crate::circuits::load(&a.circuits)? else {
+/// `keep` holds the running tree's minors (None at start) and is given the new tree's.
+fn with_circuits(a: &RunArgs, cfg: &mut Config, keep: &mut Option<Minors>) -> Result<()> {
+    let Some(l) = crate::circuits::load_keeping(&a.circuits, keep.as_ref())? else {
         return Ok(());
     };
     if a.link.egress.is_some() || a.link.ingress.is_some() || a.classify.is_some() {
@@ -380,6 +382,7 @@ fn with_circuits(a: &RunArgs, cfg: &mut Config) -> Result<()> {
     cfg.egress = debloat_core::QdiscSpec::Htb(l.tree.up);
     cfg.ingress = debloat_core::QdiscSpec::Htb(l.tree.down);
     cfg.circuits = Some(Arc::new(l.stage));
+    *keep = Some(l.tree.minors);
     Ok(())
 }
 
@@ -429,7 +432,8 @@ fn forward(cli: &RunArgs) -> Result<()> {
     let (a, mut warnings) = crate::gateway_setup::resolve(cli)?;
     let a = &a;
     let mut named = preflight(a, &mut warnings)?;
-    with_circuits(a, &mut named)?;
+    let mut minors = None;
+    with_circuits(a, &mut named, &mut minors)?;
     if a.dry_run && a.circuits.network.is_some() {
         // The trees run to megabytes of words: they are the files', said above in a line.
         println!("--network/--devices: the disciplines are the files' trees (--check says more); a gateway.toml does not hold them yet: give both flags");
@@ -481,7 +485,7 @@ fn forward(cli: &RunArgs) -> Result<()> {
     );
     say_workers(&cfg);
     print_classify(cfg.classify.as_ref());
-    started(&mut gw, cli)?;
+    started(&mut gw, cli, minors)?;
     // After opening: the control and metrics threads started there stay ordinary.
     if let Some(prio) = a.realtime {
         if let Err(e) = debloat_gateway::sys::realtime(prio) {
@@ -503,9 +507,9 @@ fn forward(cli: &RunArgs) -> Result<()> {
     Ok(())
 }
 
-/// Once forwarding: how to reload (SIGHUP and `gateway reload` re-read what `cli` named), and
-/// where the metrics and the live view are.
-fn started(gw: &mut Gateway, cli: &RunArgs) -> Result<()> {
+/// Once forwarding: how to reload (SIGHUP and `gateway reload` re-read what `cli` named; the
+/// circuits keep their `minors`), and where the metrics and the live view are.
+fn started(gw: &mut Gateway, cli: &RunArgs, mut minors: Option<Minors>) -> Result<()> {
     let again = cli.clone();
     gw.set_reloader(Box::new(move || {
         let (a, warnings) = crate::gateway_setup::resolve(&again).map_err(|e| format!("{e:#}"))?;
@@ -518,7 +522,7 @@ fn started(gw: &mut Gateway, cli: &RunArgs) -> Result<()> {
         let mut cfg = config(&a, l, w).map_err(|e| format!("{e:#}"))?;
         // LibreQoS's files, read again: refused whole (the running tree kept) when they have
         // an error.
-        with_circuits(&a, &mut cfg).map_err(|e| format!("{e:#}"))?;
+        with_circuits(&a, &mut cfg, &mut minors).map_err(|e| format!("{e:#}"))?;
         Ok(cfg)
     }));
     signal_hook::flag::register(signal_hook::consts::SIGHUP, gw.reload_flag())?;

@@ -3,7 +3,11 @@
 //! emulated link, each uploading with CUBIC; each gets its circuit's ceiling (within 5 %), the
 //! gateway counts every packet by address. Then a reload of files that raise the second
 //! circuit to 8 Mbit/s under load: taken in place (`tc class change`), no frame moved or
-//! dropped by it, and the second circuit's rate follows.
+//! dropped by it, and the second circuit's rate follows. Last, files of another shape under
+//! load (the first circuit moved to a new access point, the second removed, a third added):
+//! the trees are reshaped in place, no frame requeued or refused, every frame accounted for;
+//! the first circuit keeps its ceiling and the second's host, now in the default class, is no
+//! longer held to 8 Mbit/s.
 
 mod common;
 use common::bed::*;
@@ -14,6 +18,14 @@ use std::time::Duration;
 
 const EXE: &str = env!("CARGO_BIN_EXE_debloat");
 const NETWORK: &str = r#"{"AP": {"downloadBandwidthMbps": 100, "uploadBandwidthMbps": 100}}"#;
+
+/// The shape after: a second access point, the first circuit moved to it, the second gone,
+/// a third (no traffic) added.
+const NETWORK_AFTER: &str = r#"{"AP": {"downloadBandwidthMbps": 100, "uploadBandwidthMbps": 100},
+  "AP2": {"downloadBandwidthMbps": 100, "uploadBandwidthMbps": 100}}"#;
+const DEVICES_AFTER: &str = "Circuit ID,Circuit Name,Device ID,Device Name,Parent Node,MAC,IPv4,IPv6,Download Min Mbps,Upload Min Mbps,Download Max Mbps,Upload Max Mbps,Comment\n\
+     1,first,1,a,AP2,,198.18.1.2,,1,1,12,12,\n\
+     3,third,3,c,AP,,198.18.1.9,,1,1,20,20,\n";
 
 fn devices(second_mbps: u32) -> String {
     format!(
@@ -133,5 +145,47 @@ fn circuits_get_their_ceilings_and_change_in_place() {
     assert!(
         b > 0.85 * want && b < 1.05 * want,
         "the raised circuit: {b:.2} Mbit/s"
+    );
+    reshaped_under_load(&bed, &n, &d);
+}
+
+/// The third phase: files of another shape, reloaded one second into uploads from both
+/// addresses.
+fn reshaped_under_load(bed: &Bed, n: &std::path::Path, d: &std::path::Path) {
+    std::fs::write(n, NETWORK_AFTER).expect("write");
+    std::fs::write(d, DEVICES_AFTER).expect("write");
+    let said = std::cell::RefCell::new(String::new());
+    let (a, b) = uploads(bed, 7, || {
+        std::thread::sleep(Duration::from_secs(1));
+        let o = Command::new(EXE)
+            .args(["gateway", "reload", "--control"])
+            .arg(testbed::control_socket(&bed.prefix))
+            .output()
+            .expect("reload");
+        *said.borrow_mut() = text(&o);
+    });
+    let said = said.into_inner();
+    println!("{said}after the reshape: circuit 1 {a:.2}, the second address {b:.2} Mbit/s");
+    assert_eq!(
+        said.matches(": reshaped in place: 2 classes added, 1 removed, 1 moved")
+            .count(),
+        2,
+        "{said}"
+    );
+    assert_eq!(said.matches(" requeued (0 refused)").count(), 2, "{said}");
+    assert!(said.contains(" 0 requeued"), "no frame moved: {said}");
+    let after = gateway_stats(bed);
+    assert!(
+        accounted(&after["egress"]) && accounted(&after["ingress"]),
+        "{after}"
+    );
+    let want = 12.0 * 1448.0 / 1514.0;
+    assert!(
+        (a - want).abs() <= 0.05 * want,
+        "the moved circuit: {a:.2} Mbit/s"
+    );
+    assert!(
+        b > 1.5 * 8.0,
+        "the removed circuit's host, in the default class: {b:.2} Mbit/s"
     );
 }

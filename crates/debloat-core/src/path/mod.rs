@@ -341,6 +341,27 @@ impl<P: Packet + Clone, Q: Qdisc<P>> DataPath<P, Q> {
         }
     }
 
+    /// Take `spec`, a classful discipline of another shape, in place at `t`
+    /// ([`Qdisc::reshape`]: htb's classes added, removed or moved): the packets stay queued;
+    /// those a changed leaf refuses are counted and handed out as drops. The path is first run
+    /// up to `t`. None when the running discipline cannot (then replace it).
+    pub fn reshape_qdisc(
+        &mut self,
+        spec: &crate::qdisc::spec::QdiscSpec,
+        t: Nanos,
+        out: &mut impl FnMut(Event<'_, P>),
+    ) -> Option<crate::qdisc::htb::Reshaped> {
+        let t = t.max(self.now);
+        self.advance_to(t, out);
+        self.drain_qdisc_drops(t, out);
+        let r = self.qdisc.reshape(spec)?;
+        self.drain_qdisc_drops(t, out);
+        if self.qdisc.qlen() > 0 {
+            self.kick(t, out);
+        }
+        Some(r)
+    }
+
     /// Replace the discipline at `t` with `new`, moving every packet the old one holds into it
     /// (each flow's in order, flows in turn: [`Qdisc::drain`]), so nothing queued is lost.
     /// Packets `new` refuses (a smaller limit) are its drops, counted and handed out as such.

@@ -152,6 +152,12 @@ pub trait Qdisc<P: Packet> {
     fn change(&mut self, _new: &spec::QdiscSpec) -> Option<usize> {
         None
     }
+    /// Take `new`, of another shape, in place: a classful discipline's classes added, removed
+    /// or moved with every queued packet kept (htb: `htb/reshape.rs`); what changed, or None
+    /// when it cannot (the default: the caller replaces the discipline).
+    fn reshape(&mut self, _new: &spec::QdiscSpec) -> Option<htb::Reshaped> {
+        None
+    }
 }
 
 /// One packet from each queue in turn until all are empty: the order a round-robin scheduler
@@ -202,6 +208,9 @@ impl<P: Packet, Q: Qdisc<P> + ?Sized> Qdisc<P> for Box<Q> {
     }
     fn change(&mut self, new: &spec::QdiscSpec) -> Option<usize> {
         (**self).change(new)
+    }
+    fn reshape(&mut self, new: &spec::QdiscSpec) -> Option<htb::Reshaped> {
+        (**self).reshape(new)
     }
     fn class(&self, minor: u16) -> Option<ClassStats> {
         (**self).class(minor)

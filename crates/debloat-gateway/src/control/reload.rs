@@ -1,6 +1,8 @@
 //! Hitless reconfiguration (`debloat gateway reload`, SIGHUP): the configuration is read again
 //! and every change takes effect without dropping a queued frame. A cake's new `bandwidth` and
-//! an htb's new class rates are taken in place (`tc qdisc change`, `tc class change`). Any
+//! an htb's new class rates are taken in place (`tc qdisc change`, `tc class change`); an htb
+//! of another shape (LibreQoS's circuits added, removed, moved) too, its classes matched by
+//! minor, a removed leaf's frames draining through its parent (`htb/reshape.rs`). Any
 //! other discipline that changes (a tin layout, fq_codel → cake) is replaced by a new one and
 //! every frame the old one held moves into it, each flow's in order ([`crate::path::Path::replace_qdisc`]); the
 //! moved frames are counted and the path's accounting stays exact. An emulated link changes
@@ -283,6 +285,9 @@ impl Gateway {
                 ));
                 side.spec = spec;
                 replaced = false;
+            } else if let Some(r) = side.path.reshape_qdisc(&spec, now) {
+                said.push(format!("{name} {}: reshaped in place: {r}", brief(&spec)));
+                side.spec = spec;
             } else {
                 let (moved, refused) = side.path.replace_qdisc(&spec, now);
                 said.push(format!("{name} `{}` → `{}`: {moved} queued frames moved, {refused} refused by the new discipline", brief(&side.spec), brief(&spec)));

@@ -179,6 +179,18 @@ impl Path {
         (moved, refused)
     }
 
+    /// Take `spec`, an htb of another shape, in place at `now`: every queued frame kept (see
+    /// `debloat_core::qdisc::htb::Reshaped`); None when the running discipline cannot.
+    pub fn reshape_qdisc(
+        &mut self,
+        spec: &QdiscSpec,
+        now: u64,
+    ) -> Option<debloat_core::qdisc::htb::Reshaped> {
+        let log = &mut self.tcp_log;
+        self.path
+            .reshape_qdisc(spec, now, &mut |e| log_sent(log, &e))
+    }
+
     /// Take `spec` in place when the running discipline can (an htb whose rates changed):
     /// how many things changed, or None (then it must be replaced).
     pub fn change_in_place(&mut self, spec: &QdiscSpec) -> Option<usize> {

@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 pub use libreqos::{Circuit, Device, Finding, Node, Plan};
-pub use tree::{CircuitTree, TreeOptions};
+pub use tree::{CircuitTree, Minors, TreeOptions};
 
 /// What the stage has done.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -151,6 +151,17 @@ pub fn load(
     devices: (&str, &str),
     o: &TreeOptions,
 ) -> (Plan, Option<(CircuitTree, Circuits)>) {
+    load_keeping(network, devices, o, None)
+}
+
+/// [`load`] for a reload: circuits and nodes still there keep the minors `keep` gave them
+/// ([`tree::build_keeping`]).
+pub fn load_keeping(
+    network: (&str, &str),
+    devices: (&str, &str),
+    o: &TreeOptions,
+    keep: Option<&Minors>,
+) -> (Plan, Option<(CircuitTree, Circuits)>) {
     let mut plan = Plan::default();
     libreqos::read_network(&mut plan, network.0, network.1);
     libreqos::read_devices(&mut plan, devices.0, devices.1);
@@ -158,7 +169,7 @@ pub fn load(
         return (plan, None);
     }
     libreqos::cross_check(&mut plan, devices.0);
-    match tree::build(&plan, o) {
+    match tree::build_keeping(&plan, o, keep) {
         Ok(t) => {
             let stage = Circuits::new(&plan, &t.minor);
             (plan, Some((t, stage)))

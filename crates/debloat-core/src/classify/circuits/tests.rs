@@ -95,6 +95,58 @@ fn the_documented_example_reads_clean() {
     assert_eq!(stage.lookup("100.64.0.99".parse().expect("ip")), None);
 }
 
+/// Built again from changed files with the running tree's minors: a circuit or node still
+/// there keeps its minor; a new one gets a minor the running tree did not use (so a removed
+/// circuit's, whose packets may be draining, is not handed on); the running HTB takes the new
+/// tree in place with the kept circuit's queue untouched.
+#[test]
+fn a_rebuild_keeps_the_minors() {
+    let first = "1,a,1,d,AP_A,,100.64.0.1,,1,1,25,5,\n\
+                 2,b,2,d,AP_A,,100.64.0.2,,1,1,25,5,\n\
+                 3,c,3,d,AP_9,,100.64.0.3,,1,1,25,5,\n";
+    let (_, built) = plan(first);
+    let (t0, s0) = built.expect("built");
+    // Circuit 2 gone, 4 new under AP_A, circuit 3 moved to the site.
+    let second = "1,a,1,d,AP_A,,100.64.0.1,,1,1,25,5,\n\
+                  4,d,4,d,AP_A,,100.64.0.4,,1,1,25,5,\n\
+                  3,c,3,d,Site_1,,100.64.0.3,,1,1,25,5,\n";
+    let (_, built) = load_keeping(
+        ("network.json", NETWORK),
+        ("ShapedDevices.csv", &devices(second)),
+        &opts(),
+        Some(&t0.minors),
+    );
+    let (t1, s1) = built.expect("built");
+    for id in ["1", "3"] {
+        assert_eq!(
+            t1.minors.circuits[id], t0.minors.circuits[id],
+            "circuit {id}"
+        );
+    }
+    assert_eq!(t1.minors.nodes, t0.minors.nodes);
+    let new = t1.minors.circuits["4"];
+    assert!(
+        !t0.down.classes.iter().any(|c| c.id == new),
+        "1:{new:x} was in use"
+    );
+    let a = "100.64.0.1".parse().expect("ip");
+    assert_eq!(s1.lookup(a), s0.lookup(a));
+    assert_eq!(s1.lookup("100.64.0.2".parse().expect("ip")), None);
+    assert!(t1.down.check().is_ok() && t1.up.check().is_ok());
+    // The running tree takes it in place.
+    let mut q = QdiscSpec::Htb(t0.down.clone()).build::<Record>(FlowHasher::new([1, 2]), 1);
+    let mut p = pkt_in(1, 1000, crate::testutil::udp_flow(9, 1, 1));
+    p.meta.priority = 0x1_0000 | u32::from(t0.minors.circuits["1"]);
+    q.enqueue(p, 0);
+    let r = q.reshape(&QdiscSpec::Htb(t1.down.clone())).expect("htb");
+    assert_eq!(
+        (r.added, r.removed, r.moved, r.draining),
+        (1, 1, 1, 0),
+        "{r}"
+    );
+    assert_eq!(q.qlen(), 1);
+}
+
 /// Every kind of mistake, each with its line and reason; errors refuse the files.
 #[test]
 fn lint_names_the_line_and_the_reason() {

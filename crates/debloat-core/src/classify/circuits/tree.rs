@@ -9,10 +9,17 @@
 //! node, its circuits, its child nodes — from 3. HTB has eight levels: nodes deeper than six
 //! below the root class are put under their ancestor at the sixth, with a warning (LibreQoS
 //! flattens too).
+//!
+//! Rebuilt from changed files ([`build_keeping`]), a circuit or node that was there before keeps
+//! its minor and a new one gets a minor no class of the running tree has, so the running HTB
+//! can take the new tree in place ([`crate::qdisc::Qdisc::reshape`]): classes are matched by
+//! minor, and a removed circuit's minor is not handed to another while its packets drain.
+//! LibreQoS numbers afresh on every full reload; this is debloat's choice.
 
 use super::libreqos::Plan;
 use crate::qdisc::htb::{ClassSpec, HtbSpec};
 use crate::qdisc::spec::QdiscSpec;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What the trees are built with.
 #[derive(Clone, Debug)]
@@ -38,6 +45,52 @@ pub struct CircuitTree {
     pub node_minor: Vec<u16>,
     /// What was put elsewhere than the files said.
     pub warnings: Vec<String>,
+    /// Every circuit's and node's minor by its ID or name, for the next build to keep.
+    pub minors: Minors,
+}
+
+/// Minors by circuit ID and by node name, as a tree gave them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Minors {
+    /// Circuit ID → minor.
+    pub circuits: BTreeMap<String, u16>,
+    /// Node name → minor.
+    pub nodes: BTreeMap<String, u16>,
+}
+
+impl Minors {
+    fn all(&self) -> BTreeSet<u16> {
+        self.circuits
+            .values()
+            .chain(self.nodes.values())
+            .copied()
+            .collect()
+    }
+}
+
+/// How minors are given: those `keep` names, then the lowest from 3 up that no class of the
+/// previous tree had and none given yet has.
+struct Numbering<'a> {
+    keep: Option<&'a Minors>,
+    /// The previous tree's minors.
+    reserved: BTreeSet<u16>,
+    given: BTreeSet<u16>,
+    next: u16,
+}
+
+impl Numbering<'_> {
+    fn give(&mut self, kept: Option<u16>) -> u16 {
+        if let Some(m) = kept.filter(|m| !self.given.contains(m)) {
+            self.given.insert(m);
+            return m;
+        }
+        while self.given.contains(&self.next) || self.reserved.contains(&self.next) {
+            self.next += 1;
+        }
+        let m = self.next;
+        self.given.insert(m);
+        m
+    }
 }
 
 /// The deepest level below the root class a node may sit at (root 1:1 is level 1, the
@@ -76,7 +129,21 @@ fn class(
 
 /// Build the trees; an error when the classes would not fit in HTB's 16-bit minors.
 pub fn build(plan: &Plan, o: &TreeOptions) -> Result<CircuitTree, String> {
+    build_keeping(plan, o, None)
+}
+
+/// [`build`], keeping the minors `keep` gave every circuit and node that is still there; new
+/// ones get minors `keep` does not use (all afresh when they would not fit that way).
+pub fn build_keeping(
+    plan: &Plan,
+    o: &TreeOptions,
+    keep: Option<&Minors>,
+) -> Result<CircuitTree, String> {
     let total = 2 + plan.nodes.len() + plan.circuits.len();
+    let reserved = keep.map(Minors::all).unwrap_or_default();
+    if keep.is_some() && total + reserved.len() > 0xfffe {
+        return build_keeping(plan, o, None);
+    }
     if total > 0xfffe {
         return Err(format!(
             "{total} classes: one HTB holds 65534 (minors 1:1 to 1:fffe)"
@@ -100,6 +167,7 @@ pub fn build(plan: &Plan, o: &TreeOptions) -> Result<CircuitTree, String> {
         minor: vec![0; plan.circuits.len()],
         node_minor: vec![0; plan.nodes.len()],
         warnings: Vec::new(),
+        minors: Minors::default(),
     };
     let (dl, ul) = (o.down_bps, o.up_bps);
     t.down.classes.push(class(1, None, dl, dl, None));
@@ -131,13 +199,17 @@ pub fn build(plan: &Plan, o: &TreeOptions) -> Result<CircuitTree, String> {
             None => tops.push(i),
         }
     }
-    let mut next = 3u16;
     let mut w = Walk {
         plan,
         t: &mut t,
         by_node: &by_node,
         kids: &kids,
-        next: &mut next,
+        numbering: Numbering {
+            keep,
+            reserved,
+            given: BTreeSet::from([0, 1, 2]),
+            next: 3,
+        },
     };
     for n in tops {
         w.node(n, 1, 1);
@@ -164,13 +236,24 @@ struct Walk<'a> {
     t: &'a mut CircuitTree,
     by_node: &'a [Vec<usize>],
     kids: &'a [Vec<usize>],
-    next: &'a mut u16,
+    numbering: Numbering<'a>,
 }
 
 impl Walk<'_> {
-    fn take(&mut self) -> u16 {
-        let m = *self.next;
-        *self.next += 1;
+    /// A minor for the circuit (`circuit` true) or node named `key`, recorded in the tree.
+    fn take(&mut self, key: &str, circuit: bool) -> u16 {
+        let kept = self.numbering.keep.and_then(|k| {
+            let book = if circuit { &k.circuits } else { &k.nodes };
+            book.get(key).copied()
+        });
+        let m = self.numbering.give(kept);
+        let mine = &mut self.t.minors;
+        let mine = if circuit {
+            &mut mine.circuits
+        } else {
+            &mut mine.nodes
+        };
+        mine.insert(key.to_string(), m);
         m
     }
 
@@ -182,7 +265,7 @@ impl Walk<'_> {
             self.t.warnings.push(format!("node {} is more than {NODE_DEPTH} levels deep: its circuits are shaped under its ancestor's class 1:{parent:x}", node.name));
             (parent, depth)
         } else {
-            let m = self.take();
+            let m = self.take(&node.name, false);
             self.t.node_minor[n] = m;
             let (d, u) = (mbit(node.down_mbps), mbit(node.up_mbps));
             let rate = |x: f64| mbit((x * 0.95).round());
@@ -206,7 +289,7 @@ impl Walk<'_> {
 
     fn circuit(&mut self, i: usize, parent: u16) {
         let c = &self.plan.circuits[i];
-        let m = self.take();
+        let m = self.take(&c.id, true);
         self.t.minor[i] = m;
         let (dq, uq) = (leaf(c.sqm.0.as_deref()), leaf(c.sqm.1.as_deref()));
         self.t.down.classes.push(class(

@@ -27,10 +27,12 @@ pub mod spec;
 
 mod build;
 mod class;
+mod reshape;
 mod rr;
 mod tree;
 mod wait;
 
+pub use reshape::Reshaped;
 pub use spec::{ClassSpec, HtbSpec, Match};
 
 use crate::flow::FlowHasher;
@@ -65,6 +67,8 @@ pub struct Htb<P> {
     rules: Vec<(Match, u32)>,
     /// The default class when it is a leaf.
     default_class: Option<u32>,
+    /// Minors of removed classes still draining their packets (`reshape.rs`), sorted.
+    draining: Vec<u16>,
     direct: VecDeque<P>,
     direct_pkts: u64,
     dropped: DropBox<P>,
@@ -84,11 +88,17 @@ impl<P> std::fmt::Debug for Htb<P> {
 impl<P: Packet + 'static> Htb<P> {
     /// An htb from a parsed spec; `hasher` and `seed` go to the leaves.
     pub fn new(spec: &HtbSpec, hasher: FlowHasher, seed: u64) -> Self {
-        let b = build::build(spec);
+        Self::owning(spec.clone(), hasher, seed)
+    }
+
+    /// [`Htb::new`] from a spec of its own.
+    fn owning(spec: HtbSpec, hasher: FlowHasher, seed: u64) -> Self {
+        let b = build::build(&spec);
         let leaves = b.leaf_class.iter().map(|_| None).collect();
         let idle_since = vec![Nanos::MAX; b.leaf_class.len()];
+        let release_idle = spec.release_idle;
         let mut q = Htb {
-            spec: spec.clone(),
+            spec,
             tree: Tree::new(b.classes),
             leaves,
             leaf_class: b.leaf_class,
@@ -100,6 +110,7 @@ impl<P: Packet + 'static> Htb<P> {
             by_minor: b.by_minor,
             rules: b.rules,
             default_class: b.default_class,
+            draining: Vec::new(),
             direct: VecDeque::new(),
             direct_pkts: 0,
             dropped: DropBox::default(),
@@ -109,7 +120,7 @@ impl<P: Packet + 'static> Htb<P> {
             sent_pkts: 0,
             drops: 0,
         };
-        if spec.release_idle.is_none() {
+        if release_idle.is_none() {
             for leaf in 0..q.leaves.len() {
                 q.leaf_mut(leaf);
             }
@@ -237,7 +248,8 @@ impl<P: Packet + 'static> Htb<P> {
         }
         if m.priority >> 16 == 1 {
             if let Some(c) = self.by_minor(m.priority as u16) {
-                if self.tree.classes[c as usize].level == 0 {
+                if self.tree.classes[c as usize].level == 0 && !self.is_draining(m.priority as u16)
+                {
                     return Some(c);
                 }
             }
@@ -491,6 +503,13 @@ impl<P: Packet + 'static> Qdisc<P> for Htb<P> {
             return None;
         };
         self.change_rates(new)
+    }
+
+    fn reshape(&mut self, new: &QdiscSpec) -> Option<Reshaped> {
+        let QdiscSpec::Htb(new) = new else {
+            return None;
+        };
+        Some(self.reshape_to(new))
     }
 
     fn drain(&mut self, out: &mut dyn FnMut(P)) {

@@ -216,6 +216,17 @@ impl Tree {
         }
     }
 
+    /// A class given carried-over buckets (a reshaped tree): its mode at `now` from them, and
+    /// into the wait queue when that is not `CanSend`. Called before any class is active.
+    pub(crate) fn restore_mode(&mut self, c: u32) {
+        let cl = &mut self.classes[c as usize];
+        let mut diff = cl.since_charge(self.now);
+        cl.mode = cl.mode_after(&mut diff);
+        if cl.mode != Mode::CanSend {
+            self.add_to_wait(c, diff);
+        }
+    }
+
     /// `htb_add_to_wait_tree`: the class changes mode in `delay` ns.
     fn add_to_wait(&mut self, c: u32, delay: i64) {
         let cl = &self.classes[c as usize];
