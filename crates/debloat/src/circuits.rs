@@ -147,23 +147,33 @@ pub fn check(a: &CircuitArgs) -> Result<()> {
         grew as f64 / 1048576.0,
         grew as f64 / l.plan.circuits.len().max(1) as f64
     );
-    let active = activate(&l, down, 2000.min(l.plan.circuits.len()));
+    let n = 2000.min(l.plan.circuits.len());
+    let active = activate(&l, down, n, debloat_core::Direction::Down);
     let with = rss().saturating_sub(before);
     println!(
         "with {active} circuits active down (a packet queued in each): {:.1} MiB more, {:.0} bytes per active circuit",
         with.saturating_sub(grew) as f64 / 1048576.0,
         with.saturating_sub(grew) as f64 / active.max(1) as f64
     );
-    drop(up);
+    let both = activate(&l, up, n, debloat_core::Direction::Up);
+    let total = rss().saturating_sub(before);
+    println!(
+        "and up too (a packet from each): {:.1} MiB more; {:.1} MiB in all with {both} circuits active both ways, {:.0} bytes per active CAKE (one tin each holds packets; each further tin in use adds about 95 KB)",
+        total.saturating_sub(with) as f64 / 1048576.0,
+        total as f64 / 1048576.0,
+        total.saturating_sub(grew) as f64 / (active + both).max(1) as f64
+    );
     Ok(())
 }
 
-/// Queue one packet for each of the first `n` circuits (to its first address) in the download
-/// tree: their leaves are built, as traffic would build them. How many were reached.
+/// Queue one packet for each of the first `n` circuits (to its first address going down, from
+/// it going up) in that direction's tree: their leaves are built, as traffic would build them.
+/// How many were reached.
 fn activate(
     l: &Loaded,
-    mut down: Box<dyn debloat_core::Qdisc<debloat_core::Record>>,
+    mut tree: Box<dyn debloat_core::Qdisc<debloat_core::Record>>,
     n: usize,
+    dir: debloat_core::Direction,
 ) -> usize {
     use debloat_core::classify::Classify;
     let mut stage = l.stage.clone();
@@ -172,17 +182,24 @@ fn activate(
         let Some(net) = c.devices.iter().flat_map(|d| d.nets.first()).next() else {
             continue;
         };
-        let src: std::net::IpAddr = "198.18.0.1"
+        let far: std::net::IpAddr = "198.18.0.1"
             .parse()
             .unwrap_or(std::net::IpAddr::from([0u8; 4]));
-        let key = debloat_core::flow::FlowKey::ip(src, net.addr(), 443, 1000, 6);
+        let key = match dir {
+            debloat_core::Direction::Down => {
+                debloat_core::flow::FlowKey::ip(far, net.addr(), 443, 1000, 6)
+            }
+            debloat_core::Direction::Up => {
+                debloat_core::flow::FlowKey::ip(net.addr(), far, 1000, 443, 6)
+            }
+        };
         let mut m = debloat_core::PacketMeta::new(1514, key);
-        let _ = stage.classify(&mut m, debloat_core::Direction::Down, 0);
-        if down.enqueue(debloat_core::Record::new(i as u64, m), 0) != debloat_core::Verdict::Dropped
+        let _ = stage.classify(&mut m, dir, 0);
+        if tree.enqueue(debloat_core::Record::new(i as u64, m), 0) != debloat_core::Verdict::Dropped
         {
             reached += 1;
         }
     }
-    std::mem::forget(down); // measured while held; the process exits next
+    std::mem::forget(tree); // measured while held; the process exits next
     reached
 }

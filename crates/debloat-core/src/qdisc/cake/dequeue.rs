@@ -55,76 +55,80 @@ impl<P: Packet> Cake<P> {
     pub(super) fn choose_flow(&mut self, tin: usize, first: &mut bool) -> Option<usize> {
         loop {
             let t = &self.tins[tin];
-            let list = if *first && !t.lists.is_empty(DECAYING) {
+            let tq = &*t.q;
+            let list = if *first && !tq.lists.is_empty(DECAYING) {
                 DECAYING
-            } else if !t.lists.is_empty(NEW) {
+            } else if !tq.lists.is_empty(NEW) {
                 NEW
-            } else if !t.lists.is_empty(OLD) {
+            } else if !tq.lists.is_empty(OLD) {
                 OLD
-            } else if !t.lists.is_empty(DECAYING) {
+            } else if !tq.lists.is_empty(DECAYING) {
                 DECAYING
             } else {
                 return None;
             };
-            let idx = t.lists.front(list)? as usize;
+            let idx = tq.lists.front(list)? as usize;
             *first = false;
-            if t.flows[idx].deficit > 0 {
+            if tq.flows[idx].deficit > 0 {
                 return Some(idx);
             }
-            let has_packets = !t.flows[idx].q.is_empty();
+            let has_packets = !tq.flows[idx].q.is_empty();
             let t = &mut self.tins[tin];
-            if t.table.slots[idx].set == FlowSet::Sparse {
+            let tq = &mut *t.q;
+            if tq.table.slots[idx].set == FlowSet::Sparse {
                 if has_packets {
                     t.sparse_flow_count -= 1;
                     t.bulk_flow_count += 1;
-                    t.table.inc_bulk(idx, self.mode);
-                    t.table.slots[idx].set = FlowSet::Bulk;
+                    tq.table.inc_bulk(idx, self.mode);
+                    tq.table.slots[idx].set = FlowSet::Bulk;
                 } else {
-                    t.table.slots[idx].set = FlowSet::SparseWait;
+                    tq.table.slots[idx].set = FlowSet::SparseWait;
                 }
             }
             let q = self.flow_quantum(tin, idx);
             let t = &mut self.tins[tin];
-            t.flows[idx].deficit += q;
-            t.lists.rotate_front(list, OLD);
+            let tq = &mut *t.q;
+            tq.flows[idx].deficit += q;
+            tq.lists.rotate_front(list, OLD);
         }
     }
 
     /// The chosen flow was empty: park it on the decaying list or release it.
     pub(super) fn retire_flow(&mut self, tin: usize, idx: usize, now: Nanos) {
         let t = &mut self.tins[tin];
-        let f = &mut t.flows[idx];
+        let tq = &mut *t.q;
+        let f = &mut tq.flows[idx];
         if self.cobalt.queue_empty(&mut f.cvars, &t.p.cparams, now) {
             t.unresponsive_flow_count = t.unresponsive_flow_count.saturating_sub(1);
         }
-        let set = t.table.slots[idx].set;
         let keep = f.cvars.p_drop != 0 || f.cvars.count != 0 || now < f.cvars.drop_next;
+        let set = tq.table.slots[idx].set;
         match set {
             FlowSet::Bulk => {
                 t.bulk_flow_count -= 1;
-                t.table.dec_bulk(idx, self.mode);
+                tq.table.dec_bulk(idx, self.mode);
             }
             FlowSet::Sparse | FlowSet::SparseWait => t.sparse_flow_count -= 1,
             FlowSet::Decaying if !keep => t.decaying_flow_count -= 1,
             FlowSet::Decaying | FlowSet::None => {}
         }
         // The flow is the head of the list `choose_flow` took it from.
-        let list = t.lists.list_of(idx as u32);
-        debug_assert!(list.and_then(|l| t.lists.front(l)) == Some(idx as u32));
+        let list = tq.lists.list_of(idx as u32);
+        debug_assert!(list.and_then(|l| tq.lists.front(l)) == Some(idx as u32));
         if keep {
             if set != FlowSet::Decaying {
                 t.decaying_flow_count += 1;
             }
             match list {
                 Some(l) => {
-                    t.lists.rotate_front(l, DECAYING);
+                    tq.lists.rotate_front(l, DECAYING);
                 }
-                None => t.lists.push_back(DECAYING, idx as u32),
+                None => tq.lists.push_back(DECAYING, idx as u32),
             }
-            t.table.slots[idx].set = FlowSet::Decaying;
+            tq.table.slots[idx].set = FlowSet::Decaying;
         } else {
-            t.lists.remove(idx as u32);
-            t.table.slots[idx].set = FlowSet::None;
+            tq.lists.remove(idx as u32);
+            tq.table.slots[idx].set = FlowSet::None;
         }
     }
 
@@ -132,9 +136,10 @@ impl<P: Packet> Cake<P> {
     #[inline(always)]
     pub(super) fn pop(&mut self, tin: usize, idx: usize) -> Option<P> {
         let t = &mut self.tins[tin];
-        let p = self.pool.pop_front(&mut t.flows[idx].q)?;
+        let tq = &mut *t.q;
+        let p = self.pool.pop_front(&mut tq.flows[idx].q)?;
         let (len, truesize) = (p.meta().len, p.meta().truesize);
-        t.backlogs[idx] -= len;
+        tq.backlogs[idx] -= len;
         t.tin_backlog -= u64::from(len);
         self.backlog -= u64::from(len);
         self.buffer_used -= u64::from(truesize);
@@ -158,7 +163,8 @@ impl<P: Packet> Cake<P> {
                 0
             };
             let t = &mut self.tins[tin];
-            let flow = &mut t.flows[idx];
+            let tq = &mut *t.q;
+            let flow = &mut tq.flows[idx];
             let Some(head) = self.pool.front_mut(&flow.q) else {
                 self.retire_flow(tin, idx, now);
                 return Err(false);
@@ -176,7 +182,8 @@ impl<P: Packet> Cake<P> {
                 return Err(false);
             };
             let t = &mut self.tins[tin];
-            t.flows[idx].dropped += 1;
+            let tq = &mut *t.q;
+            tq.flows[idx].dropped += 1;
             t.tin_dropped += 1;
             self.drops += 1;
             let reason = if verdict == cobalt::Verdict::Blue {
@@ -188,7 +195,8 @@ impl<P: Packet> Cake<P> {
                 let adj = self.spec.overhead.adjusted_len(p.meta(), &mut self.sizes);
                 self.advance_shaper(tin, adj, now, true);
                 let t = &mut self.tins[tin];
-                t.flows[idx].deficit -= adj as i32;
+                let tq = &mut *t.q;
+                tq.flows[idx].deficit -= adj as i32;
                 t.tin_deficit -= adj as i32;
                 self.dropped.push(p, reason);
                 return Err(true);
@@ -215,7 +223,8 @@ impl<P: Packet> Cake<P> {
     pub(super) fn deliver(&mut self, tin: usize, idx: usize, p: &P, now: Nanos) {
         let adj = self.spec.overhead.adjusted_len(p.meta(), &mut self.sizes);
         let t = &mut self.tins[tin];
-        t.tin_ecn_mark += u32::from(t.flows[idx].cvars.ecn_marked);
+        let tq = &mut *t.q;
+        t.tin_ecn_mark += u32::from(tq.flows[idx].cvars.ecn_marked);
         let delay = now.saturating_sub(p.meta().enqueue_ns);
         t.avge_delay = ewma(t.avge_delay, delay, 8);
         t.peak_delay = ewma(
@@ -230,7 +239,8 @@ impl<P: Packet> Cake<P> {
         );
         self.advance_shaper(tin, adj, now, false);
         let t = &mut self.tins[tin];
-        t.flows[idx].deficit -= adj as i32;
+        let tq = &mut *t.q;
+        tq.flows[idx].deficit -= adj as i32;
         t.tin_deficit -= adj as i32;
         self.sent_bytes += u64::from(p.meta().len);
         self.sent_pkts += 1;

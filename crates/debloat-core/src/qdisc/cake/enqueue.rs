@@ -28,6 +28,7 @@ impl<P: Packet> Cake<P> {
             // The host hashes only matter when a flow takes a new queue.
             let flow_hash = self.hasher.flow_hash(m);
             self.tins[tin]
+                .q
                 .table
                 .lookup_with(flow_hash, mode, host_hashes)
         } else {
@@ -40,6 +41,7 @@ impl<P: Packet> Cake<P> {
                 flow_hash ^= dst;
             }
             self.tins[tin]
+                .q
                 .table
                 .lookup_with(flow_hash, mode, || (src, dst))
         };
@@ -49,7 +51,8 @@ impl<P: Packet> Cake<P> {
     #[inline(always)]
     pub(super) fn flow_quantum(&mut self, tin: usize, idx: usize) -> i32 {
         let t = &self.tins[tin];
-        let load = t.table.host_load(idx, self.mode) as usize;
+        let tq = &*t.q;
+        let load = tq.table.host_load(idx, self.mode) as usize;
         let div = u32::from(QUANTUM_DIV[load.min(QUEUES)]);
         ((u32::from(t.p.flow_quantum) * div + u32::from(self.rng.next_u16())) >> 16) as i32
     }
@@ -61,12 +64,13 @@ impl<P: Packet> Cake<P> {
         m.enqueue_ns = now;
         let (len, truesize) = (m.len, m.truesize);
         let t = &mut self.tins[tin];
-        self.pool.push_back(&mut t.flows[idx].q, p);
+        let tq = &mut *t.q;
+        self.pool.push_back(&mut tq.flows[idx].q, p);
         self.qlen += 1;
         self.buffer_used += u64::from(truesize);
         t.packets += 1;
         t.bytes += u64::from(len);
-        t.backlogs[idx] += len;
+        tq.backlogs[idx] += len;
         t.tin_backlog += u64::from(len);
         self.backlog += u64::from(len);
     }
@@ -74,15 +78,16 @@ impl<P: Packet> Cake<P> {
     /// Run the ACK filter on the flow whose tail just arrived.
     pub(super) fn ack_filter(&mut self, tin: usize, idx: usize, now: Nanos) {
         let t = &mut self.tins[tin];
-        let Some(i) = ack_filter::find(&self.pool, &t.flows[idx].q, self.spec.ack_filter) else {
+        let tq = &mut *t.q;
+        let Some(i) = ack_filter::find(&self.pool, &tq.flows[idx].q, self.spec.ack_filter) else {
             return;
         };
-        let Some(ack) = self.pool.remove(&mut t.flows[idx].q, i) else {
+        let Some(ack) = self.pool.remove(&mut tq.flows[idx].q, i) else {
             return;
         };
         let (len, truesize) = (ack.meta().len, ack.meta().truesize);
         t.ack_drops += 1;
-        t.backlogs[idx] -= len;
+        tq.backlogs[idx] -= len;
         t.tin_backlog -= u64::from(len);
         // tc counts enqueued bytes per tin; the removed ACK's bytes stay counted, its packet
         // count is replaced by the trigger's (net: packets counts the trigger once).
@@ -103,25 +108,27 @@ impl<P: Packet> Cake<P> {
     /// The flow state machine on enqueue (NONE/DECAYING → SPARSE, SPARSE_WAIT → BULK).
     #[inline(always)]
     pub(super) fn activate(&mut self, tin: usize, idx: usize) {
-        let set = self.tins[tin].table.slots[idx].set;
+        let set = self.tins[tin].q.table.slots[idx].set;
         match set {
             FlowSet::None | FlowSet::Decaying => {
                 let t = &mut self.tins[tin];
+                let tq = &mut *t.q;
                 if set == FlowSet::Decaying {
                     t.decaying_flow_count -= 1;
                 }
-                t.lists.move_tail(idx as u32, NEW);
-                t.table.slots[idx].set = FlowSet::Sparse;
+                tq.lists.move_tail(idx as u32, NEW);
+                tq.table.slots[idx].set = FlowSet::Sparse;
                 t.sparse_flow_count += 1;
                 let q = self.flow_quantum(tin, idx);
-                self.tins[tin].flows[idx].deficit = q;
+                self.tins[tin].q.flows[idx].deficit = q;
             }
             FlowSet::SparseWait => {
                 let t = &mut self.tins[tin];
-                t.table.slots[idx].set = FlowSet::Bulk;
+                let tq = &mut *t.q;
+                tq.table.slots[idx].set = FlowSet::Bulk;
                 t.sparse_flow_count -= 1;
                 t.bulk_flow_count += 1;
-                t.table.inc_bulk(idx, self.mode);
+                tq.table.inc_bulk(idx, self.mode);
             }
             FlowSet::Sparse | FlowSet::Bulk => {}
         }
@@ -134,7 +141,7 @@ impl<P: Packet> Cake<P> {
             if t.tin_backlog == 0 {
                 continue;
             }
-            for (fi, &b) in t.backlogs.iter().enumerate() {
+            for (fi, &b) in t.q.backlogs.iter().enumerate() {
                 if b > best.map_or(0, |x| x.2) {
                     best = Some((ti, fi, b));
                 }
@@ -142,19 +149,20 @@ impl<P: Packet> Cake<P> {
         }
         let (tin, idx, _) = best?;
         let t = &mut self.tins[tin];
-        let p = self.pool.pop_front(&mut t.flows[idx].q)?;
+        let tq = &mut *t.q;
+        let p = self.pool.pop_front(&mut tq.flows[idx].q)?;
         if self
             .cobalt
-            .queue_full(&mut t.flows[idx].cvars, &t.p.cparams, now)
+            .queue_full(&mut tq.flows[idx].cvars, &t.p.cparams, now)
         {
             t.unresponsive_flow_count += 1;
         }
         let (len, truesize) = (p.meta().len, p.meta().truesize);
         self.buffer_used -= u64::from(truesize);
-        t.backlogs[idx] -= len;
+        tq.backlogs[idx] -= len;
         t.tin_backlog -= u64::from(len);
         self.backlog -= u64::from(len);
-        t.flows[idx].dropped += 1;
+        tq.flows[idx].dropped += 1;
         t.tin_dropped += 1;
         self.drops += 1;
         self.qlen -= 1;

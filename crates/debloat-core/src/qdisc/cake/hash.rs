@@ -21,16 +21,12 @@ pub const WAYS: usize = 8;
 /// fixed at [`QUEUES`], a power of two, so an index taken modulo `QUEUES` needs no bounds check
 /// on the per-packet path. Every index the table hands out is already below `QUEUES`.
 #[derive(Clone, Debug)]
-pub struct PerQueue<T>(Box<[T; QUEUES]>);
+pub struct PerQueue<T>([T; QUEUES]);
 
 impl<T: Clone> PerQueue<T> {
     /// `QUEUES` copies of `v`.
     pub fn new(v: T) -> Self {
-        let v: Box<[T]> = vec![v; QUEUES].into_boxed_slice();
-        match v.try_into() {
-            Ok(a) => PerQueue(a),
-            Err(_) => unreachable!("a vector of QUEUES elements converts to [T; QUEUES]"),
-        }
+        PerQueue(std::array::from_fn(|_| v.clone()))
     }
 }
 

@@ -13,7 +13,10 @@
 //! * `nat` is accepted and reported but has no effect: there is no conntrack to consult;
 //! * `autorate-ingress` ([`autorate`]) as Linux has it, including its hold-off that never
 //!   holds after the clock's first 250 ms.
-//! * randomness (quantum dithering, BLUE) comes from a seeded generator, not `get_random_*`.
+//! * randomness (quantum dithering, BLUE) comes from a seeded generator, not `get_random_*`;
+//! * a tin's flow queues are built on its first packet ([`queues`]), not all at creation.
+//!
+//! [`queues`]: self::queues
 
 pub mod ack_filter;
 pub mod autorate;
@@ -24,6 +27,7 @@ mod enqueue;
 pub mod hash;
 /// Link-layer overhead compensation lives with the link (`link::overhead`); cake's words name it.
 pub use crate::link::overhead;
+mod queues;
 pub mod shaper;
 pub mod tins;
 
@@ -31,24 +35,15 @@ pub use config::CakeSpec;
 
 use crate::flow::{FlowHasher, FlowKey, HashPart};
 use crate::packet::{Nanos, Packet};
-use crate::qdisc::list::ListSet;
-use crate::qdisc::pktq::{Fifo, Pool};
+use crate::qdisc::pktq::Pool;
 use crate::qdisc::stats::{CakeStats, QdiscStats, TinStats, Xstats};
 use crate::qdisc::{Dequeue, DropBox, DropReason, Dropped, Qdisc, Verdict};
 use crate::rng::SplitMix64;
-use hash::{FlowMode, FlowSet, PerQueue, QUEUES};
+use hash::{FlowMode, FlowSet, QUEUES};
 
 const NEW: usize = 0;
 const OLD: usize = 1;
 const DECAYING: usize = 2;
-
-#[derive(Clone, Debug)]
-struct Flow {
-    q: Fifo,
-    deficit: i32,
-    dropped: u32,
-    cvars: cobalt::Vars,
-}
 
 #[derive(Debug)]
 struct Tin {
@@ -56,10 +51,8 @@ struct Tin {
     tin_quantum: u16,
     tin_deficit: i32,
     time_next_packet: Nanos,
-    flows: PerQueue<Flow>,
-    backlogs: PerQueue<u32>,
-    table: hash::Table,
-    lists: ListSet<3>,
+    /// The flow queues, built on the tin's first packet (`queues.rs`).
+    q: queues::Lazy,
     sparse_flow_count: u32,
     bulk_flow_count: u32,
     decaying_flow_count: u32,
@@ -84,15 +77,7 @@ impl Tin {
             tin_quantum,
             tin_deficit: 0,
             time_next_packet: 0,
-            flows: PerQueue::new(Flow {
-                q: Fifo::default(),
-                deficit: 0,
-                dropped: 0,
-                cvars: cobalt::Vars::default(),
-            }),
-            backlogs: PerQueue::new(0),
-            table: hash::Table::default(),
-            lists: ListSet::new(QUEUES),
+            q: queues::Lazy::default(),
             sparse_flow_count: 0,
             bulk_flow_count: 0,
             decaying_flow_count: 0,
@@ -266,7 +251,7 @@ impl<P: Packet> Cake<P> {
 
     /// A flow's COBALT state and queue length, by tin and queue index.
     pub fn flow_state(&self, tin: usize, idx: usize) -> (cobalt::Vars, usize) {
-        let f = &self.tins[tin].flows[idx];
+        let f = &self.tins[tin].q.flows[idx];
         (f.cvars, f.q.len())
     }
 
@@ -333,16 +318,16 @@ impl<P: Packet> Cake<P> {
 impl<P: Packet> Qdisc<P> for Cake<P> {
     fn drain(&mut self, out: &mut dyn FnMut(P)) {
         let active: Vec<usize> = (0..self.tins.len() * QUEUES)
-            .filter(|&k| !self.tins[k / QUEUES].flows[k % QUEUES].q.is_empty())
+            .filter(|&k| !self.tins[k / QUEUES].q.flows[k % QUEUES].q.is_empty())
             .collect();
         let (tins, pool) = (&mut self.tins, &mut self.pool);
         crate::qdisc::drain_in_turn(
             active,
-            |k| pool.pop_front(&mut tins[k / QUEUES].flows[k % QUEUES].q),
+            |k| pool.pop_front(&mut tins[k / QUEUES].q.flows[k % QUEUES].q),
             out,
         );
-        for t in &mut self.tins {
-            (0..QUEUES).for_each(|i| t.backlogs[i] = 0);
+        for t in self.tins.iter_mut().filter(|t| t.q.built()) {
+            (0..QUEUES).for_each(|i| t.q.backlogs[i] = 0);
             t.tin_backlog = 0;
         }
         (self.qlen, self.backlog, self.buffer_used) = (0, 0, 0);
@@ -405,7 +390,7 @@ impl<P: Packet> Qdisc<P> for Cake<P> {
             }
         }
         self.tins[tin].drop_overlimit += dropped;
-        match (same_flow, self.tins[tin].flows[idx].q.is_empty()) {
+        match (same_flow, self.tins[tin].q.flows[idx].q.is_empty()) {
             (true, true) => Verdict::Dropped,
             (true, false) => Verdict::Congested,
             _ => Verdict::Queued,
@@ -480,9 +465,9 @@ impl<P: Packet> Qdisc<P> for Cake<P> {
                     backlog_bytes: t.tin_backlog,
                     sent_packets: t.packets,
                     sent_bytes: t.bytes,
-                    way_indirect_hits: t.table.way_hits,
-                    way_misses: t.table.way_misses,
-                    way_collisions: t.table.way_collisions,
+                    way_indirect_hits: t.q.table.way_hits,
+                    way_misses: t.q.table.way_misses,
+                    way_collisions: t.q.table.way_collisions,
                     drops: t.tin_dropped,
                     ecn_mark: t.tin_ecn_mark,
                     ack_drops: t.ack_drops,
