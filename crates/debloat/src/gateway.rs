@@ -386,6 +386,29 @@ fn with_circuits(a: &RunArgs, cfg: &mut Config, keep: &mut Option<Minors>) -> Re
     Ok(())
 }
 
+/// With several workers every shaper's rate must be split between them (each worker runs its
+/// own copy of the disciplines): cake's `bandwidth` and tbf's `rate` are; an htb tree is not, so
+/// each worker would shape at the tree's full rates, N× the link's. Refused, with the reason.
+fn split_between_workers(cfg: &Config) -> Result<()> {
+    if cfg.workers < 2 {
+        return Ok(());
+    }
+    for (flag, spec) in [("--egress", &cfg.egress), ("--ingress", &cfg.ingress)] {
+        if matches!(spec, QdiscSpec::Htb(_)) {
+            let what = if cfg.circuits.is_some() {
+                "--network/--devices (LibreQoS's circuits are htb trees)".to_string()
+            } else {
+                format!("htb on {flag}")
+            };
+            bail!(
+                "--workers {n} with {what}: each worker would shape at the tree's full rates, {n}× the link's in all; run one worker (splitting an htb tree between workers is not built yet), or shape with cake or tbf, whose rate the workers split",
+                n = cfg.workers
+            );
+        }
+    }
+    Ok(())
+}
+
 /// `--workers N` and `--cores LIST`: how many workers (LIST's length, if N is not given).
 fn workers(a: &RunArgs) -> Result<usize> {
     match (a.workers, &a.cores) {
@@ -434,6 +457,7 @@ fn forward(cli: &RunArgs) -> Result<()> {
     let mut named = preflight(a, &mut warnings)?;
     let mut minors = None;
     with_circuits(a, &mut named, &mut minors)?;
+    split_between_workers(&named)?;
     if a.dry_run && a.circuits.network.is_some() {
         // The trees run to megabytes of words: they are the files', said above in a line.
         println!("--network/--devices: the disciplines are the files' trees (--check says more); a gateway.toml does not hold them yet: give both flags");
@@ -523,6 +547,7 @@ fn started(gw: &mut Gateway, cli: &RunArgs, mut minors: Option<Minors>) -> Resul
         // LibreQoS's files, read again: refused whole (the running tree kept) when they have
         // an error.
         with_circuits(&a, &mut cfg, &mut minors).map_err(|e| format!("{e:#}"))?;
+        split_between_workers(&cfg).map_err(|e| format!("{e:#}"))?;
         Ok(cfg)
     }));
     signal_hook::flag::register(signal_hook::consts::SIGHUP, gw.reload_flag())?;

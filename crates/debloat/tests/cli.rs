@@ -324,7 +324,8 @@ fn busy_poll_and_realtime_together_are_refused() {
 
 /// `--io` and `--workers`/`--cores` words are checked before any interface is touched: an
 /// unknown back end names the valid ones; a worker count that disagrees with the CPU list,
-/// and several workers on AF_XDP or with a rate controller, are refused with the reason.
+/// and several workers on AF_XDP or with an htb tree (whose rates they cannot split yet), are
+/// refused with the reason.
 #[test]
 fn io_and_worker_words_are_checked_with_the_choices_named() {
     let gw = |more: &[&str]| {
@@ -342,6 +343,23 @@ fn io_and_worker_words_are_checked_with_the_choices_named() {
     assert!(t.contains("--workers"), "{t}");
     let t = gw(&["--workers", "2", "--io", "af_xdp"]);
     assert!(t.contains("--workers above 1 runs on --io packet"), "{t}");
+    // Each worker would run a whole htb tree at its full rates: refused, even in a dry run.
+    let htb = "htb default 10 class 1:1 rate 10Mbit class 1:10 parent 1:1 rate 5Mbit";
+    let t = gw(&["--workers", "2", "--egress", htb, "--dry-run"]);
+    assert!(
+        t.contains("--workers 2 with htb on --egress: each worker would shape at the tree's full rates, 2× the link's"),
+        "{t}"
+    );
+    let lq = concat!(env!("CARGO_MANIFEST_DIR"), "/../../contrib/libreqos/");
+    let (n, d) = (
+        format!("{lq}network.json"),
+        format!("{lq}ShapedDevices.csv"),
+    );
+    let t = gw(&["--workers", "2", "--network", &n, "--devices", &d]);
+    assert!(
+        t.contains("--workers 2 with --network/--devices (LibreQoS's circuits are htb trees)"),
+        "{t}"
+    );
 }
 
 #[test]

@@ -71,10 +71,13 @@ impl ShardRole {
     }
 }
 
-/// The shaper's configured rate, bit/s, if the discipline has one.
+/// The shaper's configured rate, bit/s, if the discipline has one the workers can split: cake's
+/// `bandwidth`, tbf's `rate` (its `peakrate` stays each worker's). An htb tree cannot be split
+/// yet and is refused with several workers (`debloat gateway`).
 fn shaper_bps(spec: &QdiscSpec) -> Option<u64> {
     match spec {
         QdiscSpec::Cake(c) => c.bandwidth_bytes_per_s.map(|b| b * 8),
+        QdiscSpec::Tbf(t) => Some(t.rate_bps),
         _ => None,
     }
 }
@@ -327,5 +330,26 @@ pub fn open_workers(
             }
             Err(e)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shaper_bps;
+    use debloat_core::QdiscSpec;
+
+    /// The rates the workers split: cake's bandwidth and tbf's rate; none for a discipline
+    /// that does not shape (and htb, refused with several workers).
+    #[test]
+    fn the_shapers_the_workers_split() {
+        let bps = |w: &str| shaper_bps(&w.parse::<QdiscSpec>().expect("valid"));
+        assert_eq!(bps("cake bandwidth 20Mbit"), Some(20_000_000));
+        assert_eq!(
+            bps("tbf rate 10Mbit burst 10kb latency 50ms"),
+            Some(10_000_000)
+        );
+        assert_eq!(bps("cake"), None);
+        assert_eq!(bps("fq_codel"), None);
+        assert_eq!(bps("htb class 1:1 rate 10Mbit"), None);
     }
 }
