@@ -11,14 +11,16 @@
 
 use crate::flent::{Dataset, Direction, Kind};
 use crate::summary::load_latencies;
-use plotters::coord::{CoordTranslate, Shift};
+use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::Path;
 use std::sync::Once;
 
+mod legend;
 mod panels;
 mod spread;
 mod starved;
+use legend::{Legend, LEGEND_W};
 pub use panels::{render_panels, Panel};
 pub use spread::Group;
 use starved::shade;
@@ -82,13 +84,13 @@ pub fn render_all(runs: &[Dataset], dir: &Path) -> Result<Vec<Plot>, String> {
     let timeseries = if stacked(runs) {
         (
             "Capacity (grey), shaper rate (green) and throughput over time, latency (log scale) below, two rows per run on one time axis; shaded: seconds the link's capacity fell under 10 % of its median".into(),
-            (1100, 70 + 2 * 220 * n),
+            (1400, 70 + 2 * 220 * n),
         )
     } else {
         (
             "Throughput (left) and latency (right, log scale) over time, one row per run, shared axes"
                 .into(),
-            (1100, 70 + 240 * n),
+            (1400, 70 + 240 * n),
         )
     };
     let plots: [(&'static str, String, (u32, u32), Chart); 3] = [
@@ -130,7 +132,7 @@ pub fn render_all(runs: &[Dataset], dir: &Path) -> Result<Vec<Plot>, String> {
 /// and `spread.png`.
 pub fn render_spread(groups: &[Group], dir: &Path) -> Result<Plot, String> {
     register_font();
-    let size = (1100, 70 + 240 * groups.len().max(1) as u32);
+    let size = (1400, 70 + 240 * groups.len().max(1) as u32);
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
@@ -214,6 +216,7 @@ fn throughput_axes<'a, DB: DrawingBackend>(
     let mut c = ChartBuilder::on(area)
         .caption(caption, ("sans-serif", 16))
         .margin(8)
+        .margin_right(LEGEND_W)
         .x_label_area_size(34)
         .y_label_area_size(58)
         .build_cartesian_2d(0.0..x_max, 0.0..y_max)
@@ -239,6 +242,7 @@ fn latency_axes<'a, DB: DrawingBackend>(
     let mut c = ChartBuilder::on(area)
         .caption(caption, ("sans-serif", 16))
         .margin(8)
+        .margin_right(LEGEND_W)
         .x_label_area_size(34)
         .y_label_area_size(58)
         .build_cartesian_2d(0.0..x_max, (lo..hi).log_scale())
@@ -262,6 +266,7 @@ fn throughput_panel<DB: DrawingBackend>(
     y_max: f64,
 ) -> Res {
     let mut c = throughput_axes(left, format!("{} — throughput", d.label), x_max, y_max)?;
+    let mut key = Legend::default();
     for s in d.of_kind(|k| matches!(k, Kind::Throughput(_))) {
         let col = match s.kind {
             Kind::Throughput(Some(Direction::Down)) => DOWN,
@@ -279,17 +284,13 @@ fn throughput_panel<DB: DrawingBackend>(
         let sum = clamp_all(&direction_sum(d, Some(dir)), y_max);
         if sum.iter().any(Option::is_some) {
             c.draw_series(LineSeries::new(points(&d.x, &sum), col.stroke_width(3)))
-                .map_err(err)?
-                .label(label)
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 16, y)], col.stroke_width(3))
-                });
+                .map_err(err)?;
+            key.line(label, col.stroke_width(3));
         }
     }
-    link_lines(&mut c, d, y_max)?;
+    link_lines(&mut c, d, y_max, &mut key)?;
     shade(&mut c, d, (0.0, y_max))?;
-    legend(&mut c, SeriesLabelPosition::MiddleRight, 12)?;
-    Ok(())
+    key.draw(left, 12, 30)
 }
 
 /// A trace-driven link's capacity (grey, thick) and a controller's shaper rate (green) on the
@@ -299,6 +300,7 @@ fn link_lines<DB: DrawingBackend>(
     c: &mut ChartContext<'_, DB, Cartesian2d<Lin, Lin>>,
     d: &Dataset,
     y_max: f64,
+    key: &mut Legend,
 ) -> Res {
     const CAPACITY: RGBColor = RGBColor(120, 120, 120);
     const SHAPER: RGBColor = RGBColor(0, 158, 115);
@@ -310,9 +312,8 @@ fn link_lines<DB: DrawingBackend>(
         };
         let v = clamp_all(&s.values, y_max);
         c.draw_series(LineSeries::new(points(&d.x, &v), col.stroke_width(width)))
-            .map_err(err)?
-            .label(s.name.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], col.stroke_width(2)));
+            .map_err(err)?;
+        key.line(&s.name, col.stroke_width(2));
     }
     Ok(())
 }
@@ -331,6 +332,7 @@ fn latency_panel<DB: DrawingBackend>(
         (lat_lo, lat_hi),
     )?;
     shade(&mut c, d, (lat_lo, lat_hi))?;
+    let mut key = Legend::default();
     for (k, s) in d
         .of_kind(|k| matches!(k, Kind::Latency | Kind::OneWayLatency))
         .enumerate()
@@ -342,12 +344,10 @@ fn latency_panel<DB: DrawingBackend>(
             .map(|v| v.map(|v| v.clamp(lat_lo, lat_hi)))
             .collect();
         c.draw_series(LineSeries::new(points(&d.x, &clamped), col.stroke_width(1)))
-            .map_err(err)?
-            .label(s.name.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], col));
+            .map_err(err)?;
+        key.line(&s.name, col.stroke_width(2));
     }
-    legend(&mut c, SeriesLabelPosition::MiddleRight, 11)?;
-    Ok(())
+    key.draw(right, 11, 30)
 }
 
 fn draw_cdf<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, runs: &[Dataset]) -> Res {
@@ -356,6 +356,7 @@ fn draw_cdf<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, runs: &[Dataset])
     let mut c = ChartBuilder::on(root)
         .caption("Latency under load (CDF)", ("sans-serif", 18))
         .margin(12)
+        .margin_right(LEGEND_W)
         .x_label_area_size(40)
         .y_label_area_size(60)
         .build_cartesian_2d((lo..hi).log_scale(), 0.0..1.0)
@@ -367,6 +368,7 @@ fn draw_cdf<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, runs: &[Dataset])
         .light_line_style(TRANSPARENT)
         .draw()
         .map_err(err)?;
+    let mut key = Legend::default();
     for (i, d) in runs.iter().enumerate() {
         let v = load_latencies(d);
         if v.is_empty() {
@@ -380,27 +382,10 @@ fn draw_cdf<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, runs: &[Dataset])
             .collect();
         let col = colour(i);
         c.draw_series(LineSeries::new(pts, col.stroke_width(2)))
-            .map_err(err)?
-            .label(d.label.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], col.stroke_width(2)));
+            .map_err(err)?;
+        key.line(&d.label, col.stroke_width(2));
     }
-    legend(&mut c, SeriesLabelPosition::LowerRight, 13)?;
-    Ok(())
-}
-
-/// The series legend, the same on every plot but for where it sits and its text size.
-fn legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
-    c: &mut ChartContext<'a, DB, CT>,
-    pos: SeriesLabelPosition,
-    size: u32,
-) -> Res {
-    c.configure_series_labels()
-        .position(pos)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK.mix(0.3))
-        .label_font(("sans-serif", size))
-        .draw()
-        .map_err(err)
+    key.draw(root, 13, 40)
 }
 
 /// Flow names in first-seen order across runs.
@@ -435,6 +420,7 @@ fn draw_totals<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, runs: &[Datase
     let mut c = ChartBuilder::on(root)
         .caption("Mean throughput per flow under load", ("sans-serif", 18))
         .margin(12)
+        .margin_right(LEGEND_W)
         .x_label_area_size(40)
         .y_label_area_size(170)
         .build_cartesian_2d(0.0..x_max, 0.0..n as f64)
@@ -460,6 +446,7 @@ fn draw_totals<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, runs: &[Datase
         .draw()
         .map_err(err)?;
     let r = runs.len().max(1) as f64;
+    let mut key = Legend::default();
     for (ri, s) in sums.iter().enumerate() {
         let col = colour(ri);
         let bars: Vec<Rectangle<(f64, f64)>> = s
@@ -475,13 +462,10 @@ fn draw_totals<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, runs: &[Datase
                 ))
             })
             .collect();
-        c.draw_series(bars)
-            .map_err(err)?
-            .label(s.label.clone())
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], col.filled()));
+        c.draw_series(bars).map_err(err)?;
+        key.boxed(&s.label, col.filled());
     }
-    legend(&mut c, SeriesLabelPosition::LowerRight, 13)?;
-    Ok(())
+    key.draw(root, 13, 40)
 }
 
 /// (x, y) points, breaking nothing: nulls are skipped (flent's plots do the same).

@@ -2,7 +2,7 @@
 //! soak` draws of the gateway — memory, forwarding rate, ping, open files — so a slope or a
 //! spike is seen at a glance.
 
-use super::{colour, err, legend, register_font, Res};
+use super::{colour, err, register_font, Legend, Res, LEGEND_W};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::Path;
@@ -77,6 +77,7 @@ fn draw<DB: DrawingBackend>(
         let mut c = ChartBuilder::on(area)
             .caption(&p.title, ("sans-serif", 15))
             .margin(8)
+            .margin_right(LEGEND_W)
             .x_label_area_size(30)
             .y_label_area_size(58)
             .build_cartesian_2d(0.0..x_max, lo..hi)
@@ -87,6 +88,7 @@ fn draw<DB: DrawingBackend>(
             .light_line_style(TRANSPARENT)
             .draw()
             .map_err(err)?;
+        let mut key = Legend::default();
         for (i, (label, v)) in p.series.iter().enumerate() {
             let col = colour(i);
             let pts = t
@@ -95,13 +97,10 @@ fn draw<DB: DrawingBackend>(
                 .filter(|(_, y)| y.is_finite())
                 .map(|(x, y)| (*x, *y));
             c.draw_series(LineSeries::new(pts, col.stroke_width(2)))
-                .map_err(err)?
-                .label(label.as_str())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 16, y)], col.stroke_width(2))
-                });
+                .map_err(err)?;
+            key.line(label, col.stroke_width(2));
         }
-        legend(&mut c, SeriesLabelPosition::UpperRight, 11)?;
+        key.draw(area, 11, 28)?;
     }
     Ok(())
 }

@@ -2,7 +2,7 @@
 //! direction's throughput and each latency probe drawn as the mean over the seeds with a shaded
 //! band from the lowest to the highest seed at every sample, instead of one line per run.
 
-use super::{colour, direction_sum, err, latency_axes, latency_range, legend, throughput_axes};
+use super::{colour, direction_sum, err, latency_axes, latency_range, throughput_axes, Legend};
 use super::{throughput_scale, time_span, Res, DOWN, UP};
 use crate::flent::{Dataset, Direction, Kind};
 use plotters::coord::Shift;
@@ -42,6 +42,7 @@ fn draw_band<DB: DrawingBackend, Y: Ranged<ValueType = f64>>(
     b: &[(f64, f64, f64, f64)],
     col: RGBColor,
     label: String,
+    key: &mut Legend,
 ) -> Res {
     if b.is_empty() {
         return Ok(());
@@ -57,9 +58,8 @@ fn draw_band<DB: DrawingBackend, Y: Ranged<ValueType = f64>>(
         b.iter().map(|p| (p.0, p.1)),
         col.stroke_width(2),
     ))
-    .map_err(err)?
-    .label(label)
-    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], col.stroke_width(2)));
+    .map_err(err)?;
+    key.line(&label, col.stroke_width(2));
     Ok(())
 }
 
@@ -77,15 +77,22 @@ pub fn draw_spread<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, groups: &[
         let n = g.runs.len();
         let caption = format!("{} — throughput, {n} seeds", g.label);
         let mut c = throughput_axes(&rows[2 * i], caption, x_max, y_max)?;
+        let mut key = Legend::default();
         for (dir, col, name) in [
             (Direction::Down, DOWN, "download"),
             (Direction::Up, UP, "upload"),
         ] {
             let sums: Vec<_> = g.runs.iter().map(|d| direction_sum(d, Some(dir))).collect();
             let b = band(&first.x, &sums);
-            draw_band(&mut c, &b, col, format!("{name} sum: mean, min–max"))?;
+            draw_band(
+                &mut c,
+                &b,
+                col,
+                format!("{name} sum: mean, min–max"),
+                &mut key,
+            )?;
         }
-        legend(&mut c, SeriesLabelPosition::MiddleRight, 12)?;
+        key.draw(&rows[2 * i], 12, 30)?;
         latency_spread(&rows[2 * i + 1], g, x_max, lat)?;
     }
     Ok(())
@@ -102,6 +109,7 @@ fn latency_spread<DB: DrawingBackend>(
     };
     let caption = format!("{} — latency, {} seeds", g.label, g.runs.len());
     let mut c = latency_axes(area, caption, x_max, (lo, hi))?;
+    let mut key = Legend::default();
     for (k, s) in first
         .of_kind(|k| matches!(k, Kind::Latency | Kind::OneWayLatency))
         .enumerate()
@@ -121,8 +129,7 @@ fn latency_spread<DB: DrawingBackend>(
             })
             .collect();
         let b = band(&first.x, &per_run);
-        draw_band(&mut c, &b, colour(k + 1), s.name.clone())?;
+        draw_band(&mut c, &b, colour(k + 1), s.name.clone(), &mut key)?;
     }
-    legend(&mut c, SeriesLabelPosition::MiddleRight, 11)?;
-    Ok(())
+    key.draw(area, 11, 30)
 }
