@@ -318,7 +318,7 @@ fn config(a: &RunArgs, lan: &str, wan: &str) -> Result<Config> {
         circuits: None,
         circuit_metrics: a.circuits.circuit_metrics,
         passthrough: a.passthrough,
-        workers: workers(a)?,
+        workers: crate::gateway_workers::count(a)?,
         cores: a.cores.clone(),
     })
 }
@@ -345,25 +345,6 @@ fn open(
     }
 }
 
-fn say_workers(cfg: &Config) {
-    if cfg.workers > 1 {
-        println!(
-            "{} workers{}, each with a shard of the hosts (by the LAN host's address); a shaper's rate split between them by demand every 0.5 ms",
-            cfg.workers,
-            cfg.cores.as_ref().map_or(String::new(), |c| format!(" on CPUs {c:?}"))
-        );
-        let emulated = [&cfg.emulate_egress, &cfg.emulate_ingress]
-            .iter()
-            .any(|e| e.rate_bps.is_some());
-        if emulated {
-            eprintln!(
-                "warning: with {} workers each emulates its own link: an --emulate-* rate is each worker's, {}× in all (put a bottleneck beyond the gateway, or use one worker, to emulate one link)",
-                cfg.workers, cfg.workers
-            );
-        }
-    }
-}
-
 /// `--network`/`--devices`: LibreQoS's trees as the disciplines, its circuits as the stage.
 /// `keep` holds the running tree's minors (None at start) and is given the new tree's.
 fn with_circuits(a: &RunArgs, cfg: &mut Config, keep: &mut Option<Minors>) -> Result<()> {
@@ -384,43 +365,6 @@ fn with_circuits(a: &RunArgs, cfg: &mut Config, keep: &mut Option<Minors>) -> Re
     cfg.circuits = Some(Arc::new(l.stage));
     *keep = Some(l.tree.minors);
     Ok(())
-}
-
-/// With several workers every shaper's rate must be split between them (each worker runs its
-/// own copy of the disciplines): cake's `bandwidth` and tbf's `rate` are; an htb tree is not, so
-/// each worker would shape at the tree's full rates, N× the link's. Refused, with the reason.
-fn split_between_workers(cfg: &Config) -> Result<()> {
-    if cfg.workers < 2 {
-        return Ok(());
-    }
-    for (flag, spec) in [("--egress", &cfg.egress), ("--ingress", &cfg.ingress)] {
-        if matches!(spec, QdiscSpec::Htb(_)) {
-            let what = if cfg.circuits.is_some() {
-                "--network/--devices (LibreQoS's circuits are htb trees)".to_string()
-            } else {
-                format!("htb on {flag}")
-            };
-            bail!(
-                "--workers {n} with {what}: each worker would shape at the tree's full rates, {n}× the link's in all; run one worker (splitting an htb tree between workers is not built yet), or shape with cake or tbf, whose rate the workers split",
-                n = cfg.workers
-            );
-        }
-    }
-    Ok(())
-}
-
-/// `--workers N` and `--cores LIST`: how many workers (LIST's length, if N is not given).
-fn workers(a: &RunArgs) -> Result<usize> {
-    match (a.workers, &a.cores) {
-        (Some(n), Some(c)) if usize::from(n) != c.len() => bail!(
-            "--workers {n} with --cores naming {} CPUs: give one CPU per worker (or drop --workers)",
-            c.len()
-        ),
-        (Some(n), _) => Ok(usize::from(n)),
-        (None, Some(c)) if c.is_empty() => bail!("--cores needs at least one CPU"),
-        (None, Some(c)) => Ok(c.len()),
-        (None, None) => Ok(1),
-    }
 }
 
 /// What is checked before anything is opened, `--dry-run` or not: every rate said in words
@@ -457,18 +401,9 @@ fn forward(cli: &RunArgs) -> Result<()> {
     let mut named = preflight(a, &mut warnings)?;
     let mut minors = None;
     with_circuits(a, &mut named, &mut minors)?;
-    split_between_workers(&named)?;
-    if a.dry_run && a.circuits.network.is_some() {
-        // The trees run to megabytes of words: they are the files', said above in a line.
-        println!("--network/--devices: the disciplines are the files' trees (--check says more); a gateway.toml does not hold them yet: give both flags");
-        for w in &warnings {
-            println!("warning: {w}");
-        }
-        return Ok(());
-    }
+    crate::gateway_workers::split_between_workers(&named)?;
     if a.dry_run {
-        let (e, i) = (named.egress.to_string(), named.ingress.to_string());
-        return crate::gateway_setup::print(a, &e, &i, &warnings);
+        return dry_run(a, &named, &warnings);
     }
     for w in &warnings {
         eprintln!("warning: {w}");
@@ -507,7 +442,7 @@ fn forward(cli: &RunArgs) -> Result<()> {
         "forwarding {lan} ⇄ {wan}: egress qdisc {} over link {}; ingress qdisc {} over link {}",
         cfg.egress, cfg.emulate_egress, cfg.ingress, cfg.emulate_ingress
     );
-    say_workers(&cfg);
+    crate::gateway_workers::say(&cfg);
     print_classify(cfg.classify.as_ref());
     started(&mut gw, cli, minors)?;
     // After opening: the control and metrics threads started there stay ordinary.
@@ -531,6 +466,20 @@ fn forward(cli: &RunArgs) -> Result<()> {
     Ok(())
 }
 
+/// `--dry-run`: what would run, and every warning.
+fn dry_run(a: &RunArgs, named: &Config, warnings: &[String]) -> Result<()> {
+    if a.circuits.network.is_some() {
+        // The trees run to megabytes of words: they are the files', said above in a line.
+        println!("--network/--devices: the disciplines are the files' trees (--check says more); a gateway.toml does not hold them yet: give both flags");
+        for w in warnings {
+            println!("warning: {w}");
+        }
+        return Ok(());
+    }
+    let (e, i) = (named.egress.to_string(), named.ingress.to_string());
+    crate::gateway_setup::print(a, &e, &i, warnings)
+}
+
 /// Once forwarding: how to reload (SIGHUP and `gateway reload` re-read what `cli` named; the
 /// circuits keep their `minors`), and where the metrics and the live view are.
 fn started(gw: &mut Gateway, cli: &RunArgs, mut minors: Option<Minors>) -> Result<()> {
@@ -547,7 +496,7 @@ fn started(gw: &mut Gateway, cli: &RunArgs, mut minors: Option<Minors>) -> Resul
         // LibreQoS's files, read again: refused whole (the running tree kept) when they have
         // an error.
         with_circuits(&a, &mut cfg, &mut minors).map_err(|e| format!("{e:#}"))?;
-        split_between_workers(&cfg).map_err(|e| format!("{e:#}"))?;
+        crate::gateway_workers::split_between_workers(&cfg).map_err(|e| format!("{e:#}"))?;
         Ok(cfg)
     }));
     signal_hook::flag::register(signal_hook::consts::SIGHUP, gw.reload_flag())?;

@@ -11,6 +11,7 @@ mod demo;
 mod gateway;
 mod gateway_ports;
 mod gateway_setup;
+mod gateway_workers;
 mod lab;
 mod link_trace;
 mod manpages;

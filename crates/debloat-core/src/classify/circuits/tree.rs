@@ -127,6 +127,38 @@ fn class(
     c
 }
 
+impl CircuitTree {
+    /// Both trees with the link's class 1:1 and LibreQoS's default class 1:2, and room for
+    /// the plan's circuits and nodes.
+    fn rooted(plan: &Plan, o: &TreeOptions) -> CircuitTree {
+        let tree = || HtbSpec {
+            default: 2,
+            r2q: 10,
+            direct_qlen: 1000,
+            classes: Vec::new(),
+            release_idle: o.release_idle,
+        };
+        let mut t = CircuitTree {
+            down: tree(),
+            up: tree(),
+            minor: vec![0; plan.circuits.len()],
+            node_minor: vec![0; plan.nodes.len()],
+            warnings: Vec::new(),
+            minors: Minors::default(),
+        };
+        for (tree, link) in [(&mut t.down, o.down_bps), (&mut t.up, o.up_bps)] {
+            tree.classes.push(class(1, None, link, link, None));
+            // LibreQoS's default class: a quarter of the link less 1 Mbit/s guaranteed, the
+            // link less 1 Mbit/s as ceiling, prio 5 (after every circuit's 0).
+            let ceil = link.saturating_sub(1_000_000).max(8);
+            let mut d = class(2, Some(1), ceil / 4, ceil, Some(cake_diffserv4()));
+            d.prio = 5;
+            tree.classes.push(d);
+        }
+        t
+    }
+}
+
 /// Build the trees; an error when the classes would not fit in HTB's 16-bit minors.
 pub fn build(plan: &Plan, o: &TreeOptions) -> Result<CircuitTree, String> {
     build_keeping(plan, o, None)
@@ -149,37 +181,7 @@ pub fn build_keeping(
             "{total} classes: one HTB holds 65534 (minors 1:1 to 1:fffe)"
         ));
     }
-    let mut t = CircuitTree {
-        down: HtbSpec {
-            default: 2,
-            r2q: 10,
-            direct_qlen: 1000,
-            classes: Vec::new(),
-            release_idle: o.release_idle,
-        },
-        up: HtbSpec {
-            default: 2,
-            r2q: 10,
-            direct_qlen: 1000,
-            classes: Vec::new(),
-            release_idle: o.release_idle,
-        },
-        minor: vec![0; plan.circuits.len()],
-        node_minor: vec![0; plan.nodes.len()],
-        warnings: Vec::new(),
-        minors: Minors::default(),
-    };
-    let (dl, ul) = (o.down_bps, o.up_bps);
-    t.down.classes.push(class(1, None, dl, dl, None));
-    t.up.classes.push(class(1, None, ul, ul, None));
-    for (tree, link) in [(&mut t.down, dl), (&mut t.up, ul)] {
-        // LibreQoS's default class: a quarter of the link less 1 Mbit/s guaranteed, the link
-        // less 1 Mbit/s as ceiling, prio 5 (after every circuit's 0).
-        let ceil = link.saturating_sub(1_000_000).max(8);
-        let mut d = class(2, Some(1), ceil / 4, ceil, Some(cake_diffserv4()));
-        d.prio = 5;
-        tree.classes.push(d);
-    }
+    let mut t = CircuitTree::rooted(plan, o);
     let mut by_node: Vec<Vec<usize>> = vec![Vec::new(); plan.nodes.len()];
     let mut kids: Vec<Vec<usize>> = vec![Vec::new(); plan.nodes.len()];
     let mut rootless = Vec::new();

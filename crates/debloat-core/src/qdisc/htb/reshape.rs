@@ -129,29 +129,7 @@ impl<P: Packet + 'static> Htb<P> {
     pub(super) fn reshape_to(&mut self, new: &HtbSpec) -> Reshaped {
         let (spec, drains) = self.with_draining(new);
         let now = self.tree.now;
-        let mut next = Htb::owning(spec, self.hasher, self.seed);
-        next.tree.now = now;
-        next.tree.overlimits = self.tree.overlimits;
-        next.direct = std::mem::take(&mut self.direct);
-        next.dropped = std::mem::take(&mut self.dropped);
-        (
-            next.direct_pkts,
-            next.sent_bytes,
-            next.sent_pkts,
-            next.drops,
-        ) = (
-            self.direct_pkts,
-            self.sent_bytes,
-            self.sent_pkts,
-            self.drops,
-        );
-        let index: BTreeMap<u16, usize> = self
-            .spec
-            .classes
-            .iter()
-            .enumerate()
-            .map(|(i, c)| (c.id, i))
-            .collect();
+        let mut next = self.successor(spec);
         let ids: BTreeSet<u16> = new.classes.iter().map(|c| c.id).collect();
         let mut r = Reshaped {
             removed: self
@@ -163,70 +141,22 @@ impl<P: Packet + 'static> Htb<P> {
             draining: drains.len(),
             ..Reshaped::default()
         };
-        let mut changed = Vec::new();
-        for (j, c) in next.spec.classes.iter().enumerate() {
-            let from = match j.checked_sub(new.classes.len()) {
-                Some(k) => Some(drains[k]),
-                None => index.get(&c.id).copied(),
-            };
-            let Some(i) = from else {
-                r.added += 1;
-                continue;
-            };
-            let was = &self.spec.classes[i];
-            if j < new.classes.len() {
-                r.kept += 1;
-                r.moved += usize::from(was.parent != c.parent);
-                r.rerated += usize::from(rates_of(was) != rates_of(c));
-            }
-            let (o, n) = (&self.tree.classes[i], &mut next.tree.classes[j]);
-            n.tokens = o.tokens.min(n.buffer);
-            n.ctokens = o.ctokens.min(n.cbuffer);
-            (n.t_c, n.deficit) = (o.t_c, o.deficit);
-            if j < new.classes.len() || c.id == was.id {
-                n.counters = o.counters;
-            }
-            let (Some(ol), Some(nl)) = (o.leaf, n.leaf) else {
-                continue;
-            };
-            let Some(q) = self.leaves[ol as usize].take() else {
-                continue;
-            };
-            if j >= new.classes.len() {
-                r.draining_packets += q.qlen() as u64;
-            }
-            if was.qdisc == c.qdisc {
-                next.idle_since[nl as usize] = self.idle_since[ol as usize];
-                next.leaves[nl as usize] = Some(q);
-            } else {
-                changed.push((nl as usize, q));
-            }
-        }
+        let changed = self.carry(&mut next, new.classes.len(), &drains, &mut r);
         for c in 0..next.tree.classes.len() as u32 {
             next.tree.restore_mode(c);
         }
-        for (nl, mut q) in changed {
-            let mut held = Vec::with_capacity(q.qlen());
-            q.drain(&mut |p| held.push(p));
-            r.requeued += held.len() as u64;
-            let before = next.drops;
-            for p in held {
+        for (nl, q) in changed {
+            requeue(q, &mut next, &mut r, |next, p| {
                 next.on_leaf(nl, |q| q.enqueue(p, now));
-            }
-            r.refused += next.drops - before;
+            });
         }
         // Old leaves that found no place (no free minor): their packets go where the new tree
         // classifies them.
         for l in 0..self.leaves.len() {
-            if let Some(mut q) = self.leaves[l].take() {
-                let mut held = Vec::new();
-                q.drain(&mut |p| held.push(p));
-                r.requeued += held.len() as u64;
-                let before = next.drops;
-                for p in held {
+            if let Some(q) = self.leaves[l].take() {
+                requeue(q, &mut next, &mut r, |next, p| {
                     next.enqueue(p, now);
-                }
-                r.refused += next.drops - before;
+                });
             }
         }
         next.draining = next.spec.classes[new.classes.len()..]
@@ -237,6 +167,78 @@ impl<P: Packet + 'static> Htb<P> {
         next.settle(now);
         *self = next;
         r
+    }
+
+    /// The tree built from `spec`, with this one's clock, direct queue, drops and totals.
+    fn successor(&mut self, spec: HtbSpec) -> Htb<P> {
+        let mut next = Htb::owning(spec, self.hasher, self.seed);
+        next.tree.now = self.tree.now;
+        next.tree.overlimits = self.tree.overlimits;
+        next.direct = std::mem::take(&mut self.direct);
+        next.dropped = std::mem::take(&mut self.dropped);
+        (next.direct_pkts, next.sent_bytes) = (self.direct_pkts, self.sent_bytes);
+        (next.sent_pkts, next.drops) = (self.sent_pkts, self.drops);
+        next
+    }
+
+    /// Every class of `next` that was in this tree (by minor; the first `kept` of `next`'s
+    /// classes are the new spec's, the rest the draining ones, `drains` their old indices)
+    /// takes its buckets, deficit, counters and, with the same discipline words, its leaf;
+    /// the leaves whose words changed are returned, with their place in `next`.
+    fn carry(
+        &mut self,
+        next: &mut Htb<P>,
+        kept: usize,
+        drains: &[usize],
+        r: &mut Reshaped,
+    ) -> Vec<(usize, Box<dyn Qdisc<P>>)> {
+        let index: BTreeMap<u16, usize> = self
+            .spec
+            .classes
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.id, i))
+            .collect();
+        let mut changed = Vec::new();
+        for (j, c) in next.spec.classes.iter().enumerate() {
+            let from = match j.checked_sub(kept) {
+                Some(k) => Some(drains[k]),
+                None => index.get(&c.id).copied(),
+            };
+            let Some(i) = from else {
+                r.added += 1;
+                continue;
+            };
+            let was = &self.spec.classes[i];
+            if j < kept {
+                r.kept += 1;
+                r.moved += usize::from(was.parent != c.parent);
+                r.rerated += usize::from(rates_of(was) != rates_of(c));
+            }
+            let (o, n) = (&self.tree.classes[i], &mut next.tree.classes[j]);
+            n.tokens = o.tokens.min(n.buffer);
+            n.ctokens = o.ctokens.min(n.cbuffer);
+            (n.t_c, n.deficit) = (o.t_c, o.deficit);
+            if j < kept || c.id == was.id {
+                n.counters = o.counters;
+            }
+            let (Some(ol), Some(nl)) = (o.leaf, n.leaf) else {
+                continue;
+            };
+            let Some(q) = self.leaves[ol as usize].take() else {
+                continue;
+            };
+            if j >= kept {
+                r.draining_packets += q.qlen() as u64;
+            }
+            if was.qdisc == c.qdisc {
+                next.idle_since[nl as usize] = self.idle_since[ol as usize];
+                next.leaves[nl as usize] = Some(q);
+            } else {
+                changed.push((nl as usize, q));
+            }
+        }
+        changed
     }
 
     /// After a reshape (modes restored): classes with packets active, the tree's packet and
@@ -275,4 +277,22 @@ impl<P: Packet + 'static> Htb<P> {
     pub(super) fn is_draining(&self, minor: u16) -> bool {
         self.draining.binary_search(&minor).is_ok()
     }
+}
+
+/// Move every packet `q` holds into `next` with `put`, in order, counting them as requeued and
+/// what `next` refused.
+fn requeue<P: Packet + 'static>(
+    mut q: Box<dyn Qdisc<P>>,
+    next: &mut Htb<P>,
+    r: &mut Reshaped,
+    mut put: impl FnMut(&mut Htb<P>, P),
+) {
+    let mut held = Vec::with_capacity(q.qlen());
+    q.drain(&mut |p| held.push(p));
+    r.requeued += held.len() as u64;
+    let before = next.drops;
+    for p in held {
+        put(next, p);
+    }
+    r.refused += next.drops - before;
 }
