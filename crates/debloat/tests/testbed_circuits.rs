@@ -64,6 +64,24 @@ fn uploads(bed: &Bed, secs: u32, during: impl FnOnce()) -> (f64, f64) {
     (sink_mbps(s1), sink_mbps(s2))
 }
 
+/// `gateway reload` one second into `secs` of uploads from both addresses: its reply, the
+/// statistics just before it, and each address's goodput.
+fn reload_under_load(bed: &Bed, secs: u32) -> (String, serde_json::Value, f64, f64) {
+    let said = std::cell::RefCell::new(String::new());
+    let before = std::cell::RefCell::new(serde_json::Value::Null);
+    let (a, b) = uploads(bed, secs, || {
+        std::thread::sleep(Duration::from_secs(1));
+        *before.borrow_mut() = gateway_stats(bed);
+        let o = Command::new(EXE)
+            .args(["gateway", "reload", "--control"])
+            .arg(testbed::control_socket(&bed.prefix))
+            .output()
+            .expect("reload");
+        *said.borrow_mut() = text(&o);
+    });
+    (said.into_inner(), before.into_inner(), a, b)
+}
+
 #[test]
 fn circuits_get_their_ceilings_and_change_in_place() {
     let Some(_one) = guard() else { return };
@@ -109,19 +127,7 @@ fn circuits_get_their_ceilings_and_change_in_place() {
     );
     // The second circuit raised to 8 Mbit/s, applied under load.
     std::fs::write(&d, devices(8)).expect("write");
-    let said = std::cell::RefCell::new(String::new());
-    let before = std::cell::RefCell::new(serde_json::Value::Null);
-    let (a, b) = uploads(&bed, 10, || {
-        std::thread::sleep(Duration::from_secs(1));
-        *before.borrow_mut() = gateway_stats(&bed);
-        let o = Command::new(EXE)
-            .args(["gateway", "reload", "--control"])
-            .arg(testbed::control_socket(&bed.prefix))
-            .output()
-            .expect("reload");
-        *said.borrow_mut() = text(&o);
-    });
-    let said = said.into_inner();
+    let (said, before, a, b) = reload_under_load(&bed, 10);
     println!("{said}after: circuit 1 {a:.2}, circuit 2 {b:.2} Mbit/s");
     assert_eq!(
         said.matches(": 1 class changed in place, no frame moved")
@@ -138,7 +144,7 @@ fn circuits_get_their_ceilings_and_change_in_place() {
     let drops = |v: &serde_json::Value| v["egress"]["stats"]["drops"].as_u64().unwrap_or(0);
     println!(
         "egress drops before the reload {}, at the end {}",
-        drops(&before.into_inner()),
+        drops(&before),
         drops(&after)
     );
     let want = 8.0 * 1448.0 / 1514.0;
@@ -154,17 +160,7 @@ fn circuits_get_their_ceilings_and_change_in_place() {
 fn reshaped_under_load(bed: &Bed, n: &std::path::Path, d: &std::path::Path) {
     std::fs::write(n, NETWORK_AFTER).expect("write");
     std::fs::write(d, DEVICES_AFTER).expect("write");
-    let said = std::cell::RefCell::new(String::new());
-    let (a, b) = uploads(bed, 7, || {
-        std::thread::sleep(Duration::from_secs(1));
-        let o = Command::new(EXE)
-            .args(["gateway", "reload", "--control"])
-            .arg(testbed::control_socket(&bed.prefix))
-            .output()
-            .expect("reload");
-        *said.borrow_mut() = text(&o);
-    });
-    let said = said.into_inner();
+    let (said, _, a, b) = reload_under_load(bed, 7);
     println!("{said}after the reshape: circuit 1 {a:.2}, the second address {b:.2} Mbit/s");
     assert_eq!(
         said.matches(": reshaped in place: 2 classes added, 1 removed, 1 moved")
