@@ -97,11 +97,15 @@ impl<P: Packet + 'static> Htb<P> {
             .map(|(i, c)| (c.id, i))
             .collect();
         let inner: BTreeSet<u16> = new.classes.iter().filter_map(|c| c.parent).collect();
-        let mut used: BTreeSet<u16> = new.classes.iter().map(|c| c.id).collect();
+        let ids: BTreeSet<u16> = new.classes.iter().map(|c| c.id).collect();
+        // Minors a draining class may not take: the new classes', and the default's even when
+        // no class has it (a draining class there would be given the unclassified packets).
+        let mut used = ids.clone();
+        used.insert(new.default);
         let mut spec = new.clone();
         let mut from = Vec::new();
         for (i, c) in old.classes.iter().enumerate() {
-            let stays_leaf = used.contains(&c.id) && !inner.contains(&c.id);
+            let stays_leaf = ids.contains(&c.id) && !inner.contains(&c.id);
             if stays_leaf || self.tree.classes[i].leaf.is_none() || self.leaf_empty(i as u32) {
                 continue;
             }

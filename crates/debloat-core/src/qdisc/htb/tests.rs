@@ -499,3 +499,32 @@ fn reshapes_under_traffic_lose_nothing() {
         out.iter().sum::<u64>()
     );
 }
+
+/// The default class removed while `default` still names it: its packets drain under another
+/// minor, and a packet no class takes goes straight out (the direct queue), not into them.
+#[test]
+fn a_removed_default_class_drains_under_another_minor() {
+    let before = "htb default 20 class 1:1 rate 10Mbit \
+        class 1:10 parent 1:1 rate 2Mbit ceil 4Mbit match src 198.18.0.1 \
+        class 1:20 parent 1:1 rate 2Mbit ceil 4Mbit";
+    let mut q = htb(before);
+    for i in 0..5 {
+        q.enqueue(from(2, i, 1000), 0);
+    }
+    let after = "htb default 20 class 1:1 rate 10Mbit \
+        class 1:10 parent 1:1 rate 2Mbit ceil 4Mbit match src 198.18.0.1";
+    let r = q.reshape(&after.parse().expect("valid")).expect("htb");
+    assert_eq!((r.draining, r.draining_packets), (1, 5), "{r}");
+    assert!(
+        q.class(0x20).is_none(),
+        "the draining class took another minor"
+    );
+    assert_eq!(q.class(0xfffe).expect("draining").qlen, 5);
+    q.enqueue(from(2, 9, 1000), 0);
+    assert_eq!(q.class(0xfffe).expect("draining").qlen, 5);
+    match q.dequeue(0) {
+        Dequeue::Packet(p) => assert_eq!(p.meta().len, 1000),
+        _ => panic!("the direct queue sends at once"),
+    }
+    assert_eq!((q.qlen(), q.class(0xfffe).expect("draining").qlen), (5, 5));
+}
