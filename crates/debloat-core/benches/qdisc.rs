@@ -96,6 +96,24 @@ impl Rig {
         self.q.enqueue(Record::new(self.i as u64, m), self.now);
     }
 
+    /// Dequeue until the discipline is empty, so that each later step's packet is enqueued
+    /// and dequeued alone: the regime of a sender on an idle fast device (the kernel lab's
+    /// measurement, `scripts/lab/circuits-cost.sh`).
+    fn drain(&mut self) {
+        for _ in 0..1_000_000 {
+            match self.q.dequeue(self.now) {
+                Dequeue::Packet(p) => {
+                    black_box(p);
+                }
+                Dequeue::NotBefore(t) => self.now = t,
+                Dequeue::Empty => break,
+            }
+            while let Some(d) = self.q.take_dropped() {
+                black_box(d);
+            }
+        }
+    }
+
     #[inline]
     fn step(&mut self) {
         self.now += 1_000;
@@ -274,19 +292,51 @@ fn bench_circuits(c: &mut Criterion) {
         ("htb_10000_circuits_cake/1024", "cake"),
         ("htb_10000_circuits_pfifo/1024", "none"),
     ] {
-        let mut rig = Rig::new("pfifo", 1024, false, 0);
-        let (q, stage) = ten_thousand_circuits(sqm);
-        rig.q = q;
-        rig.marker = Some(stage);
-        rig.dir = Direction::Down;
-        for _ in 0..(2 * 1024 + 20_000) {
-            rig.step();
-        }
+        let mut rig = circuits_rig(sqm);
         g.bench_function(BenchmarkId::from_parameter(label), |b| {
             b.iter(|| rig.step())
         });
     }
     g.finish();
+    // The same three, each packet enqueued into an empty discipline and dequeued at once.
+    let mut g = c.benchmark_group("circuits_one_at_a_time");
+    g.throughput(Throughput::Elements(1));
+    let mut flat = Rig::new(
+        "cake bandwidth 100Gbit diffserv4 triple-isolate",
+        1024,
+        false,
+        0,
+    );
+    flat.drain();
+    g.bench_function(
+        BenchmarkId::from_parameter("flat_cake_diffserv4/1024"),
+        |b| b.iter(|| flat.step()),
+    );
+    drop(flat);
+    for (label, sqm) in [
+        ("htb_10000_circuits_cake/1024", "cake"),
+        ("htb_10000_circuits_pfifo/1024", "none"),
+    ] {
+        let mut rig = circuits_rig(sqm);
+        rig.drain();
+        g.bench_function(BenchmarkId::from_parameter(label), |b| {
+            b.iter(|| rig.step())
+        });
+    }
+    g.finish();
+}
+
+/// A rig sending to 1024 of the 10,000 circuits, warmed up (every active leaf built).
+fn circuits_rig(sqm: &str) -> Rig {
+    let mut rig = Rig::new("pfifo", 1024, false, 0);
+    let (q, stage) = ten_thousand_circuits(sqm);
+    rig.q = q;
+    rig.marker = Some(stage);
+    rig.dir = Direction::Down;
+    for _ in 0..(2 * 1024 + 20_000) {
+        rig.step();
+    }
+    rig
 }
 
 criterion_group!(benches, bench, bench_circuits);
