@@ -1,5 +1,6 @@
 //! Scenarios from TOML: a topology (rates, RTT, disciplines, device and wire per direction) and
-//! any mix of flows — TCP transfers (cubic, reno, bbr), ICMP or UDP pings, VoIP-like streams and
+//! any mix of flows — TCP transfers (cubic, reno, bbr, prague), ICMP or UDP pings (`l4s = true`:
+//! marked ECT(1)), VoIP-like streams and
 //! constant-rate UDP floods — with their own start and stop times, DSCP, ECN and host RTT.
 //!
 //! A TCP flow may cap its window (`window = "3mb"`: the receive window or send buffer a real
@@ -181,6 +182,9 @@ pub struct FlowSection {
     dscp: u8,
     #[serde(default)]
     ecn: bool,
+    /// A ping or udp-ping marked ECT(1): an L4S probe (as `l4s_mixed`'s UDP ping).
+    #[serde(default)]
+    l4s: bool,
     #[serde(default)]
     start: f64,
     stop: Option<f64>,
@@ -442,8 +446,20 @@ fn add(
     let host = 20 + (i % 200) as u8;
     let at = (start, stop, host, extra);
     match fl.kind.as_str() {
+        "tcp" | "udp-flood" if fl.l4s => {
+            return Err(ScenarioError::value(
+                &format!("l4s on the {} `{}`", fl.kind, fl.name),
+                "l4s marks a ping, udp-ping or voip probe ECT(1); a TCP flow is L4S with cc = \"prague\"",
+            ))
+        }
         "tcp" => add_tcp(w, fl, dir, at, clients)?,
         "ping" | "udp-ping" | "voip" => {
+            if fl.ecn {
+                return Err(ScenarioError::value(
+                    &format!("ecn on the {} `{}`", fl.kind, fl.name),
+                    "ecn is a TCP flow's; a probe marked ECT(1) says `l4s = true`",
+                ));
+            }
             let voip = fl.kind == "voip";
             let interval = match &fl.interval {
                 Some(t) => time(t, "interval")?,
@@ -456,6 +472,9 @@ fn add(
             }
             w.set_probe_host(k, host, extra);
             w.set_probe_stop(k, stop);
+            if fl.l4s {
+                w.set_probe_ecn(k, debloat_core::packet::Ecn::Ect1);
+            }
         }
         "udp-flood" => {
             let Some(rate) = fl.rate.as_deref() else {

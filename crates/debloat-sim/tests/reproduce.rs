@@ -155,3 +155,10 @@ fn mcs_flat() {
 fn aql() {
     assert_reached(&run("AQL"));
 }
+
+/// DualPI2 against the DualQ drafts' published result: an L4S flow's sub-millisecond mean queue,
+/// no L4S losses, Prague and CUBIC at about the same rate, over four mixes (src/reproduce/l4s.rs).
+#[test]
+fn dualq_l4s() {
+    assert_reached(&run("DUALQ-L4S"));
+}

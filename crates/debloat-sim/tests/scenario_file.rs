@@ -154,6 +154,29 @@ fn mistakes_are_named() {
     assert!(e.contains("late") && e.contains("start"), "{e}");
 }
 
+/// `l4s = true` marks a probe ECT(1) (what DualPI2 queues apart); `ecn` on a probe, which it
+/// once ignored, and `l4s` on a TCP flow are refused with what to write instead.
+#[test]
+fn an_l4s_probe_is_marked_and_misplaced_ecn_words_are_named() {
+    let link = "length = 4\n[link]\ndown=\"10Mbit\"\nup=\"10Mbit\"\nrtt=\"20ms\"\n";
+    let probe = |extra: &str| format!("{link}[[flow]]\nname=\"p\"\nkind=\"udp-ping\"\n{extra}\n");
+    let (_, r) = run(&probe("l4s = true"), |_| {}).expect("runs");
+    assert_eq!(r.world.probes[0].ecn, debloat_core::packet::Ecn::Ect1);
+    let (_, r) = run(&probe(""), |_| {}).expect("runs");
+    assert_eq!(r.world.probes[0].ecn, debloat_core::packet::Ecn::NotEct);
+    let e = run(&probe("ecn = true"), |_| {})
+        .err()
+        .map(|e| e.to_string())
+        .expect("ecn on a probe");
+    assert!(e.contains("ecn") && e.contains("l4s = true"), "{e}");
+    let tcp = format!("{link}[[flow]]\nname=\"t\"\nkind=\"tcp\"\nl4s = true\n");
+    let e = run(&tcp, |_| {})
+        .err()
+        .map(|e| e.to_string())
+        .expect("l4s on tcp");
+    assert!(e.contains("l4s") && e.contains("prague"), "{e}");
+}
+
 /// A flow's `window` caps it at window / RTT while a flow without one fills the rest of the
 /// link: 256 KiB over 100 ms is 181 segments × 1448 B × 8 / 0.1 s ≈ 21 Mbit/s.
 #[test]

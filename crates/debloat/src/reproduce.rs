@@ -15,7 +15,7 @@ use std::time::Instant;
 )]
 pub struct Args {
     /// Experiment ids (PI-55, FIFO-DEPTH, SQW-20M, CAKE-HOSTS, RRUL-110-10, ACK-FILTER, BQL, HASH,
-    /// ATH10K-6M, NETDEV-PING, ATF-ATH9K, MCS-FLAT, AQL; `--list` shows them all).
+    /// ATH10K-6M, NETDEV-PING, ATF-ATH9K, MCS-FLAT, AQL, DUALQ-L4S; `--list` shows them all).
     ids: Vec<String>,
     /// Run every experiment.
     #[arg(long, conflicts_with = "ids")]

@@ -11,6 +11,7 @@
 //! `tests/reproduce.rs`, so the command and the tests assert the same bands.
 
 mod hash;
+mod l4s;
 mod links;
 pub mod seeds;
 mod tcp;
@@ -180,7 +181,7 @@ pub struct Experiment {
     pub run: fn(u64) -> Outcome,
 }
 
-/// Every wired experiment of Part A, in the table's order.
+/// Every experiment of Part A, in the table's order, and DUALQ-L4S (issue 44).
 pub fn all() -> &'static [Experiment] {
     &[
         Experiment {
@@ -244,6 +245,11 @@ pub fn all() -> &'static [Experiment] {
             id: "MCS-FLAT",
             scenario: "Wi-Fi: ath9k AP with airtime → 2 stations at MCS 0, 7, 15, rtt_fair_up",
             run: wifi::mcs_flat,
+        },
+        Experiment {
+            id: "DUALQ-L4S",
+            scenario: "DualPI2, 40 Mbit/s, 20 ms: Prague and CUBIC uploads in four mixes, an ECT(1) and an ICMP probe",
+            run: l4s::dualq_l4s,
         },
         Experiment {
             id: "AQL",
@@ -341,6 +347,7 @@ mod tests {
             "ATF-ATH9K",
             "MCS-FLAT",
             "AQL",
+            "DUALQ-L4S",
         ] {
             assert_eq!(ids.iter().filter(|x| **x == id).count(), 1, "{id}");
         }
