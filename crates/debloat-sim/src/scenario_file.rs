@@ -453,29 +453,7 @@ fn add(
             ))
         }
         "tcp" => add_tcp(w, fl, dir, at, clients)?,
-        "ping" | "udp-ping" | "voip" => {
-            if fl.ecn {
-                return Err(ScenarioError::value(
-                    &format!("ecn on the {} `{}`", fl.kind, fl.name),
-                    "ecn is a TCP flow's; a probe marked ECT(1) says `l4s = true`",
-                ));
-            }
-            let voip = fl.kind == "voip";
-            let interval = match &fl.interval {
-                Some(t) => time(t, "interval")?,
-                None if voip => 20_000_000,
-                None => 200_000_000,
-            };
-            let k = w.add_probe(&fl.name, fl.kind != "ping", fl.dscp, start, interval);
-            if voip {
-                w.set_probe_voip(k);
-            }
-            w.set_probe_host(k, host, extra);
-            w.set_probe_stop(k, stop);
-            if fl.l4s {
-                w.set_probe_ecn(k, debloat_core::packet::Ecn::Ect1);
-            }
-        }
+        "ping" | "udp-ping" | "voip" => add_probe(w, fl, at)?,
         "udp-flood" => {
             let Some(rate) = fl.rate.as_deref() else {
                 return Err(ScenarioError::value(
@@ -499,6 +477,36 @@ fn add(
                 "expected tcp, ping, udp-ping, voip or udp-flood",
             ))
         }
+    }
+    Ok(())
+}
+
+/// A ping, udp-ping or voip probe (`l4s = true`: marked ECT(1)).
+fn add_probe(
+    w: &mut World,
+    fl: &FlowSection,
+    (start, stop, host, extra): (u64, u64, u8, u64),
+) -> Result<()> {
+    if fl.ecn {
+        return Err(ScenarioError::value(
+            &format!("ecn on the {} `{}`", fl.kind, fl.name),
+            "ecn is a TCP flow's; a probe marked ECT(1) says `l4s = true`",
+        ));
+    }
+    let voip = fl.kind == "voip";
+    let interval = match &fl.interval {
+        Some(t) => time(t, "interval")?,
+        None if voip => 20_000_000,
+        None => 200_000_000,
+    };
+    let k = w.add_probe(&fl.name, fl.kind != "ping", fl.dscp, start, interval);
+    if voip {
+        w.set_probe_voip(k);
+    }
+    w.set_probe_host(k, host, extra);
+    w.set_probe_stop(k, stop);
+    if fl.l4s {
+        w.set_probe_ecn(k, debloat_core::packet::Ecn::Ect1);
     }
     Ok(())
 }
