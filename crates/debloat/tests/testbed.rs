@@ -17,6 +17,7 @@ use std::process::Command;
 use common::bed::*;
 
 #[test]
+#[ignore = "long tier: scripts/long-tests.sh; dated results in docs/testing.md"]
 fn real_cubic_through_a_1000_packet_fifo_waits_over_half_a_second() {
     let Some(_one) = guard() else { return };
     let bed = up("f", "pfifo limit 1000");
@@ -25,15 +26,24 @@ fn real_cubic_through_a_1000_packet_fifo_waits_over_half_a_second() {
     assert!(l.p50 > 500.0, "ping median {:.1} ms", l.p50);
 }
 
+/// BBR through the same cake (the long tier: CI keeps CUBIC's run below).
 #[test]
-fn cake_keeps_real_cubic_and_bbr_near_idle_latency_at_full_rate() {
+#[ignore = "long tier: scripts/long-tests.sh; dated results in docs/testing.md"]
+fn cake_keeps_real_bbr_near_idle_latency_at_full_rate() {
+    let Some(_one) = guard() else { return };
+    let bed = up("cb", "cake bandwidth 10Mbit");
+    let l = load(&bed, "bbr");
+    report("cake bandwidth 10Mbit, 2 × bbr", &l);
+    assert_near_idle_at_full_rate("bbr", &l);
+}
+
+#[test]
+fn cake_keeps_real_cubic_near_idle_latency_at_full_rate() {
     let Some(_one) = guard() else { return };
     let bed = up("c", "cake bandwidth 10Mbit");
-    for cc in ["cubic", "bbr"] {
-        let l = load(&bed, cc);
-        report(&format!("cake bandwidth 10Mbit, 2 × {cc}"), &l);
-        assert_near_idle_at_full_rate(cc, &l);
-    }
+    let l = load(&bed, "cubic");
+    report("cake bandwidth 10Mbit, 2 × cubic", &l);
+    assert_near_idle_at_full_rate("cubic", &l);
     // A rate change at run time, through the control socket.
     let set = |args: &[&str]| {
         Command::new(EXE)
