@@ -10,9 +10,10 @@
 
 mod common;
 use common::bed::*;
+use common::rx::RxSamples;
 use common::text;
 use debloat_gateway::testbed;
-use std::time::{Duration, Instant};
+use std::time::{Duration, SystemTime};
 
 const A: &str = "198.18.1.2";
 const B: &str = "198.18.1.4";
@@ -29,29 +30,6 @@ fn add_addresses(bed: &Bed) {
             .expect("ip runs");
         assert!(o.status.success(), "{}", text(&o));
     }
-}
-
-/// Bytes the server's interface received (whole frames, as cake's `raw` counts them), and
-/// when: the kernel's counter, exact and current (the gateway's merged numbers are up to
-/// 100 ms old for the second worker).
-fn server_rx_bytes(bed: &Bed) -> (u64, Instant) {
-    let out = testbed::sh(&[
-        "ip",
-        "-n",
-        &ns(bed, "server"),
-        "-s",
-        "-j",
-        "link",
-        "show",
-        "dev",
-        "eth0",
-    ])
-    .expect("ip -s link");
-    let v: serde_json::Value = serde_json::from_str(&out).expect("ip's JSON");
-    (
-        v[0]["stats64"]["rx"]["bytes"].as_u64().unwrap_or(0),
-        Instant::now(),
-    )
 }
 
 #[test]
@@ -93,16 +71,17 @@ fn two_workers_keep_host_fairness_the_rate_and_give_a_busy_shard_what_an_idle_on
         send("198.18.2.2:5201", A, "8", 8),
         send("198.18.2.3:5202", B, "1", 8),
     ];
+    let rx = RxSamples::start(&bed, "server");
     std::thread::sleep(Duration::from_secs(2));
-    let (b0, t0) = server_rx_bytes(&bed);
+    let t0 = SystemTime::now();
     std::thread::sleep(Duration::from_secs(5));
-    let (b1, t1) = server_rx_bytes(&bed);
+    let t1 = SystemTime::now();
     for s in senders {
         let o = s.join().expect("sender thread");
         assert!(o.status.success(), "tcp-send: {}", text(&o));
     }
     let (ma, mb) = (sink_mbps(sink_a), sink_mbps(sink_b));
-    let wire = (b1 - b0) as f64 * 8.0 / (t1 - t0).as_secs_f64();
+    let wire = rx.rate_bps(t0, t1);
     let share_a = ma / (ma + mb);
     println!(
         "2 workers, cake 20Mbit dual-srchost: host A (8 uploads) {ma:.2} Mbit/s, host B (1) {mb:.2} Mbit/s, A's share {:.1} %; shaped rate {:.3} Mbit/s",
@@ -219,12 +198,12 @@ fn two_workers_take_a_reload_together() {
     );
     add_addresses(&bed);
     let ([sink_a, sink_b], senders) = two_hosts_upload(&bed, [5211, 5212], 9);
+    let rx = RxSamples::start(&bed, "server");
     let rate = |from: Duration, len: Duration| {
         std::thread::sleep(from);
-        let (b0, t0) = server_rx_bytes(&bed);
+        let t0 = SystemTime::now();
         std::thread::sleep(len);
-        let (b1, t1) = server_rx_bytes(&bed);
-        (b1 - b0) as f64 * 8.0 / (t1 - t0).as_secs_f64()
+        rx.rate_bps(t0, SystemTime::now())
     };
     let before = rate(Duration::from_secs(2), Duration::from_secs(2));
     file("20Mbit");
@@ -304,19 +283,19 @@ fn two_workers_follow_one_rate_controller() {
         text(&o)
     );
     let ([sink_a, sink_b], senders) = two_hosts_upload(&bed, [5221, 5222], 10);
+    let rx = RxSamples::start(&bed, "server");
     std::thread::sleep(Duration::from_secs(6));
-    let (b0, t0) = server_rx_bytes(&bed);
+    let (t0, start) = (SystemTime::now(), std::time::Instant::now());
     // The controller's total is read while the load runs, every 250 ms: it climbs past the
     // link's rate, the tbf's queue grows, and a bufferbloat step cuts it by up to a quarter, so
     // one reading (at the end, say) can land anywhere on that saw-tooth.
     let mut rates = Vec::new();
-    while t0.elapsed() < Duration::from_secs(3) {
+    while start.elapsed() < Duration::from_secs(3) {
         std::thread::sleep(Duration::from_millis(250));
         let r = gateway_stats(&bed)["egress"]["autorate"]["rate_bps"].as_f64();
         rates.push(r.unwrap_or(0.0));
     }
-    let (b1, t1) = server_rx_bytes(&bed);
-    let wire = (b1 - b0) as f64 * 8.0 / (t1 - t0).as_secs_f64();
+    let wire = rx.rate_bps(t0, SystemTime::now());
     let mean_rate = rates.iter().sum::<f64>() / rates.len().max(1) as f64;
     for s in senders {
         let o = s.join().expect("sender thread");

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod bed;
+pub mod rx;
 
 use std::path::Path;
 use std::process::{Command, Output};
