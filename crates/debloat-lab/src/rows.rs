@@ -113,6 +113,7 @@ fn plan(spec: &str, up_bps: u64, down_bps: u64, delay: &str, n: u32, cc: &str) -
         gateway_bps: None,
         kernel_via_gateway: false,
         kernel_first: false,
+        host_qdisc: None,
     }
 }
 

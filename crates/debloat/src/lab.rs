@@ -89,9 +89,14 @@ pub struct CompareArgs {
     /// see whether the order of the runs moves a figure. Needs --no-match-rtt.
     #[arg(long, requires = "no_match_rtt")]
     kernel_first: bool,
-    /// Base delay netem adds on the client's egress (both runs).
+    /// Base delay netem adds on the client's egress (both runs; on the server's with
+    /// --host-qdisc).
     #[arg(long, default_value = "10ms")]
     delay: String,
+    /// A qdisc on the client hosts' own egress (both runs), e.g. `fq`: sch_fq paces each
+    /// socket, as Linux hosts did for 2016's BBR. The base delay moves to the server's egress.
+    #[arg(long, value_name = "QDISC", conflicts_with_all = ["upstream_rate", "kernel_via_gateway"])]
+    host_qdisc: Option<String>,
     /// Bulk uploads per host, comma-separated: `4` one host, `1,4` two hosts.
     #[arg(long, default_value = "4")]
     hosts: String,
@@ -374,6 +379,7 @@ fn plan_of(c: &CompareArgs) -> Result<side::Plan> {
         },
         kernel_via_gateway: c.kernel_via_gateway,
         kernel_first: c.kernel_first,
+        host_qdisc: c.host_qdisc.clone(),
     };
     for s in [&plan.up, &plan.down] {
         side::shapes(s).map_err(anyhow::Error::msg)?;

@@ -198,8 +198,12 @@ pub fn table(s: &SideBySide, checks: &[Check]) -> String {
         true => String::new(),
         false => format!(", starting at {:?} s", s.plan.starts),
     };
+    let at = match &s.plan.host_qdisc {
+        Some(q) => format!("at the server, hosts on `{q}`"),
+        None => "at the client".to_string(),
+    };
     let mut t = format!(
-        "{netem}up {} at {} bit/s, down {} at {} bit/s, +{} at the client, uploads per host {:?} ({}{starts}), {} s (first {} omitted); kernel {}\n",
+        "{netem}up {} at {} bit/s, down {} at {} bit/s, +{} {at}, uploads per host {:?} ({}{starts}), {} s (first {} omitted); kernel {}\n",
         s.plan.up, s.plan.up_bps, s.plan.down, s.plan.down_bps, s.plan.delay, s.plan.hosts, s.plan.cc, s.plan.seconds, s.plan.omit, s.kernel_release
     );
     t.push_str(&format!(

@@ -13,7 +13,8 @@
 //! * **debloat**: the bridge is gone; `debloat gateway --egress UP --ingress DOWN` forwards,
 //!   with `--emulate-egress "rate R"` (and ingress) where the spec does not shape.
 //!
-//! Both runs see the same base delay (netem on the client's `eth0`, outside what is compared),
+//! Both runs see the same base delay (netem on the client's `eth0`, outside what is compared;
+//! on the server's when the hosts have a qdisc of their own, [`hosts`]),
 //! the same bulk TCP uploads per host (`testbed tcp-send`, one sink per host counting the last
 //! part after `omit`, as iperf3's `--omit`), and the same three ping flows, one from each of
 //! three addresses of their own, every 50 ms each (see [`Measured::ping_pct`]). The
@@ -23,6 +24,7 @@
 
 pub mod compare;
 pub mod counts;
+mod hosts;
 mod traffic;
 
 use counts::Counts;
@@ -41,7 +43,8 @@ pub struct Plan {
     pub up_bps: u64,
     /// The link's rate down, bit/s.
     pub down_bps: u64,
-    /// Base delay added by netem on the client's egress (both runs), e.g. `10ms`.
+    /// Base delay added by netem on the client's egress (both runs), e.g. `10ms` (on the
+    /// server's egress with a `host_qdisc`).
     pub delay: String,
     /// Bulk uploads per client host (host i sends from 198.18.1.(2 + i)).
     pub hosts: Vec<u32>,
@@ -106,6 +109,11 @@ pub struct Plan {
     /// `match_rtt` off.
     #[serde(default)]
     pub kernel_first: bool,
+    /// A qdisc on the client hosts' own egress, tc's words (e.g. `fq`: sch_fq paces each
+    /// socket, as on the Linux hosts of 2016's BBR runs). The base delay then moves to the
+    /// server's egress, and the kernel's run frees segments at the gateway (see `hosts`).
+    #[serde(default)]
+    pub host_qdisc: Option<String>,
 }
 
 /// What one run measured.
@@ -201,7 +209,7 @@ pub fn run(plan: &Plan, exe: &std::path::Path, prefix: &str) -> Result<SideBySid
     }
     testbed::build_namespaces(prefix)?;
     let _down = Teardown(prefix.to_string());
-    prepare_hosts(plan, prefix)?;
+    hosts::prepare(plan, prefix)?;
     // The gateway first, for its idle round trip: under User-Mode Linux a userspace forwarder
     // adds a millisecond or two each way, and TCP's dynamics (and so the drop rate) follow the
     // round trip. With `match_rtt` the kernel's run gets that much more netem delay.
@@ -249,64 +257,6 @@ fn kernel_run(
     Ok(measured)
 }
 
-fn sysctl(ns: &str, setting: &str) -> Result<(), TestbedError> {
-    sh(&["ip", "netns", "exec", ns, "sysctl", "-qw", setting]).map(|_| ())
-}
-
-/// netem's base delay on the client's egress (`op`: add or change), at the plan's upstream
-/// rate if it has one.
-fn client_delay(plan: &Plan, prefix: &str, op: &str, delay: &str) -> Result<(), TestbedError> {
-    let [c, _, _] = testbed::namespaces(prefix);
-    let args = [
-        "qdisc", op, "dev", "eth0", "root", "netem", "delay", delay, "limit", "100000",
-    ];
-    let mut a = vec!["tc", "-n", &c];
-    a.extend_from_slice(&args);
-    if let Some(r) = &plan.upstream_rate {
-        a.extend_from_slice(&["rate", r]);
-    }
-    sh(&a).map(|_| ())
-}
-
-/// The hosts' side, the same for both runs: ECN, one address per host, the base delay, and
-/// nothing cached between runs.
-fn prepare_hosts(plan: &Plan, prefix: &str) -> Result<(), TestbedError> {
-    let [c, _, v] = testbed::namespaces(prefix);
-    if plan.ecn {
-        sysctl(&c, "net.ipv4.tcp_ecn=1")?;
-    }
-    if let Some(max) = plan.client_rmem_max {
-        sysctl(
-            &c,
-            &format!("net.ipv4.tcp_rmem=4096 {} {max}", max.min(131_072)),
-        )?;
-    }
-    for k in 0..traffic::PING_FLOWS {
-        let addr = format!("{}/24", traffic::ping_source(k));
-        sh(&["ip", "-n", &c, "addr", "add", &addr, "dev", "eth0"])?;
-    }
-    for i in 1..plan.hosts.len() {
-        let addr = format!("198.18.1.{}/24", 2 + i);
-        sh(&["ip", "-n", &c, "addr", "add", &addr, "dev", "eth0"])?;
-        if plan.server_per_host {
-            let addr = format!("198.18.2.{}/24", 2 + i);
-            sh(&["ip", "-n", &v, "addr", "add", &addr, "dev", "eth0"])?;
-        }
-    }
-    // The base delay sits on the client's egress. There it also does what a real network does
-    // for free: netem releases each segment from its socket's memory (`skb_orphan_partial`), so
-    // TCP Small Queues stops counting segments that wait in the gateway's qdisc. Without it, the
-    // kernel's qdisc on a veth of the same host holds each sender to a few packets (the socket
-    // reference survives the namespace crossing since Linux 5.1) and a 50-packet FIFO never
-    // fills, while a router's never pushes back on a remote sender.
-    client_delay(plan, prefix, "add", &plan.delay)?;
-    // Every run starts from nothing learnt: no cached ssthresh or RTT from the run before.
-    for ns in [&c, &v] {
-        sysctl(ns, "net.ipv4.tcp_no_metrics_save=1")?;
-    }
-    Ok(())
-}
-
 /// With the kernel forwarding: add the delay that makes its idle round trip the gateway's
 /// (`match_rtt`), then measure. Returns the run and the delay added, ms.
 fn match_and_measure(
@@ -324,7 +274,7 @@ fn match_and_measure(
             added_ms = (gateway_idle_ms - kernel_idle_ms).max(0.0);
         }
         let delay_us = format!("{}us", (base_ns as f64 / 1e3 + added_ms * 1e3).round());
-        client_delay(plan, prefix, "change", &delay_us)?;
+        hosts::base_delay(plan, prefix, "change", &delay_us)?;
         traffic::measure(plan, exe, prefix, || kernel_counts(plan, prefix))
     })();
     (res, added_ms)
@@ -372,6 +322,22 @@ fn kernel_up(plan: &Plan, prefix: &str, exe: &std::path::Path) -> Result<(), Tes
             a.extend_from_slice(more);
             sh(&a)
         };
+        // `root`, or under the netem that frees segments from their sockets (`hosts`).
+        let release = dev == "wan0" && hosts::release_at_gateway(plan);
+        if release {
+            hosts::add_release(&g, dev)?;
+        }
+        let root: &[&str] = if release {
+            &["parent", hosts::RELEASE_PARENT]
+        } else {
+            &["root"]
+        };
+        let at = |head: &[&'static str], rest: &[&'static str]| -> Vec<&'static str> {
+            let mut a = head.to_vec();
+            a.extend_from_slice(root);
+            a.extend_from_slice(rest);
+            a
+        };
         if let (Some(words_), "wan0") = (&plan.netem, dev) {
             let mut a = vec!["qdisc", "add", "dev", dev, "root", "handle", "10:", "netem"];
             a.extend(words(words_));
@@ -379,17 +345,22 @@ fn kernel_up(plan: &Plan, prefix: &str, exe: &std::path::Path) -> Result<(), Tes
         } else if let Ok(debloat_core::QdiscSpec::Htb(h)) = spec.parse() {
             // tc's own commands for the tree: the qdisc, its classes, leaves, filters.
             for cmd in debloat_core::qdisc::htb::show::tc_commands(&h, dev) {
-                tc(&words(&cmd))?;
+                let a: Vec<&str> = words(&cmd)
+                    .into_iter()
+                    .flat_map(|w| if w == "root" { root.to_vec() } else { vec![w] })
+                    .collect();
+                tc(&a)?;
             }
         } else if shapes(spec).map_err(TestbedError)? {
-            let mut a = vec!["qdisc", "add", "dev", dev, "root", "handle", "10:"];
+            let mut a = at(&["qdisc", "add", "dev", dev], &["handle", "10:"]);
             a.extend(words(spec));
             tc(&a)?;
         } else {
             let rate = format!("{bps}bit");
-            tc(&[
-                "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "1",
-            ])?;
+            tc(&at(
+                &["qdisc", "add", "dev", dev],
+                &["handle", "1:", "htb", "default", "1"],
+            ))?;
             tc(&[
                 "class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", &rate,
             ])?;

@@ -254,10 +254,12 @@ pub fn sqw_20m(seed: u64) -> Outcome {
     // The published runs' hosts had sch_fq (2016's BBR needed it to pace), so CUBIC was paced
     // too; the checks above run unpaced hosts, as the lab's do.
     let fq = QdiscSpec::Fq(Default::default());
-    let (_, paced) = run_hosts("pfifo limit 1000", false, Some(fq));
+    let (_, paced) = run_hosts("pfifo limit 1000", false, Some(fq.clone()));
+    let (_, paced_now) = run_hosts("pfifo limit 1000", true, Some(fq));
     o.notes.push(format!(
-        "with sch_fq on the hosts (`--host-qdisc fq`: every flow paced, as on the published runs' hosts): pfifo 1000 CUBIC / BBR {:.2} ×",
+        "with sch_fq on the hosts (`--host-qdisc fq`: every flow paced, as on the published runs' hosts): pfifo 1000 CUBIC / BBR {:.2} ×, {:.2} × with today's BBR (the lab's: `debloat lab compare … --host-qdisc fq`, docs/kernel-lab-reproduce.md)",
         (paced[1] + paced[3]) / (paced[0] + paced[2]),
+        (paced_now[1] + paced_now[3]) / (paced_now[0] + paced_now[2]),
     ));
     o
 }
