@@ -144,9 +144,11 @@ mod tests {
         assert!(check(&plan(r#","host_qdisc":"fq""#)).is_ok());
         assert!(release_at_gateway(&plan(r#","host_qdisc":"fq""#)));
         assert!(!release_at_gateway(&plan("")));
-        let e = check(&plan(r#","host_qdisc":"fq pacing_rate 1""#)).unwrap_err();
+        let e =
+            check(&plan(r#","host_qdisc":"fq pacing_rate 1""#)).expect_err("an unknown fq word");
         assert!(e.0.contains("pacing_rate"), "{}", e.0);
-        let e = check(&plan(r#","host_qdisc":"fq","upstream_rate":"8Mbit""#)).unwrap_err();
+        let e = check(&plan(r#","host_qdisc":"fq","upstream_rate":"8Mbit""#))
+            .expect_err("fq with an upstream rate");
         assert!(e.0.contains("upstream rate"), "{}", e.0);
     }
 }
