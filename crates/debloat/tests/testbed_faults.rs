@@ -247,7 +247,8 @@ fn an_interface_deleted_and_made_again_under_load() {
         "the gateway took {reacted:?}"
     );
     assert!(p.status.success(), "no answer within 1 s: {}", text(&p));
-    let after = spawn_sink(&bed, 5202, 30, &[]);
+    // The sink outlives the 6-s uploads by a few seconds (it listens for all of its time).
+    let after = spawn_sink(&bed, 5202, 10, &[]);
     std::thread::sleep(Duration::from_millis(300));
     let again = tcp_send(
         &ns(&bed, "client"),
