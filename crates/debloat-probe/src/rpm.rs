@@ -152,7 +152,7 @@ pub enum Confidence {
 pub struct Rpm {
     /// The draft's RPM: (Foreign + Loaded) / 2.
     pub rpm: f64,
-    /// 60000 / mean of TM(tcp_f) and TM(http_f).
+    /// 60000 / mean of TM(tcp_f) and TM(http_f) (and TM(tls_f) with TLS).
     pub foreign_rpm: f64,
     /// 60000 / TM(http_l).
     pub loaded_rpm: f64,
@@ -214,6 +214,25 @@ pub fn compute(
     http_l: &[Timed],
     goodput: &[Timed],
 ) -> Option<Rpm> {
+    compute_with(a, b, &[tcp_f, http_f], http_l, goodput, TCP_ONLY)
+}
+
+const TCP_ONLY: &str = "draft-ietf-ippm-responsiveness-09, TCP-only: RPM = (60000/mean(TM(tcp_f),TM(http_f)) + 60000/TM(http_l)) / 2, TM = mean of the lowest 95 %, over the last 4 intervals of 5 s; http_l = the load connections' TCP_INFO smoothed RTT";
+
+/// RPM over [a, b] from any number of foreign series (the draft's TCP-only form has two,
+/// tcp_f and http_f; with TLS three, tcp_f, tls_f and http_f): Foreign = 60000 / the mean of
+/// their trimmed means. The series are sample-aligned (one entry per probe in each).
+pub fn compute_with(
+    a: f64,
+    b: f64,
+    series: &[&[Timed]],
+    http_l: &[Timed],
+    goodput: &[Timed],
+    definition: &'static str,
+) -> Option<Rpm> {
+    if series.is_empty() {
+        return None;
+    }
     // Whole intervals of ID seconds in the window; a window shorter than one is one interval.
     let n = ((b - a) / ID_S + 1e-9).floor() as usize;
     let windows: Vec<(f64, f64)> = if n == 0 {
@@ -232,10 +251,12 @@ pub fn compute(
     };
     // (Foreign, Loaded, RPM) from the samples of intervals lo..hi.
     let parts = |lo: usize, hi: usize| -> Option<(f64, f64, f64)> {
-        let tf = trimmed_mean(&within(tcp_f, lo, hi))?;
-        let hf = trimmed_mean(&within(http_f, lo, hi))?;
+        let mut sum = 0.0;
+        for f in series {
+            sum += trimmed_mean(&within(f, lo, hi))?;
+        }
         let hl = trimmed_mean(&within(http_l, lo, hi))?;
-        let foreign = 60_000.0 / ((tf + hf) / 2.0);
+        let foreign = 60_000.0 / (sum / series.len() as f64);
         let loaded = 60_000.0 / hl;
         Some((foreign, loaded, (foreign + loaded) / 2.0))
     };
@@ -257,11 +278,9 @@ pub fn compute(
         Confidence::Medium
     };
     let (from, to) = (windows[lo].0, windows[hi - 1].1);
-    let foreign_rtts: Vec<f64> = tcp_f
-        .iter()
-        .zip(http_f)
-        .filter(|(x, _)| x.0 >= from && x.0 < to)
-        .map(|(x, y)| (x.1 + y.1) / 2.0)
+    let foreign_rtts: Vec<f64> = (0..series.iter().map(|f| f.len()).min().unwrap_or(0))
+        .filter(|&i| series[0][i].0 >= from && series[0][i].0 < to)
+        .map(|i| series.iter().map(|f| f[i].1).sum::<f64>() / series.len() as f64)
         .collect();
     let p90_rpm = match (p90(&foreign_rtts), p90(&within(http_l, lo, hi))) {
         (Some(f), Some(l)) => 60_000.0 / ((f + l) / 2.0),
@@ -275,7 +294,7 @@ pub fn compute(
         intervals: n,
         confidence,
         class: class(rpm),
-        definition: "draft-ietf-ippm-responsiveness-09, TCP-only: RPM = (60000/mean(TM(tcp_f),TM(http_f)) + 60000/TM(http_l)) / 2, TM = mean of the lowest 95 %, over the last 4 intervals of 5 s; http_l = the load connections' TCP_INFO smoothed RTT",
+        definition,
     })
 }
 

@@ -16,6 +16,7 @@ mod lab;
 mod link_trace;
 mod manpages;
 mod probe;
+mod probe_ietf;
 mod rates;
 mod replay;
 mod report;

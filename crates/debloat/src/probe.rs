@@ -17,7 +17,7 @@ use std::time::Duration;
 /// Arguments of `debloat server`.
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Serves TCP flows and responsiveness probes on TCP, and answers irtt clients (stock `irtt client` too) on UDP, both on the same port.\n\nExamples:\n  debloat server\n  debloat server --bind 198.18.0.2:2112 --max-length 120 --hmac sekrit"
+    after_help = "Serves TCP flows and responsiveness probes on TCP, and answers irtt clients (stock `irtt client` too) on UDP, both on the same port.\n\nExamples:\n  debloat server\n  debloat server --bind 198.18.0.2:2112 --max-length 120 --hmac sekrit\n  debloat server --https 0.0.0.0:4443 --cert-name 198.18.0.2   (also the IETF responsiveness test)"
 )]
 pub struct ServerArgs {
     /// Address to listen on (TCP and UDP); irtt's port 2112 by default.
@@ -38,20 +38,45 @@ pub struct ServerArgs {
     /// Shared key: irtt packets must carry HMAC-MD5 with it, TCP requests a MAC.
     #[arg(long)]
     hmac: Option<String>,
+    /// Also serve the IETF responsiveness test (HTTP/2 over TLS) here, e.g. 0.0.0.0:4443;
+    /// clients: `debloat test responsiveness --config https://HOST:4443/.well-known/nq`.
+    #[arg(long, value_name = "ADDR:PORT")]
+    https: Option<String>,
+    /// Certificate chain (PEM) for --https; without it a self-signed one is made at start.
+    #[arg(long, requires = "key", value_name = "FILE")]
+    cert: Option<PathBuf>,
+    /// Private key (PEM) of --cert.
+    #[arg(long, requires = "cert", value_name = "FILE")]
+    key: Option<PathBuf>,
+    /// More names (DNS or IP) for the self-signed certificate (localhost and the --https
+    /// address are always in it).
+    #[arg(long = "cert-name", value_name = "NAME")]
+    cert_names: Vec<String>,
+    /// Where the self-signed certificate is written, for clients' --ca.
+    #[arg(long, default_value = "debloat-server-cert.pem", value_name = "FILE")]
+    cert_out: PathBuf,
 }
 
 /// Arguments of `debloat test`.
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = format!("Tests (flent's names, and debloat's own last):\n{}\n\nExamples:", debloat_flent::catalog::help_list(debloat_flent::catalog::Driver::Probe)) + "\n  debloat test rrul 198.18.0.2\n  debloat test tcp_nup 198.18.0.2 --streams 8 --cc bbr --length 30\n  debloat test voip 198.18.0.2 --irtt 198.18.0.2:2112\n  debloat test rtt_fair_var_up 198.18.0.2 198.18.0.3\n  debloat test bufferbloat 198.18.0.2 --length 40\n  debloat test responsiveness 198.18.0.2\n\nWrites <test>-<time>.flent.gz (opens in flent), <test>-<time>.json and report/index.html to --output. Ctrl-C stops early and still writes what was measured."
+    after_help = format!("Tests (flent's names, and debloat's own last):\n{}\n\nExamples:", debloat_flent::catalog::help_list(debloat_flent::catalog::Driver::Probe)) + "\n  debloat test rrul 198.18.0.2\n  debloat test tcp_nup 198.18.0.2 --streams 8 --cc bbr --length 30\n  debloat test voip 198.18.0.2 --irtt 198.18.0.2:2112\n  debloat test rtt_fair_var_up 198.18.0.2 198.18.0.3\n  debloat test bufferbloat 198.18.0.2 --length 40\n  debloat test responsiveness 198.18.0.2\n  debloat test responsiveness --config https://198.18.0.2:4443/.well-known/nq --ca debloat-server-cert.pem   (the IETF test, HTTP/2 over TLS)\n\nWrites <test>-<time>.flent.gz (opens in flent), <test>-<time>.json and report/index.html to --output. Ctrl-C stops early and still writes what was measured."
 )]
 pub struct TestArgs {
     /// Test name (flent's, or debloat's own `bufferbloat`, `responsiveness`).
     test: String,
     /// The debloat server(s): HOST or HOST:PORT (port 2112 by default). Several only for
-    /// rtt_fair_var_up/_down.
-    #[arg(required = true)]
+    /// rtt_fair_var_up/_down. Not needed with --config.
+    #[arg(required_unless_present = "config")]
     servers: Vec<String>,
+    /// responsiveness: run the IETF test (HTTP/2 over TLS) against this config URL, e.g.
+    /// https://198.18.0.2:4443/.well-known/nq (any server publishing the draft's config;
+    /// `debloat server --https` does). With a debloat server named too, both tests run.
+    #[arg(long, value_name = "URL")]
+    config: Option<String>,
+    /// Trust this certificate (PEM) too, e.g. the one `debloat server --https` wrote.
+    #[arg(long, value_name = "FILE")]
+    ca: Option<PathBuf>,
     /// LENGTH: how long the load runs, seconds (flent's -l).
     #[arg(short = 'l', long, default_value_t = 60.0)]
     length: f64,
@@ -133,6 +158,12 @@ pub fn server(a: &ServerArgs) -> Result<()> {
         "debloat server: TCP {} (flows, probes), UDP {} (irtt); Ctrl-C to stop",
         running.tcp, running.udp
     );
+    let files = a.cert.as_deref().zip(a.key.as_deref());
+    let https = a
+        .https
+        .as_deref()
+        .map(|h| crate::probe_ietf::serve(h, files, &a.cert_names, &a.cert_out))
+        .transpose()?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(sig, Arc::clone(&stop))?;
@@ -149,12 +180,40 @@ pub fn server(a: &ServerArgs) -> Result<()> {
         c.bytes_received.load(Relaxed) as f64 / 1e6,
         c.bytes_sent.load(Relaxed) as f64 / 1e6
     );
+    if let Some(h) = https {
+        let c = &h.counters;
+        println!(
+            "debloat server: HTTPS {} requests, {:.1} MB received, {:.1} MB sent",
+            c.requests.load(Relaxed),
+            c.received.load(Relaxed) as f64 / 1e6,
+            c.sent.load(Relaxed) as f64 / 1e6
+        );
+    }
     running.shutdown();
     Ok(())
 }
 
 /// Run a test, write its results, print the table, grade and RPM.
 pub fn test(a: &TestArgs) -> Result<()> {
+    let Some(url) = &a.config else {
+        return native(a).map(|_| ());
+    };
+    if a.test != "responsiveness" {
+        bail!(
+            "--config is for `debloat test responsiveness` (the IETF test); `{}` does not take it",
+            a.test
+        );
+    }
+    let own = if a.servers.is_empty() {
+        None
+    } else {
+        native(a)?
+    };
+    crate::probe_ietf::test(url, a.ca.as_deref(), a.length, &a.output, own)
+}
+
+/// Run debloat's own test against a debloat server; the RPM it measured, if any.
+fn native(a: &TestArgs) -> Result<Option<debloat_probe::rpm::Rpm>> {
     let stat: GradeStat = a.grade_stat.parse().map_err(anyhow::Error::msg)?;
     let plan = plan_of(a)?;
     let stop = Arc::new(AtomicBool::new(false));
@@ -220,7 +279,7 @@ pub fn test(a: &TestArgs) -> Result<()> {
     {
         bail!("no flow carried data; see the warnings above");
     }
-    Ok(())
+    Ok(results::rpm_of(&out))
 }
 
 /// The test's plan from the command line (servers resolved).

@@ -145,11 +145,25 @@ fn the_package_installs_and_its_unit_command_line_shapes_a_link() {
         .args(["gateway", "stats"])
         .output()
         .expect("stats");
-    let mut srv = testbed::in_ns(&server, &[&b, "server"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("server");
+    let cert = dir.path().join("server-cert.pem");
+    let cert_s = cert.to_string_lossy();
+    let mut srv = testbed::in_ns(
+        &server,
+        &[
+            &b,
+            "server",
+            "--https",
+            "0.0.0.0:4443",
+            "--cert-name",
+            testbed::SERVER_V4,
+            "--cert-out",
+            &cert_s,
+        ],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .expect("server");
     std::thread::sleep(Duration::from_millis(300));
     let out = dir.path().join("rpm");
     let rpm = testbed::in_ns(
@@ -159,8 +173,12 @@ fn the_package_installs_and_its_unit_command_line_shapes_a_link() {
             "test",
             "responsiveness",
             testbed::SERVER_V4,
+            "--config",
+            &format!("https://{}:4443/.well-known/nq", testbed::SERVER_V4),
+            "--ca",
+            &cert_s,
             "--length",
-            "4",
+            "6",
             "--delay",
             "0.5",
             "--no-report",
@@ -199,6 +217,28 @@ fn the_package_installs_and_its_unit_command_line_shapes_a_link() {
     assert!(
         rt.contains("responsiveness (draft-ietf-ippm-responsiveness") && rt.contains(" RPM"),
         "{rt}"
+    );
+    // The IETF test ran beside it, over HTTP/2 and TLS, through the 19 Mbit/s shaper.
+    assert!(rt.contains("HTTP/2 over TLS over"), "{rt}");
+    assert!(
+        rt.contains("responsiveness (IETF draft-09, HTTP/2 + TLS): "),
+        "{rt}"
+    );
+    let up = rt
+        .lines()
+        .find(|l| l.contains("goodput in the last 5 s"))
+        .and_then(|l| {
+            l.split("up ")
+                .nth(1)?
+                .split(" Mbit/s")
+                .next()?
+                .parse::<f64>()
+                .ok()
+        })
+        .expect("an upload goodput");
+    assert!(
+        up > 10.0 && up < 19.5,
+        "upload through cake 19Mbit: {up} Mbit/s\n{rt}"
     );
     assert_eq!(
         done.status.code(),
