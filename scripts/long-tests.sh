@@ -9,4 +9,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CI="${CI:-true}" # here too a missing tool is a failure, not a SKIP
+# Cloudflare's mach (crates.io cf-mach), the second client of the IETF responsiveness test in
+# tests/testbed_nq.rs; it builds BoringSSL, which needs cmake and libclang.
+if ! command -v mach >/dev/null 2>&1; then
+  apt-get install -y -qq cmake clang libclang-dev >/dev/null
+  cargo install --locked cf-mach
+fi
 cargo test --workspace --release -- --ignored "$@"

@@ -45,6 +45,13 @@ impl Zeros {
         }
     }
 
+    /// Hand it over `n` bytes at a time (at least 1): an HTTP/2 stream queues a whole chunk
+    /// once it takes one, so a small chunk keeps its own buffer small.
+    pub fn chunk(mut self, n: usize) -> Zeros {
+        self.chunk = Bytes::from(vec![0u8; n.max(1)]);
+        self
+    }
+
     /// End early once `stop` is set.
     pub fn until(mut self, stop: Arc<AtomicBool>) -> Zeros {
         self.stop = Some(stop);
@@ -78,7 +85,7 @@ impl HttpBody for Zeros {
         if self.left == 0 || stopped {
             return Poll::Ready(None);
         }
-        let n = (self.left.min(CHUNK as u64)) as usize;
+        let n = (self.left.min(self.chunk.len() as u64)) as usize;
         self.left -= n as u64;
         if let Some(s) = &self.sent {
             s.fetch_add(n as u64, Ordering::Relaxed);
@@ -129,6 +136,10 @@ mod tests {
             .unwrap();
         assert_eq!(n, 3 * CHUNK as u64 + 5);
         assert_eq!(sent.load(Ordering::Relaxed), n);
+        assert_eq!(
+            drain(Zeros::new(10_000).chunk(4096), None).await.unwrap(),
+            10_000
+        );
         let stop = Arc::new(AtomicBool::new(true));
         assert_eq!(
             drain(Zeros::new(u64::MAX).until(stop), None).await.unwrap(),

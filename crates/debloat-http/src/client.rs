@@ -121,8 +121,8 @@ pub async fn connect(
 }
 
 /// [`connect`], the socket holding at most `notsent_lowat` unsent bytes (TCP_NOTSENT_LOWAT)
-/// if given: a load connection's own send buffer then adds little delay to what is sent
-/// after its data (a probe on the same HTTP/2 connection).
+/// and TLS and HTTP/2 buffering as much for sending, if given: a load connection's own buffers then
+/// add little delay to what is sent after its data (a probe on the same HTTP/2 connection).
 pub async fn connect_with(
     addr: SocketAddr,
     host: &str,
@@ -164,16 +164,21 @@ pub async fn connect_with(
     .await
     .map_err(|_| late())??;
     let tls_t = t1.elapsed();
+    let mut s = s;
+    if let Some(n) = notsent_lowat {
+        s.get_mut().1.set_buffer_limit(Some(n as usize));
+    }
     let tls_round_trips = match s.get_ref().1.protocol_version() {
         Some(rustls::ProtocolVersion::TLSv1_3) => 1,
         _ => 2,
     };
     let sender = if s.get_ref().1.alpn_protocol() == Some(b"h2") {
-        let (send, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
-            .timer(TokioTimer::new())
-            .adaptive_window(true)
-            .handshake(TokioIo::new(s))
-            .await?;
+        let mut b = hyper::client::conn::http2::Builder::new(TokioExecutor::new());
+        b.timer(TokioTimer::new()).adaptive_window(true);
+        if let Some(n) = notsent_lowat {
+            b.max_send_buf_size(n as usize);
+        }
+        let (send, conn) = b.handshake(TokioIo::new(s)).await?;
         tokio::spawn(conn);
         Sender::H2(send)
     } else {

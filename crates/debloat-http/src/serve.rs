@@ -32,8 +32,10 @@ pub struct Limits {
     pub conn_deadline: Option<Duration>,
     /// Serve more than one request per HTTP/1.1 connection.
     pub keep_alive: bool,
-    /// Unsent bytes each accepted socket may hold (TCP_NOTSENT_LOWAT), if set: keeps the
-    /// sender's own buffer from adding delay to what it sends.
+    /// Unsent bytes each accepted socket may hold (TCP_NOTSENT_LOWAT), if set, and the most
+    /// TLS (rustls' buffer limit) and an HTTP/2 stream (hyper's `max_send_buf_size`) buffer
+    /// for sending the same: keeps the sender's own buffers from adding delay to what it
+    /// sends after them.
     pub notsent_lowat: Option<u32>,
 }
 
@@ -194,13 +196,18 @@ async fn connection(
     match tls {
         None => h1(stream, limits, handler).await,
         Some(acceptor) => {
-            let Ok(Ok(s)) =
+            let Ok(Ok(mut s)) =
                 tokio::time::timeout(limits.head_deadline, acceptor.accept(stream)).await
             else {
                 return;
             };
+            if let Some(n) = limits.notsent_lowat {
+                // rustls' own buffer of records not yet written (64 KiB by default) is one
+                // more queue in front of the socket.
+                s.get_mut().1.set_buffer_limit(Some(n as usize));
+            }
             if s.get_ref().1.alpn_protocol() == Some(b"h2") {
-                h2(s, handler).await;
+                h2(s, limits, handler).await;
             } else {
                 h1(s, limits, handler).await;
             }
@@ -235,13 +242,14 @@ where
         .await;
 }
 
-async fn h2<S>(io: S, handler: Handler)
+async fn h2<S>(io: S, limits: Limits, handler: Handler)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-        .timer(TokioTimer::new())
-        .adaptive_window(true)
-        .serve_connection(TokioIo::new(io), service(handler))
-        .await;
+    let mut b = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+    b.timer(TokioTimer::new()).adaptive_window(true);
+    if let Some(n) = limits.notsent_lowat {
+        b.max_send_buf_size(n as usize);
+    }
+    let _ = b.serve_connection(TokioIo::new(io), service(handler)).await;
 }

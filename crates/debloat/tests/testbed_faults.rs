@@ -355,7 +355,7 @@ fn the_mtu_changes_under_load() {
 
 /// The Prometheus endpoint (inside the gateway's namespace) gets 30 clients that connect and say
 /// nothing, one whose header never ends, one trickling a byte at a time and one sending garbage,
-/// under load: each bad one is answered with an error or cut off, a scrape beside them is
+/// under load: each bad one is answered with an error (431, 400) or cut off, a scrape beside them is
 /// answered within a second, and the gateway forwards throughout with every frame accounted for.
 #[test]
 fn the_metrics_endpoint_under_slow_and_malformed_clients() {
@@ -404,21 +404,24 @@ fn the_metrics_endpoint_under_slow_and_malformed_clients() {
     );
     println!("{out}");
     assert!(out.contains("endless: HTTP/1.1 431"), "{out}");
-    // Not a GET: 405 since the live view shares the listener (issue 46); 404 before.
-    assert!(out.contains("garbage: HTTP/1.1 405"), "{out}");
-    assert!(out.contains("scrape: HTTP/1.1 200 OK in"), "{out}");
+    // A request line that is not HTTP: 400 since the endpoint runs on hyper (issue 46 item 7).
+    assert!(out.contains("garbage: HTTP/1.1 400"), "{out}");
+    // hyper answers an HTTP/1.0 request in HTTP/1.0.
+    assert!(out.contains("scrape: HTTP/1.0 200 OK in"), "{out}");
     let ms: u64 = out
         .split("200 OK in ")
         .nth(1)
         .and_then(|r| r.split(' ').next()?.parse().ok())
         .expect("scrape time");
     assert!(ms < 1000, "the scrape took {ms} ms");
-    assert!(out.contains("trickle: HTTP/1.1 408"), "{out}");
+    // The trickler is cut off at the head deadline, unanswered (hyper closes a late head; the
+    // hand-written server before it sent a 408).
+    assert!(out.lines().any(|l| l.trim() == "trickle:"), "{out}");
     healthy(&bed, pid, "after the metrics clients");
     let sent = sender.join().expect("sender");
     assert!(sent.status.success(), "{}", text(&sent));
     let mbps = sink_mbps(sink);
     assert!(mbps > 8.0, "goodput {mbps:.2} Mbit/s");
     let after = bash("exec 3<>/dev/tcp/127.0.0.1/PORT; printf 'GET /metrics HTTP/1.0\\r\\n\\r\\n' >&3; head -1 <&3 | tr -d '\\r'");
-    assert_eq!(after, "HTTP/1.1 200 OK");
+    assert_eq!(after, "HTTP/1.0 200 OK");
 }

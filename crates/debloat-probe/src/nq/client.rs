@@ -217,6 +217,7 @@ async fn load(live: Arc<Live>, down: bool) {
             }
         } else {
             let z = Zeros::new(u64::MAX)
+                .chunk(super::NOTSENT_LOWAT as usize)
                 .until(Arc::clone(&live.stop_load))
                 .counted(Arc::clone(&live.up));
             let req = client::request(Method::POST, &live.urls[2], z.boxed());
@@ -292,68 +293,123 @@ async fn self_probe(live: Arc<Live>, k: usize) {
     }
 }
 
+/// The run's clock: when the next probes, goodput sample and interval are due, and what the
+/// intervals have found.
+struct Pace {
+    next_probe: f64,
+    next_second: f64,
+    next_interval: f64,
+    probes: usize,
+    /// (time, down bytes, up bytes) at the last goodput sample.
+    last: (f64, u64, u64),
+    interval_bytes: u64,
+    goodput: Vec<(f64, f64, f64)>,
+    ramp: Ramp,
+    running: usize,
+    rpm_now: Option<Rpm>,
+}
+
+impl Pace {
+    fn new(o: &Options) -> Pace {
+        Pace {
+            next_probe: 0.0,
+            next_second: 1.0,
+            next_interval: o.interval_s,
+            probes: 0,
+            last: (0.0, 0, 0),
+            interval_bytes: 0,
+            goodput: Vec::new(),
+            ramp: Ramp::new(0.0, o.interval_s, o.max_flows),
+            running: 0,
+            rpm_now: None,
+        }
+    }
+
+    /// Start the load connections the ramp asks for, and the probes that are due.
+    fn spawn(&mut self, live: &Arc<Live>, t: f64) {
+        while self.running < self.ramp.flows {
+            tokio::spawn(load(Arc::clone(live), true));
+            tokio::spawn(load(Arc::clone(live), false));
+            self.running += 1;
+        }
+        if t >= self.next_probe {
+            tokio::spawn(foreign(Arc::clone(live)));
+            tokio::spawn(self_probe(Arc::clone(live), self.probes));
+            self.probes += 1;
+            self.next_probe += 1.0 / PROBES_PER_S;
+        }
+    }
+
+    /// A goodput sample each second.
+    fn second(&mut self, live: &Live, t: f64) {
+        if t < self.next_second {
+            return;
+        }
+        let (d, u) = (
+            live.down.load(Ordering::Relaxed),
+            live.up.load(Ordering::Relaxed),
+        );
+        let last = self.last;
+        let mbps = |b: u64, a: u64| b.saturating_sub(a) as f64 * 8.0 / (t - last.0) / 1e6;
+        self.goodput.push((t, mbps(d, last.1), mbps(u, last.2)));
+        self.last = (t, d, u);
+        self.next_second += 1.0;
+    }
+
+    /// At an interval's end: the ramp's step and RPM so far; true when the draft's end is
+    /// reached (goodput saturated, then responsiveness stable).
+    fn interval(&mut self, live: &Live, o: &Options, t: f64) -> bool {
+        if t < self.next_interval {
+            return false;
+        }
+        let end = self.next_interval;
+        let total = live.down.load(Ordering::Relaxed) + live.up.load(Ordering::Relaxed);
+        let mbps = total.saturating_sub(self.interval_bytes) as f64 * 8.0 / o.interval_s / 1e6;
+        self.interval_bytes = total;
+        self.ramp.interval_done(end, mbps);
+        self.rpm_now = rpm_of(live, &self.goodput, end, o.interval_s);
+        if o.progress {
+            progress(
+                live,
+                &self.goodput,
+                self.running,
+                end,
+                self.rpm_now.as_ref(),
+            );
+        }
+        self.next_interval += o.interval_s;
+        let stable = self
+            .rpm_now
+            .as_ref()
+            .is_some_and(|r| r.confidence == rpm::Confidence::High);
+        if self.ramp.saturated_at_s.is_some() && stable {
+            self.ramp.ended_at_s = Some(t);
+            return true;
+        }
+        false
+    }
+}
+
 async fn test(o: &Options, stop: &AtomicBool) -> Result<Outcome, String> {
     let (live, cfg) = live_of(o).await?;
     let live = Arc::new(live);
-    let mut ramp = Ramp::new(0.0, o.interval_s, o.max_flows);
-    let mut running = 0;
-    let (mut goodput, mut last) = (Vec::new(), (0.0, 0u64, 0u64));
-    let (mut next_probe, mut next_second, mut next_interval, mut k) = (0.0, 1.0, o.interval_s, 0);
-    let mut interval_bytes = 0u64;
-    let mut rpm_now = None;
+    let mut pace = Pace::new(o);
     let interrupted = loop {
-        while running < ramp.flows {
-            tokio::spawn(load(Arc::clone(&live), true));
-            tokio::spawn(load(Arc::clone(&live), false));
-            running += 1;
-        }
+        let t = live.t();
+        pace.spawn(&live, t);
         tokio::time::sleep(Duration::from_millis(20)).await;
         let t = live.t();
         if stop.load(Ordering::Relaxed) {
             break true;
         }
-        if t >= next_probe {
-            tokio::spawn(foreign(Arc::clone(&live)));
-            tokio::spawn(self_probe(Arc::clone(&live), k));
-            k += 1;
-            next_probe += 1.0 / PROBES_PER_S;
-        }
-        if t >= next_second {
-            let (d, u) = (
-                live.down.load(Ordering::Relaxed),
-                live.up.load(Ordering::Relaxed),
-            );
-            let mbps = |b: u64, a: u64| b.saturating_sub(a) as f64 * 8.0 / (t - last.0) / 1e6;
-            goodput.push((t, mbps(d, last.1), mbps(u, last.2)));
-            last = (t, d, u);
-            next_second += 1.0;
-        }
-        if t >= next_interval {
-            let total = live.down.load(Ordering::Relaxed) + live.up.load(Ordering::Relaxed);
-            let mbps = total.saturating_sub(interval_bytes) as f64 * 8.0 / o.interval_s / 1e6;
-            interval_bytes = total;
-            ramp.interval_done(next_interval, mbps);
-            rpm_now = rpm_of(&live, &goodput, next_interval, o.interval_s);
-            if o.progress {
-                progress(&live, &goodput, running, next_interval, rpm_now.as_ref());
-            }
-            next_interval += o.interval_s;
-            if ramp.saturated_at_s.is_some()
-                && rpm_now
-                    .as_ref()
-                    .is_some_and(|r| r.confidence == rpm::Confidence::High)
-            {
-                ramp.ended_at_s = Some(t);
-                break false;
-            }
-        }
-        if t >= o.length_s {
+        pace.second(&live, t);
+        if pace.interval(&live, o, t) || t >= o.length_s {
             break false;
         }
     };
     live.stop_load.store(true, Ordering::Relaxed);
     let elapsed_s = live.t();
-    let rpm = rpm_of(&live, &goodput, elapsed_s, o.interval_s).or(rpm_now);
+    let rpm = rpm_of(&live, &pace.goodput, elapsed_s, o.interval_s).or(pace.rpm_now);
     let s = std::mem::take(&mut *live.samples.lock().unwrap_or_else(PoisonError::into_inner));
     let http2 = live.senders.lock().map(|v| !v.is_empty()).unwrap_or(false);
     let errors = live.errors.lock().map(|v| v.clone()).unwrap_or_default();
@@ -367,8 +423,8 @@ async fn test(o: &Options, stop: &AtomicBool) -> Result<Outcome, String> {
         tls_f: s.tls_f,
         http_f: s.http_f,
         http_l: s.http_l,
-        goodput,
-        ramp,
+        goodput: pace.goodput,
+        ramp: pace.ramp,
         rpm,
         errors,
     })

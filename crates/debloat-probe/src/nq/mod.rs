@@ -20,8 +20,8 @@
 //! load); the TLS time is divided by the handshake's round trips (1 for TLS 1.3, 2 for 1.2) as
 //! the draft says; probes run at a fixed 10 per second of each kind, far under the draft's
 //! ceiling of 100 per second and 5 % of capacity; the server's sockets and the client's load
-//! connections cap their unsent data with a fixed TCP_NOTSENT_LOWAT of [`NOTSENT_LOWAT`] bytes rather than the draft's
-//! throughput × 5 ms.
+//! connections cap their unsent data (the socket's TCP_NOTSENT_LOWAT and HTTP/2's send
+//! buffer) at a fixed [`NOTSENT_LOWAT`] bytes rather than the draft's throughput × 5 ms.
 
 pub mod client;
 pub mod server;
@@ -30,9 +30,9 @@ use serde::Deserialize;
 
 /// The large object's size: 8 GiB, as Apple's servers serve.
 pub const LARGE_BYTES: u64 = 8 << 30;
-/// Unsent bytes a server socket may hold (TCP_NOTSENT_LOWAT): 128 KiB, about 5 ms at
-/// 200 Mbit/s.
-pub const NOTSENT_LOWAT: u32 = 128 * 1024;
+/// Unsent bytes a load connection's socket may hold (TCP_NOTSENT_LOWAT), and its HTTP/2
+/// send buffer: 8 KiB, about 5 ms at 13 Mbit/s per connection.
+pub const NOTSENT_LOWAT: u32 = 8 * 1024;
 /// The draft's well-known path of the configuration.
 pub const WELL_KNOWN: &str = "/.well-known/nq";
 

@@ -30,8 +30,9 @@ pub struct Running {
     pub counters: Arc<Counters>,
 }
 
-/// Connections at once: 16 load connections each way and the probes' fresh ones.
-pub const MAX_CLIENTS: usize = 256;
+/// Connections at once: 16 load connections each way and the probes' fresh ones, which some
+/// clients (Cloudflare's mach) keep open to the end of their test.
+pub const MAX_CLIENTS: usize = 512;
 
 /// Serve on `bind` with this TLS identity.
 pub fn start(
@@ -88,7 +89,9 @@ async fn answer(
             serve::answer(StatusCode::OK, "application/octet-stream", body::full("x"))
         }
         (Method::GET, "/large") => {
-            let z = Zeros::new(LARGE_BYTES).counted(Arc::clone(&c.sent));
+            let z = Zeros::new(LARGE_BYTES)
+                .chunk(NOTSENT_LOWAT as usize)
+                .counted(Arc::clone(&c.sent));
             serve::answer(StatusCode::OK, "application/octet-stream", z.boxed())
         }
         (Method::POST | Method::PUT, "/slurp") => {

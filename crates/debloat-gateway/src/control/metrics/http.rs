@@ -3,24 +3,29 @@
 //! [`super::live`]) and `GET /` (the live page, `live.html`) answered
 //! from the latest snapshot, anything else a 404, one request per connection.
 //!
-//! It faces whoever can reach its port, so nothing a client does may hold it up or grow it: each
-//! connection is served by a thread of its own, at most [`MAX_CLIENTS`] at a time (the rest get
-//! a 503 at once); a request must arrive whole within [`DEADLINE`] — however slowly its bytes
-//! trickle — and within [`MAX_REQUEST`] bytes, or the connection is closed with a 408 or 431;
-//! a client that does not read its answer is dropped after the same deadline.
+//! It is served by debloat's one HTTP stack ([`debloat_http`]: hyper on a one-thread tokio
+//! runtime per listener). It faces whoever can reach its port, so nothing a client does may
+//! hold it up or grow it: at most [`MAX_CLIENTS`] connections are served at once (the next
+//! ones get a 503 at once); a request head must arrive whole within [`DEADLINE`] — however
+//! slowly its bytes trickle — or the connection is closed (hyper closes it without an answer;
+//! the hand-written server before it sent a 408), and within [`MAX_REQUEST`] bytes, or it is
+//! answered 431; a malformed request is answered 400; a client that does not take its answer
+//! is dropped when the connection's deadline ([`DEADLINE`] twice) passes.
 
 use crate::snapshot::Snapshot;
-use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use debloat_http::body::{self, Body};
+use debloat_http::serve::{self, Handler, Limits};
+use debloat_http::{Method, Response, StatusCode};
+use std::io;
+use std::net::{SocketAddr, TcpListener};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Connections served at once.
 pub const MAX_CLIENTS: usize = 64;
-/// Time for a whole request to arrive (and for its answer to be taken).
+/// Time for a whole request head to arrive.
 pub const DEADLINE: Duration = Duration::from_secs(2);
-/// Longest request head (request line and headers).
+/// Longest request head (request line and headers); hyper's smallest buffer.
 pub const MAX_REQUEST: usize = 8192;
 
 /// The HTTP listeners and the latest snapshot they serve.
@@ -28,14 +33,17 @@ pub struct Exporter {
     latest: Arc<Mutex<Published>>,
     /// (asked for, bound): a port 0 asked for is bound to a free one.
     addrs: Vec<(SocketAddr, SocketAddr)>,
+    /// The running servers; dropping the exporter stops them.
+    servers: Vec<serve::Server>,
 }
 
 impl Exporter {
-    /// Listen on `addr` and answer from threads of its own.
+    /// Listen on `addr` and answer from a thread of its own.
     pub fn spawn(addr: SocketAddr) -> io::Result<Exporter> {
         let mut e = Exporter {
             latest: Arc::new(Mutex::new(Published::default())),
             addrs: Vec::new(),
+            servers: Vec::new(),
         };
         e.listen(addr)?;
         Ok(e)
@@ -61,12 +69,24 @@ impl Exporter {
 
     fn listen(&mut self, addr: SocketAddr) -> io::Result<()> {
         let listener = TcpListener::bind(addr)?;
-        let bound = listener.local_addr()?;
         let shared = Arc::clone(&self.latest);
-        std::thread::Builder::new()
-            .name("metrics".into())
-            .spawn(move || accept(&listener, &shared))?;
-        self.addrs.push((addr, bound));
+        let handler: Handler = Arc::new(move |req| {
+            let ok = req.method() == Method::GET;
+            let path = req.uri().path().to_string();
+            let shared = Arc::clone(&shared);
+            Box::pin(async move { answer(ok, &path, &shared) })
+        });
+        let limits = Limits {
+            max_clients: MAX_CLIENTS,
+            head_deadline: DEADLINE,
+            max_head: MAX_REQUEST,
+            conn_deadline: Some(2 * DEADLINE),
+            keep_alive: false,
+            notsent_lowat: None,
+        };
+        let server = serve::spawn(listener, None, limits, handler, 1)?;
+        self.addrs.push((addr, server.addr()));
+        self.servers.push(server);
         Ok(())
     }
 
@@ -99,106 +119,24 @@ struct Published {
     history: super::live::History,
 }
 
-fn accept(listener: &TcpListener, latest: &Arc<Mutex<Published>>) {
-    let busy = Arc::new(AtomicUsize::new(0));
-    for stream in listener.incoming().flatten() {
-        if busy.load(Ordering::Acquire) >= MAX_CLIENTS {
-            refuse(&stream);
-            continue;
-        }
-        busy.fetch_add(1, Ordering::AcqRel);
-        let (latest, done) = (Arc::clone(latest), Arc::clone(&busy));
-        let served = std::thread::Builder::new()
-            .name("metrics-client".into())
-            .spawn(move || {
-                let _ = answer(&stream, &latest);
-                done.fetch_sub(1, Ordering::AcqRel);
-            });
-        if served.is_err() {
-            busy.fetch_sub(1, Ordering::AcqRel);
-        }
-    }
+fn text(code: StatusCode, t: &'static str) -> Response<Body> {
+    serve::status(code, t)
 }
 
-/// What went wrong with a request.
-enum Bad {
-    Slow,
-    TooLong,
-    Io,
-}
-
-/// Read a request head (up to the blank line) within the deadline and the size limit.
-fn read_head(stream: &TcpStream, deadline: Instant) -> Result<String, Bad> {
-    let mut head = Vec::with_capacity(256);
-    let mut buf = [0u8; 1024];
-    let mut r = stream;
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") && !head.windows(2).any(|w| w == b"\n\n") {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(Bad::Slow);
-        }
-        stream.set_read_timeout(Some(left)).map_err(|_| Bad::Io)?;
-        match r.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => head.extend_from_slice(&buf[..n]),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                return Err(Bad::Slow)
-            }
-            Err(_) => return Err(Bad::Io),
-        }
-        if head.len() > MAX_REQUEST {
-            return Err(Bad::TooLong);
-        }
-    }
-    Ok(String::from_utf8_lossy(&head).into_owned())
-}
-
-fn answer(stream: &TcpStream, latest: &Mutex<Published>) -> io::Result<()> {
-    let deadline = Instant::now() + DEADLINE;
-    stream.set_write_timeout(Some(DEADLINE))?;
-    let head = match read_head(stream, deadline) {
-        Ok(h) => h,
-        Err(Bad::Slow) => {
-            reply(
-                stream,
-                "408 Request Timeout",
-                TEXT,
-                "send the request at once\n",
-            )?;
-            linger(stream);
-            return Ok(());
-        }
-        Err(Bad::TooLong) => {
-            reply(
-                stream,
-                "431 Request Header Fields Too Large",
-                TEXT,
-                "request too long\n",
-            )?;
-            linger(stream);
-            return Ok(());
-        }
-        Err(Bad::Io) => return Ok(()),
-    };
-    let mut parts = head.split_whitespace();
-    let (method, path) = (parts.next(), parts.next().unwrap_or(""));
-    let path = path.split('?').next().unwrap_or("");
-    if method != Some("GET") {
-        return reply(stream, "405 Method Not Allowed", TEXT, "only GET\n");
+fn answer(get: bool, path: &str, latest: &Mutex<Published>) -> Response<Body> {
+    if !get {
+        return text(StatusCode::METHOD_NOT_ALLOWED, "only GET\n");
     }
     if path == "/" || path == "/index.html" {
-        return reply(stream, "200 OK", "text/html; charset=utf-8", LIVE_PAGE);
+        return serve::answer(
+            StatusCode::OK,
+            "text/html; charset=utf-8",
+            body::full(LIVE_PAGE),
+        );
     }
     if !["/metrics", "/api/snapshot", "/api/live"].contains(&path) {
-        return reply(
-            stream,
-            "404 Not Found",
-            TEXT,
+        return text(
+            StatusCode::NOT_FOUND,
             "try GET /metrics, GET /api/snapshot, GET /api/live or GET /\n",
         );
     }
@@ -207,21 +145,15 @@ fn answer(stream: &TcpStream, latest: &Mutex<Published>) -> io::Result<()> {
         let live = (path == "/api/live").then(|| p.history.to_json());
         (p.latest.clone(), live)
     };
-    if let (Some(json), true) = (live, snap.is_some()) {
-        return reply(stream, "200 OK", "application/json", &json);
-    }
-    match (path, snap) {
-        ("/metrics", Some(s)) => reply(stream, "200 OK", OPENMETRICS, &super::render(s)),
-        (_, Some(s)) => reply(
-            stream,
-            "200 OK",
-            "application/json",
-            &serde_json::to_string(&s).unwrap_or_default(),
-        ),
-        (_, None) => reply(
-            stream,
-            "503 Service Unavailable",
-            TEXT,
+    let json = |s: String| serve::answer(StatusCode::OK, "application/json", body::full(s));
+    match (path, snap, live) {
+        (_, Some(_), Some(l)) => json(l),
+        ("/metrics", Some(s), _) => {
+            serve::answer(StatusCode::OK, OPENMETRICS, body::full(super::render(s)))
+        }
+        (_, Some(s), _) => json(serde_json::to_string(&s).unwrap_or_default()),
+        (_, None, _) => text(
+            StatusCode::SERVICE_UNAVAILABLE,
             "the gateway has not published its first numbers yet\n",
         ),
     }
@@ -229,57 +161,16 @@ fn answer(stream: &TcpStream, latest: &Mutex<Published>) -> io::Result<()> {
 
 /// The live view: one page, its script and styles inline, nothing fetched from elsewhere.
 const LIVE_PAGE: &str = include_str!("live.html");
-const TEXT: &str = "text/plain; charset=utf-8";
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-
-/// Close after an error answer without resetting the connection: closing with unread bytes
-/// would send a reset that can overtake the answer, so the rest of what the client is still
-/// sending is read and dropped (at most 1 MiB, for at most 200 ms), as web servers' lingering
-/// close does.
-fn linger(stream: &TcpStream) {
-    let _ = stream.shutdown(std::net::Shutdown::Write);
-    let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
-    let (mut r, mut buf, mut left) = (stream, [0u8; 8192], 1usize << 20);
-    let until = Instant::now() + Duration::from_millis(200);
-    while left > 0 && Instant::now() < until {
-        match r.read(&mut buf) {
-            Ok(n) if n > 0 => left = left.saturating_sub(n),
-            _ => return,
-        }
-    }
-}
-
-/// A 503 without waiting for anything: what of the request has arrived is read first (closing
-/// on unread bytes would reset the connection and lose the answer).
-fn refuse(stream: &TcpStream) {
-    let _ = stream.set_nonblocking(true);
-    let mut r = stream;
-    let mut buf = [0u8; 1024];
-    while matches!(r.read(&mut buf), Ok(n) if n > 0) {}
-    let _ = reply(
-        stream,
-        "503 Service Unavailable",
-        TEXT,
-        "too many clients; try again\n",
-    );
-    let _ = stream.shutdown(std::net::Shutdown::Write);
-}
-
-fn reply(stream: &TcpStream, status: &str, kind: &str, body: &str) -> io::Result<()> {
-    let mut w = stream;
-    write!(
-        w,
-        "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )?;
-    w.flush()
-}
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::metrics::tests::snapshot;
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    use std::time::Instant;
 
     fn get(e: &Exporter, path: &str) -> String {
         let mut s = TcpStream::connect(e.addr()).unwrap();
@@ -303,7 +194,8 @@ mod tests {
         assert!(get(&e, "/nothing").starts_with("HTTP/1.1 404"));
         let live = get(&e, "/");
         assert!(
-            live.starts_with("HTTP/1.1 200 OK\r\nContent-Type: text/html"),
+            live.starts_with("HTTP/1.1 200 OK\r\n")
+                && live.to_lowercase().contains("\r\ncontent-type: text/html"),
             "{live}"
         );
         assert!(live.contains("<title>debloat gateway</title>"), "{live}");
@@ -314,18 +206,25 @@ mod tests {
         let body = api.split("\r\n\r\n").nth(1).unwrap();
         let v: serde_json::Value = serde_json::from_str(body).unwrap();
         assert_eq!(v["egress"]["frames"]["sent"], 8, "{v}");
-        for junk in [
-            "\r\n\r\n",
-            "GARBAGE\r\n\r\n",
-            "\u{0}\u{1}\u{2}\n\n",
-            "GET\r\n\r\n",
-        ] {
+        // Empty lines before a request are skipped (RFC 9112 §2.2), so they are a request
+        // that never came: closed at the deadline, unanswered.
+        let mut s = TcpStream::connect(e.addr()).unwrap();
+        s.write_all(b"\r\n\r\n").unwrap();
+        let (mut out, t) = (String::new(), Instant::now());
+        let _ = s.read_to_string(&mut out);
+        assert!(
+            out.is_empty() && t.elapsed() < DEADLINE + Duration::from_secs(1),
+            "{out}"
+        );
+        for junk in ["GARBAGE\r\n\r\n", "\u{0}\u{1}\u{2}\n\n", "GET\r\n\r\n"] {
             let mut s = TcpStream::connect(e.addr()).unwrap();
             s.write_all(junk.as_bytes()).unwrap();
             let mut out = String::new();
             s.read_to_string(&mut out).unwrap();
             assert!(
-                out.starts_with("HTTP/1.1 404") || out.starts_with("HTTP/1.1 405"),
+                ["HTTP/1.1 400", "HTTP/1.1 404", "HTTP/1.1 405"]
+                    .iter()
+                    .any(|c| out.starts_with(c)),
                 "{junk:?}: {out}"
             );
         }
@@ -369,8 +268,9 @@ mod tests {
         std::thread::sleep(DEADLINE + Duration::from_millis(300));
         let page = get(&e, "/metrics");
         assert!(page.starts_with("HTTP/1.1 200"), "{page}");
+        // The trickler is cut off at the deadline, unanswered (hyper closes a late head).
         let (out, took) = trickle.join().unwrap();
-        assert!(out.starts_with("HTTP/1.1 408"), "{out}");
+        assert!(out.is_empty(), "{out}");
         assert!(took < DEADLINE + Duration::from_secs(2), "{took:?}");
         // A header that never ends is cut off at the size limit.
         let mut s = TcpStream::connect(e.addr()).unwrap();
