@@ -111,6 +111,7 @@ fn plan(spec: &str, up_bps: u64, down_bps: u64, delay: &str, n: u32, cc: &str) -
         downloads: Vec::new(),
         client_rmem_max: None,
         gateway_bps: None,
+        gateway_specs: None,
         kernel_via_gateway: false,
         kernel_first: false,
         host_qdisc: None,

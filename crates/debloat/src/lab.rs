@@ -79,6 +79,14 @@ pub struct CompareArgs {
     /// tell a shaper's shortfall from the discipline's behaviour.
     #[arg(long, value_name = "RATE")]
     gateway_rate: Option<String>,
+    /// The gateway's discipline up instead of UP (the kernel's run keeps UP), e.g. PIE with
+    /// the update interval the lab's kernel was measured to run: to tell a kernel's timing
+    /// from the discipline's law. --gateway-down likewise (default: the same as this).
+    #[arg(long, value_name = "SPEC")]
+    gateway_up: Option<String>,
+    /// The gateway's discipline down instead of --down (with --gateway-up).
+    #[arg(long, value_name = "SPEC", requires = "gateway_up")]
+    gateway_down: Option<String>,
     /// The kernel's run forwards through a pass-through `debloat gateway` (pfifo, no emulated
     /// link) instead of a bridge, the kernel's disciplines on its veths: the kernel's qdiscs
     /// with the userspace forwarder's timing, to tell the forwarder's effect from debloat's
@@ -377,11 +385,18 @@ fn plan_of(c: &CompareArgs) -> Result<side::Plan> {
             Some(w) => Some(rates("--gateway-rate", w)?),
             None => None,
         },
+        gateway_specs: c.gateway_up.clone().map(|u| {
+            let d = c.gateway_down.clone().unwrap_or_else(|| u.clone());
+            (u, d)
+        }),
         kernel_via_gateway: c.kernel_via_gateway,
         kernel_first: c.kernel_first,
         host_qdisc: c.host_qdisc.clone(),
     };
-    for s in [&plan.up, &plan.down] {
+    for s in [&plan.up, &plan.down]
+        .into_iter()
+        .chain(plan.gateway_specs.iter().flat_map(|(u, d)| [u, d]))
+    {
         side::shapes(s).map_err(anyhow::Error::msg)?;
     }
     if let Some(w) = &plan.netem {

@@ -221,6 +221,11 @@ pub fn table(s: &SideBySide, checks: &[Check]) -> String {
             "  the gateway's emulated link ran at {up} / {down} bit/s (up / down), not the kernel's rates\n"
         ));
     }
+    if let Some((up, down)) = &s.plan.gateway_specs {
+        t.push_str(&format!(
+            "  the gateway ran `{up}` up and `{down}` down, not the kernel's specs\n"
+        ));
+    }
     if s.plan.kernel_first {
         t.push_str("  the kernel's run came first, the gateway's second\n");
     }

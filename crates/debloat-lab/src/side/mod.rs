@@ -98,6 +98,11 @@ pub struct Plan {
     /// kernel's shaper was measured to deliver rather than at what it was told. None: the same.
     #[serde(default)]
     pub gateway_bps: Option<(u64, u64)>,
+    /// The gateway's disciplines up and down, tc's words, where they should differ from
+    /// `up`/`down` (the kernel's run keeps those): e.g. PIE with the update interval the lab's
+    /// kernel was measured to run, to tell its timer from the control law. None: the same.
+    #[serde(default)]
+    pub gateway_specs: Option<(String, String)>,
     /// The kernel's run forwards through `debloat gateway` as a pass-through (`pfifo`, no
     /// emulated link) instead of a bridge, with the kernel's disciplines on the gateway's
     /// veths: the kernel's qdiscs with the userspace forwarder's timing, to tell what the
@@ -431,12 +436,11 @@ fn gateway_counts(prefix: &str) -> Result<(Counts, Counts), TestbedError> {
 
 /// The gateway's arguments: the same specs, and a link at the rate where the spec does not shape.
 fn gateway_args(plan: &Plan) -> Result<Vec<String>, TestbedError> {
-    let mut a: Vec<String> = vec![
-        "--egress".into(),
-        plan.up.clone(),
-        "--ingress".into(),
-        plan.down.clone(),
-    ];
+    let (up, down) = plan
+        .gateway_specs
+        .clone()
+        .unwrap_or_else(|| (plan.up.clone(), plan.down.clone()));
+    let mut a: Vec<String> = vec!["--egress".into(), up, "--ingress".into(), down];
     a.extend(REALTIME_ON_CPU0.map(String::from));
     let (up_bps, down_bps) = plan.gateway_bps.unwrap_or((plan.up_bps, plan.down_bps));
     for (flag, spec, bps) in [
@@ -514,6 +518,17 @@ mod tests {
         assert_eq!(emulated(&a, "--emulate-ingress"), "rate 19800000bit");
         // The kernel's run keeps the plan's own rates.
         assert_eq!((p.up_bps, p.down_bps), (20_000_000, 20_000_000));
+    }
+
+    #[test]
+    fn the_gateway_runs_its_own_specs_when_told_and_the_kernel_keeps_the_plans() {
+        let a = gateway_args(&plan("")).unwrap();
+        assert_eq!(emulated(&a, "--egress"), "pfifo limit 1000");
+        let p = plan(r#","gateway_specs":["pie tupdate 30ms ecn","pfifo limit 50"]"#);
+        let a = gateway_args(&p).unwrap();
+        assert_eq!(emulated(&a, "--egress"), "pie tupdate 30ms ecn");
+        assert_eq!(emulated(&a, "--ingress"), "pfifo limit 50");
+        assert_eq!(p.up, "pfifo limit 1000", "the kernel's run keeps the plan's spec");
     }
 
     #[test]

@@ -20,8 +20,9 @@
 //! load); the TLS time is divided by the handshake's round trips (1 for TLS 1.3, 2 for 1.2) as
 //! the draft says; probes run at a fixed 10 per second of each kind, far under the draft's
 //! ceiling of 100 per second and 5 % of capacity; the server's sockets and the client's load
-//! connections cap their unsent data (the socket's TCP_NOTSENT_LOWAT and HTTP/2's send
-//! buffer) at a fixed [`NOTSENT_LOWAT`] bytes rather than the draft's throughput × 5 ms.
+//! connections cap their unsent data (the socket's TCP_NOTSENT_LOWAT, rustls' record buffer,
+//! HTTP/2's stream buffer and the body's chunks) at a fixed [`NOTSENT_LOWAT`] bytes each rather
+//! than the draft's throughput × 5 ms.
 
 pub mod client;
 pub mod server;
@@ -30,8 +31,8 @@ use serde::Deserialize;
 
 /// The large object's size: 8 GiB, as Apple's servers serve.
 pub const LARGE_BYTES: u64 = 8 << 30;
-/// Unsent bytes a load connection's socket may hold (TCP_NOTSENT_LOWAT), and its HTTP/2
-/// send buffer: 8 KiB, about 5 ms at 13 Mbit/s per connection.
+/// Unsent bytes a load connection's socket may hold (TCP_NOTSENT_LOWAT), and its TLS and
+/// HTTP/2 send buffers and body chunks: 8 KiB, about 5 ms at 13 Mbit/s per connection.
 pub const NOTSENT_LOWAT: u32 = 8 * 1024;
 /// The draft's well-known path of the configuration.
 pub const WELL_KNOWN: &str = "/.well-known/nq";

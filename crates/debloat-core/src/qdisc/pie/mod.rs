@@ -26,8 +26,9 @@
 //!   it was built).
 //! * `tupdate` is kept to the microsecond (a HZ=1000 kernel's jiffy is 1 ms, and usecs_to_jiffies
 //!   rounds up to it): on a HZ=250 kernel it rounds up to 4 ms (15 ms runs as 16 ms), on the
-//!   lab's User-Mode Linux (HZ=100) to 10 ms (20 ms). docs/disciplines/pie.md says how the lab
-//!   comparison allows for it.
+//!   lab's User-Mode Linux (HZ=100) to 10 ms (20 ms), and the timer re-arms from the jiffy at
+//!   which it ran, so there it was measured to update every 30 ms under load
+//!   (docs/kernel-lab.md); docs/algorithms.md §6.1 says how the lab comparison allows for it.
 //! * `get_random_bytes` is a seeded SplitMix64 ([`crate::rng`]).
 
 pub mod qdisc;
