@@ -528,7 +528,10 @@ mod tests {
         let a = gateway_args(&p).unwrap();
         assert_eq!(emulated(&a, "--egress"), "pie tupdate 30ms ecn");
         assert_eq!(emulated(&a, "--ingress"), "pfifo limit 50");
-        assert_eq!(p.up, "pfifo limit 1000", "the kernel's run keeps the plan's spec");
+        assert_eq!(
+            p.up, "pfifo limit 1000",
+            "the kernel's run keeps the plan's spec"
+        );
     }
 
     #[test]
