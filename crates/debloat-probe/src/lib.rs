@@ -19,6 +19,7 @@ pub mod flow;
 pub mod grade;
 pub mod icmp;
 pub mod irtt;
+#[cfg(feature = "http")]
 pub mod nq;
 pub mod results;
 pub mod rpm;

@@ -11,21 +11,33 @@
 //! the hand-written server before it sent a 408), and within [`MAX_REQUEST`] bytes, or it is
 //! answered 431; a malformed request is answered 400; a client that does not take its answer
 //! is dropped when the connection's deadline ([`DEADLINE`] twice) passes.
+//!
+//! Built without the crate's `http` feature (the fuzz build), there is no listener: asking for
+//! one is refused with that reason, and the rest of the gateway is unchanged.
 
 use crate::snapshot::Snapshot;
+#[cfg(feature = "http")]
 use debloat_http::body::{self, Body};
+#[cfg(feature = "http")]
 use debloat_http::serve::{self, Handler, Limits};
+#[cfg(feature = "http")]
 use debloat_http::{Method, Response, StatusCode};
 use std::io;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
+#[cfg(feature = "http")]
+use std::net::TcpListener;
 use std::sync::{Arc, Mutex, PoisonError};
+#[cfg(feature = "http")]
 use std::time::Duration;
 
 /// Connections served at once.
+#[cfg(feature = "http")]
 pub const MAX_CLIENTS: usize = 64;
 /// Time for a whole request head to arrive.
+#[cfg(feature = "http")]
 pub const DEADLINE: Duration = Duration::from_secs(2);
 /// Longest request head (request line and headers); hyper's smallest buffer.
+#[cfg(feature = "http")]
 pub const MAX_REQUEST: usize = 8192;
 
 /// The HTTP listeners and the latest snapshot they serve.
@@ -34,6 +46,7 @@ pub struct Exporter {
     /// (asked for, bound): a port 0 asked for is bound to a free one.
     addrs: Vec<(SocketAddr, SocketAddr)>,
     /// The running servers; dropping the exporter stops them.
+    #[cfg(feature = "http")]
     servers: Vec<serve::Server>,
 }
 
@@ -43,6 +56,7 @@ impl Exporter {
         let mut e = Exporter {
             latest: Arc::new(Mutex::new(Published::default())),
             addrs: Vec::new(),
+            #[cfg(feature = "http")]
             servers: Vec::new(),
         };
         e.listen(addr)?;
@@ -67,6 +81,15 @@ impl Exporter {
         Ok(Some(e))
     }
 
+    #[cfg(not(feature = "http"))]
+    fn listen(&mut self, addr: SocketAddr) -> io::Result<()> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!("cannot listen on {addr}: this build of debloat-gateway has no HTTP listener (built without its `http` feature)"),
+        ))
+    }
+
+    #[cfg(feature = "http")]
     fn listen(&mut self, addr: SocketAddr) -> io::Result<()> {
         let listener = TcpListener::bind(addr)?;
         let shared = Arc::clone(&self.latest);
@@ -119,10 +142,12 @@ struct Published {
     history: super::live::History,
 }
 
+#[cfg(feature = "http")]
 fn text(code: StatusCode, t: &'static str) -> Response<Body> {
     serve::status(code, t)
 }
 
+#[cfg(feature = "http")]
 fn answer(get: bool, path: &str, latest: &Mutex<Published>) -> Response<Body> {
     if !get {
         return text(StatusCode::METHOD_NOT_ALLOWED, "only GET\n");
@@ -160,10 +185,12 @@ fn answer(get: bool, path: &str, latest: &Mutex<Published>) -> Response<Body> {
 }
 
 /// The live view: one page, its script and styles inline, nothing fetched from elsewhere.
+#[cfg(feature = "http")]
 const LIVE_PAGE: &str = include_str!("live.html");
+#[cfg(feature = "http")]
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-#[cfg(test)]
+#[cfg(all(test, feature = "http"))]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
