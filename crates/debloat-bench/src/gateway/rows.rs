@@ -20,7 +20,7 @@ pub(super) fn forwarders(a: &Config, cpus: Cpus) -> Vec<(Forwarder, Vec<String>)
         if !a.no_busy_poll {
             v.push(with(&["--busy-poll"]));
         }
-        if a.workers > 1 && io == "packet" {
+        if a.workers > 1 {
             for cores in worker_layouts(a.workers, cpus) {
                 v.push(with(&["--cores", &cores]));
             }

@@ -35,8 +35,15 @@ fn print_throughput(a: &Config, generator_us: Option<[f64; 2]>, rows: &[Row], pa
         "\nForwarding between two veth pairs on one core ({bed}), throughput at ≤ {} % loss:\n",
         a.loss
     );
+    // The names' column: as wide as the longest (a workers row is longer than the others).
+    let w = rows
+        .iter()
+        .map(|r| r.name.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(44);
     println!(
-        "{:<44} {:>14} {:>12} {:>14} {:>10} {:>12}",
+        "{:<w$} {:>14} {:>12} {:>14} {:>10} {:>12}",
         "", "64 B: kpps", "µs CPU/pkt", "1500 B: kpps", "Gbit/s", "µs CPU/pkt"
     );
     let cpu = |row: &Row, t: &Throughput| {
@@ -50,7 +57,7 @@ fn print_throughput(a: &Config, generator_us: Option<[f64; 2]>, rows: &[Row], pa
         let r = &row.r;
         let mark = |t: &Throughput| if t.generator_bound { "≥" } else { "" };
         println!(
-            "{:<44} {:>14} {:>12} {:>14} {:>10.2} {:>12}",
+            "{:<w$} {:>14} {:>12} {:>14} {:>10.2} {:>12}",
             row.name,
             format!("{}{:.1}", mark(&r[0]), r[0].at.delivered_pps / 1e3),
             cpu(row, &r[0]),

@@ -346,19 +346,24 @@ impl Gateway {
     /// interface. What the paths hold is kept; frames sent meanwhile were refused and counted.
     fn check_links(&mut self) {
         let (cfg, lan, wan) = (&self.cfg, &mut self.lan, &mut self.wan);
+        let worker = self.shard.is_some();
         let [lan_why, wan_why] = &mut self.fallback;
         let sides = [
             (lan, &cfg.lan, &mut self.egress, lan_why),
             (wan, &cfg.wan, &mut self.ingress, wan_why),
         ];
-        for (sock, name, side, fallback) in sides {
+        for (i, (sock, name, side, fallback)) in sides.into_iter().enumerate() {
             let Some(now) = crate::sys::ifindex_of(name) else {
                 continue;
             };
             if now == sock.ifindex() {
                 continue;
             }
-            match Port::open(name, cfg.io, cfg.busy_poll) {
+            let port = match worker {
+                true => crate::worker::reopen_port(cfg, name, i),
+                false => Port::open(name, cfg.io, cfg.busy_poll),
+            };
+            match port {
                 Ok((s, why)) => {
                     // Bound while the new interface was still down: drop that error now.
                     let _ = s.take_error();

@@ -1,8 +1,10 @@
 //! `--workers N`: N forwarding threads, each a [`Gateway`] of its own over a shard of the hosts.
 //!
-//! Each interface gets one AF_PACKET socket per worker, opened in order in one thread and joined
-//! to a fanout group whose program sends a host's frames, both ways, to the same worker
-//! ([`crate::sys::fanout`]). Each worker then runs the forwarding loop unchanged on its two
+//! Each interface gets one socket per worker, opened in order in one thread, and a program that
+//! sends a host's frames, both ways, to the same worker: on AF_PACKET a fanout group's
+//! classic-BPF program ([`crate::sys::fanout`]), on AF_XDP the XDP program, with the workers'
+//! sockets sharing the queue's UMEM ([`crate::io::xdp::socket`]). Both hash the host's address the
+//! same way, so an interface that `--io auto` leaves on AF_PACKET agrees with one on AF_XDP. Each worker then runs the forwarding loop unchanged on its two
 //! sockets, with its own disciplines, and every half millisecond takes its share of the shaper's
 //! rate ([`crate::shards`]). The first worker serves the control socket and the metrics, merges
 //! the others' numbers into `gateway stats`, and passes `gateway set` on to them.
@@ -15,11 +17,9 @@
 //! it hears the round trips of the TCP flows (or the reflector pings) the first worker sees,
 //! judges the load from every worker's bytes sent and backlog (summed from what each publishes
 //! at its splits), and sets the total the workers split ([`Shards::set_total`]).
-//!
-//! Not (yet) with several workers: AF_XDP (one socket per receive queue and worker: a device
-//! with one queue would need the workers to share its fill ring).
 
 use crate::forward::{Config, Gateway};
+use crate::io::xdp::XdpSocket;
 use crate::port::{IoChoice, Port};
 use crate::shards::{split, Demand, Shards, SPLIT_EVERY_NS, STANDING_BYTES};
 use crate::snapshot::{ShardStats, Snapshot};
@@ -207,29 +207,77 @@ fn group(side: u16) -> u16 {
     ((std::process::id() as u16) << 1) | side
 }
 
-/// Each worker's LAN and WAN sockets, opened in order so that worker `i` is fanout member `i`
-/// on both interfaces.
-fn open_ports(cfg: &Config) -> io::Result<Vec<(Port, Port)>> {
-    if cfg.io == IoChoice::AfXdp {
-        return Err(io::Error::other(
-            "--workers above 1 runs on --io packet (AF_XDP with several workers is not built yet)",
-        ));
+/// Each worker's LAN and WAN ports, and why an interface is not on AF_XDP where `auto` fell
+/// back: worker `i` is fanout member `i`, or has the `i`th AF_XDP socket, on both interfaces.
+fn open_ports(cfg: &Config) -> io::Result<Vec<((Port, Port), Fallback)>> {
+    let (lan, lan_why) = side_ports(cfg, &cfg.lan, 0, HostIs::Source)?;
+    let (wan, wan_why) = side_ports(cfg, &cfg.wan, 1, HostIs::Destination)?;
+    Ok(lan
+        .into_iter()
+        .zip(wan)
+        .map(|ports| (ports, [lan_why.clone(), wan_why.clone()]))
+        .collect())
+}
+
+/// Why AF_XDP was not used on the LAN and the WAN side.
+type Fallback = [Option<String>; 2];
+
+/// One interface's port for each worker: AF_XDP sockets sharing the queue's UMEM, the XDP
+/// program steering by host; or AF_PACKET sockets in a fanout group, its program steering by
+/// host the same way. `side` numbers the fanout group; `host` says which address is the host's.
+fn side_ports(
+    cfg: &Config,
+    ifname: &str,
+    side: u16,
+    host: HostIs,
+) -> io::Result<(Vec<Port>, Option<String>)> {
+    let mut why = None;
+    if cfg.io != IoChoice::Packet {
+        let xdp = XdpSocket::open_shared(ifname, cfg.workers, host).and_then(|socks| {
+            socks
+                .into_iter()
+                .map(|s| Port::xdp(s, ifname, cfg.busy_poll))
+                .collect::<Result<Vec<Port>, String>>()
+        });
+        match xdp {
+            Ok(ports) => return Ok((ports, None)),
+            Err(w) if cfg.io == IoChoice::Auto => why = Some(w),
+            Err(w) => return Err(io::Error::other(format!("--io af_xdp on {ifname}: {w}"))),
+        }
     }
-    (0..cfg.workers)
+    let ports = (0..cfg.workers)
         .map(|_| {
-            let lan = PacketSocket::open(&cfg.lan)?;
-            lan.join_fanout(group(0), HostIs::Source)?;
-            let wan = PacketSocket::open(&cfg.wan)?;
-            wan.join_fanout(group(1), HostIs::Destination)?;
-            Ok((Port::Packet(lan), Port::Packet(wan)))
+            let s = PacketSocket::open(ifname)?;
+            s.join_fanout(group(side), host)?;
+            Ok(Port::Packet(s))
         })
-        .collect()
+        .collect::<io::Result<Vec<Port>>>()?;
+    Ok((ports, why))
+}
+
+/// A worker's port on interface `ifname` (side 0 the LAN, 1 the WAN) after it was deleted and
+/// made again: an AF_PACKET socket rejoining the side's fanout group. Each worker notices on
+/// its own, so they cannot make the shared AF_XDP sockets together as at start: a side that
+/// was on AF_XDP goes on on AF_PACKET, and says so.
+pub(crate) fn reopen_port(
+    cfg: &Config,
+    ifname: &str,
+    side: usize,
+) -> io::Result<(Port, Option<String>)> {
+    let host = [HostIs::Source, HostIs::Destination][side.min(1)];
+    let s = PacketSocket::open(ifname)?;
+    s.join_fanout(group(side as u16), host)?;
+    let why = (cfg.io != IoChoice::Packet).then(|| {
+        format!("{ifname} was made again under {} workers: AF_PACKET in the fanout group (the workers' AF_XDP sockets are made together, at start)", cfg.workers)
+    });
+    Ok((Port::Packet(s), why))
 }
 
 /// What a worker thread needs to start.
 struct Start {
     cfg: Config,
     ports: (Port, Port),
+    fallback: Fallback,
     index: usize,
     shards: Arc<Shards>,
 }
@@ -260,7 +308,13 @@ impl Start {
         }
         let cfg = for_worker(self.cfg, self.index);
         let r = role(self.index, self.shards, cpu);
-        Gateway::open_with(cfg, (self.ports.0, None), (self.ports.1, None), Some(r))
+        let [lan_why, wan_why] = self.fallback;
+        Gateway::open_with(
+            cfg,
+            (self.ports.0, lan_why),
+            (self.ports.1, wan_why),
+            Some(r),
+        )
     }
 }
 
@@ -291,9 +345,10 @@ pub fn open_workers(
     let mut starts: Vec<Start> = ports
         .into_iter()
         .enumerate()
-        .map(|(index, ports)| Start {
+        .map(|(index, (ports, fallback))| Start {
             cfg: cfg.clone(),
             ports,
+            fallback,
             index,
             shards: Arc::clone(&shards),
         })

@@ -103,19 +103,7 @@ impl Port {
         choice: IoChoice,
         busy_poll: bool,
     ) -> io::Result<(Port, Option<String>)> {
-        let xdp = |name: &str| -> Result<Port, String> {
-            let ifindex = crate::sys::ifindex_of(name).ok_or(format!("no interface {name}"))?;
-            let mut s = XdpSocket::open(name)?;
-            if busy_poll {
-                if let Err(e) = s.prefer_busy_poll(name) {
-                    eprintln!(
-                        "gateway: {name}: the AF_XDP socket cannot busy-poll its NAPI ({e}); \
-                         the kernel's softirq or NAPI thread delivers its frames"
-                    );
-                }
-            }
-            Ok(Port::Xdp(Box::new(s), name.to_string(), ifindex))
-        };
+        let xdp = |name: &str| Port::xdp(XdpSocket::open(name)?, name, busy_poll);
         match choice {
             IoChoice::Packet => Ok((Port::Packet(PacketSocket::open(ifname)?), None)),
             IoChoice::AfXdp => xdp(ifname)
@@ -126,6 +114,21 @@ impl Port {
                 Err(why) => Ok((Port::Packet(PacketSocket::open(ifname)?), Some(why))),
             },
         }
+    }
+
+    /// A port on an AF_XDP socket already bound to `name` (one of several workers' sockets);
+    /// `busy_poll` as in [`Port::open`].
+    pub fn xdp(mut s: XdpSocket, name: &str, busy_poll: bool) -> Result<Port, String> {
+        let ifindex = crate::sys::ifindex_of(name).ok_or(format!("no interface {name}"))?;
+        if busy_poll {
+            if let Err(e) = s.prefer_busy_poll(name) {
+                eprintln!(
+                    "gateway: {name}: the AF_XDP socket cannot busy-poll its NAPI ({e}); \
+                     the kernel's softirq or NAPI thread delivers its frames"
+                );
+            }
+        }
+        Ok(Port::Xdp(Box::new(s), name.to_string(), ifindex))
     }
 
     /// The back end, for the statistics.

@@ -81,7 +81,7 @@ struct GatewayArgs {
     /// (`gateway --passthrough`) as its ceiling: a comma list of packet and af_xdp.
     #[arg(long, value_delimiter = ',', default_value = "packet,af_xdp")]
     io: Vec<String>,
-    /// Also measure `gateway --workers N` on the TPACKET back end: all N on the forwarding core
+    /// Also measure `gateway --workers N` on each back end: all N on the forwarding core
     /// (the cost of sharding), and on N cores of their own where the machine has them (0: skip).
     #[arg(long, value_name = "N", default_value_t = 2)]
     workers: usize,

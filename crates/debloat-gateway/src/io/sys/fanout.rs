@@ -16,7 +16,7 @@ const PACKET_FANOUT_DATA: libc::c_int = 22;
 const PACKET_FANOUT_CBPF: u32 = 6;
 
 /// The multiplier of the hash (Knuth's multiplicative hashing: 2^32 / φ).
-const GOLDEN: u32 = 0x9E37_79B1;
+pub const GOLDEN: u32 = 0x9E37_79B1;
 
 /// Which address names the LAN host on an interface.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,7 +30,7 @@ pub enum HostIs {
 /// Byte offsets of the address's last 32-bit word from the network header: the kernel runs a
 /// fanout program before it hands the frame to a socket, while the skb's data still starts
 /// past the Ethernet header (and a VLAN tag, which it took out): (IPv4, IPv6).
-fn offsets(host: HostIs) -> (u32, u32) {
+pub fn offsets(host: HostIs) -> (u32, u32) {
     match host {
         // IPv4 source at 12, IPv6 source's last word at 8 + 12.
         HostIs::Source => (12, 20),

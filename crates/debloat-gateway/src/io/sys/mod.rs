@@ -31,7 +31,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 pub mod claim;
 mod fanout;
 mod ring;
-pub use fanout::{shard_of, shard_of_ip, HostIs};
+pub use fanout::{offsets as fanout_offsets, shard_of, shard_of_ip, HostIs, GOLDEN};
 use ring::{RxRing, Slot};
 
 /// `PACKET_IGNORE_OUTGOING` (linux/if_packet.h, Linux 4.20).

@@ -12,8 +12,17 @@
 //!
 //! A queue with no socket in the map passes its frames to the kernel (the `XDP_PASS` in the
 //! flags of `bpf_redirect_map`, Linux ≥ 5.3).
+//!
+//! With several workers ([`Steer::ByHost`]) the program picks the socket instead: the hash of
+//! the LAN host's address — the IPv4 or IPv6 source on the LAN side, the destination on the WAN
+//! side, past one VLAN tag — exactly as the AF_PACKET back end's fanout program does
+//! ([`crate::sys::fanout`]), so a host's frames meet the same worker on either back end and in
+//! both directions. Anything else (ARP, a second VLAN tag, a frame too short) goes to worker 0.
+//! All the workers' sockets are bound to the one receive queue and share its UMEM
+//! ([`super::socket`]). 39 instructions, each with its meaning below.
 #![allow(unsafe_code)]
 
+use crate::sys::HostIs;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
@@ -79,6 +88,15 @@ const fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
     }
 }
 
+/// How the program picks a frame's socket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Steer {
+    /// By the receive queue (one socket per queue: one worker).
+    ByQueue,
+    /// By the hash of the LAN host's address, among `n` sockets on queue 0.
+    ByHost(HostIs, u32),
+}
+
 /// The program, with the map's descriptor in its one `ld_imm64`.
 fn program(map_fd: RawFd) -> [Insn; 6] {
     [
@@ -96,6 +114,67 @@ fn program(map_fd: RawFd) -> [Insn; 6] {
         insn(0x95, 0, 0, 0, 0),
     ]
 }
+
+/// An ethertype as a 16-bit load from the frame reads it (host byte order).
+const fn ethertype(t: u16) -> i32 {
+    u16::from_ne_bytes(t.to_be_bytes()) as i32
+}
+
+/// The host-steering program (see the module's documentation): the member is
+/// `((be32(address word) * GOLDEN) >> 16) % n`, the fanout program's value taken modulo the
+/// group's size, as the kernel takes it. Registers: r2 the frame's data (moved past a VLAN
+/// tag), r3 its end, r4 bounds checks, r0 the ethertype then the hash, r5 the member.
+fn program_by_host(map_fd: RawFd, host: HostIs, n: u32) -> [Insn; 39] {
+    let (v4, v6) = crate::sys::fanout_offsets(host);
+    let (v4, v6) = (14 + v4 as i16, 14 + v6 as i16);
+    let (vlan, qinq) = (ethertype(0x8100), ethertype(0x88a8));
+    const TO: u8 = 33; // the redirect, below
+    let to = |from: usize, target: u8| target as i16 - from as i16 - 1;
+    [
+        insn(0x61, 2, 1, 0, 0),                          // 0: r2 = ctx->data
+        insn(0x61, 3, 1, 4, 0),                          // 1: r3 = ctx->data_end
+        insn(0xb7, 5, 0, 0, 0),                          // 2: r5 = 0 (worker 0 unless hashed)
+        insn(0xbf, 4, 2, 0, 0),                          // 3: r4 = r2
+        insn(0x07, 4, 0, 0, 14),                         // 4: r4 += 14 (an Ethernet header)
+        insn(0x2d, 4, 3, to(5, TO), 0),                  // 5: if r4 > r3: to the redirect
+        insn(0x69, 0, 2, 12, 0),                         // 6: r0 = the ethertype
+        insn(0x15, 0, 0, to(7, 10), vlan),               // 7: a VLAN tag? to 10
+        insn(0x15, 0, 0, to(8, 10), qinq),               // 8: an 802.1ad tag? to 10
+        insn(0x05, 0, 0, to(9, 17), 0),                  // 9: to 17
+        insn(0x07, 2, 0, 0, 4),                          // 10: r2 += 4 (past the tag)
+        insn(0xbf, 4, 2, 0, 0),                          // 11: r4 = r2
+        insn(0x07, 4, 0, 0, 14),                         // 12: r4 += 14
+        insn(0x2d, 4, 3, to(13, TO), 0),                 // 13: if r4 > r3: to the redirect
+        insn(0x69, 0, 2, 12, 0),                         // 14: r0 = the inner ethertype
+        insn(0x15, 0, 0, to(15, TO), vlan),              // 15: a second tag: to the redirect
+        insn(0x15, 0, 0, to(16, TO), qinq),              // 16: (either kind)
+        insn(0x15, 0, 0, to(17, 24), ethertype(0x0800)), // 17: IPv4? to 24
+        insn(0x55, 0, 0, to(18, TO), ethertype(0x86dd)), // 18: not IPv6: to the redirect
+        insn(0xbf, 4, 2, 0, 0),                          // 19: r4 = r2
+        insn(0x07, 4, 0, 0, (v6 + 4) as i32),            // 20: r4 += the word's end
+        insn(0x2d, 4, 3, to(21, TO), 0),                 // 21: if r4 > r3: to the redirect
+        insn(0x61, 0, 2, v6, 0),                         // 22: r0 = the IPv6 address's last word
+        insn(0x05, 0, 0, to(23, 28), 0),                 // 23: to 28
+        insn(0xbf, 4, 2, 0, 0),                          // 24: r4 = r2
+        insn(0x07, 4, 0, 0, (v4 + 4) as i32),            // 25: r4 += the word's end
+        insn(0x2d, 4, 3, to(26, TO), 0),                 // 26: if r4 > r3: to the redirect
+        insn(0x61, 0, 2, v4, 0),                         // 27: r0 = the IPv4 address
+        insn(0xdc, 0, 0, 0, 32), // 28: r0 = be32(r0), as classic BPF loads it
+        insn(0x24, 0, 0, 0, GOLDEN as i32), // 29: w0 *= GOLDEN
+        insn(0x74, 0, 0, 0, 16), // 30: w0 >>= 16
+        insn(0x94, 0, 0, 0, n.max(1) as i32), // 31: w0 %= n
+        insn(0xbf, 5, 0, 0, 0),  // 32: r5 = r0
+        insn(0xbf, 2, 5, 0, 0),  // 33: r2 = r5: the map's key
+        insn(0x18, 1, 1, 0, map_fd), // 34: r1 = the map (ld_imm64, two slots)
+        insn(0, 0, 0, 0, 0),     // 35
+        insn(0xb7, 3, 0, 0, XDP_PASS), // 36: r3 = XDP_PASS (no socket there)
+        insn(0x85, 0, 0, 0, HELPER_REDIRECT_MAP), // 37: r0 = bpf_redirect_map(r1, r2, r3)
+        insn(0x95, 0, 0, 0, 0),  // 38: return r0
+    ]
+}
+
+/// The multiplier of the fanout program's hash.
+const GOLDEN: u32 = crate::sys::GOLDEN;
 
 /// `union bpf_attr`, as much of it as these commands use, zeroed beyond.
 #[repr(C, align(8))]
@@ -139,11 +218,14 @@ pub struct Redirect {
 }
 
 impl Redirect {
-    /// Load the program with a map of `queues` entries and attach it to interface `ifindex`,
-    /// natively if the driver allows, else as generic XDP (unless `native_only`).
-    pub fn attach(ifindex: u32, queues: u32) -> Result<Redirect, String> {
-        let map = create_map(queues).map_err(|e| format!("creating the XSKMAP: {e}"))?;
-        let prog = load(map.as_raw_fd())?;
+    /// Load the program steering as `steer` says, with a map of `entries` sockets, and attach
+    /// it to interface `ifindex`, natively if the driver allows, else as generic XDP.
+    pub fn attach(ifindex: u32, entries: u32, steer: Steer) -> Result<Redirect, String> {
+        let map = create_map(entries).map_err(|e| format!("creating the XSKMAP: {e}"))?;
+        let prog = match steer {
+            Steer::ByQueue => load(&program(map.as_raw_fd())),
+            Steer::ByHost(host, n) => load(&program_by_host(map.as_raw_fd(), host, n)),
+        }?;
         let mut last = String::new();
         for (mode, flags) in [
             (XdpMode::Native, XDP_FLAGS_DRV_MODE),
@@ -169,9 +251,8 @@ impl Redirect {
         Err(last)
     }
 
-    /// Send receive queue `queue`'s frames to the AF_XDP socket `xsk`.
-    pub fn add_socket(&self, queue: u32, xsk: RawFd) -> io::Result<()> {
-        let key = queue;
+    /// Put the AF_XDP socket `xsk` at entry `key` (the receive queue, or the worker).
+    pub fn add_socket(&self, key: u32, xsk: RawFd) -> io::Result<()> {
         let value = xsk as u32;
         let mut a = Attr([0; 32]);
         a.0[0] = self.map.as_raw_fd() as u32;
@@ -190,10 +271,9 @@ fn create_map(queues: u32) -> io::Result<OwnedFd> {
     bpf(BPF_MAP_CREATE, &mut a).map(owned)
 }
 
-fn load(map_fd: RawFd) -> Result<OwnedFd, String> {
-    let insns = program(map_fd);
+fn load(insns: &[Insn]) -> Result<OwnedFd, String> {
     let license = c"Dual MIT/GPL";
-    let mut log = vec![0u8; 4096];
+    let mut log = vec![0u8; 16384];
     let mut a = Attr([0; 32]);
     a.0[0] = PROG_TYPE_XDP;
     a.0[1] = insns.len() as u32;
@@ -237,6 +317,51 @@ mod tests {
         assert_eq!((p[1].code, p[1].regs, p[1].imm), (0x18, 0x11, 7));
         assert_eq!((p[4].code, p[4].imm), (0x85, 51));
         assert_eq!(p[5].code, 0x95);
+    }
+
+    /// Every jump of the host-steering program lands where its comment says, and the loads
+    /// read the fanout program's words.
+    #[test]
+    fn the_host_program_jumps_where_it_says() {
+        let p = program_by_host(7, HostIs::Source, 4);
+        let to = |i: usize| (i as i16 + 1 + p[i].off) as usize;
+        for (at, target) in [
+            (5, 33),
+            (7, 10),
+            (8, 10),
+            (9, 17),
+            (13, 33),
+            (15, 33),
+            (16, 33),
+        ] {
+            assert_eq!(to(at), target, "instruction {at}");
+        }
+        for (at, target) in [(17, 24), (18, 33), (21, 33), (23, 28), (26, 33)] {
+            assert_eq!(to(at), target, "instruction {at}");
+        }
+        assert_eq!((p[22].off, p[27].off), (14 + 20, 14 + 12));
+        assert_eq!((p[20].imm, p[25].imm), (38, 30));
+        assert_eq!((p[31].code, p[31].imm), (0x94, 4));
+        assert_eq!((p[34].code, p[34].imm), (0x18, 7));
+        let d = program_by_host(7, HostIs::Destination, 2);
+        assert_eq!((d[22].off, d[27].off), (14 + 36, 14 + 16));
+        // The ethertypes as a 16-bit load reads them from the frame.
+        assert_eq!(p[17].imm, i32::from(u16::from_ne_bytes([0x08, 0x00])));
+        assert_eq!(p[18].imm, i32::from(u16::from_ne_bytes([0x86, 0xdd])));
+    }
+
+    /// The program's arithmetic, done here on an address word, is the fanout program's.
+    #[test]
+    fn the_host_hash_is_the_fanouts() {
+        for (ip, n) in [
+            ([198, 18, 1, 2], 2u32),
+            ([198, 18, 1, 4], 2),
+            ([10, 0, 0, 9], 8),
+        ] {
+            let word = u32::from_be_bytes(ip);
+            let ours = ((word.wrapping_mul(GOLDEN)) >> 16) % n;
+            assert_eq!(ours as usize, crate::sys::shard_of(word, n as usize));
+        }
     }
 
     #[test]

@@ -1,22 +1,33 @@
-//! An AF_XDP socket on one interface's receive queue 0, with its own UMEM: the frames the
-//! kernel writes (the fill ring hands it empty frames, the RX ring hands them back full) and
-//! the frames the gateway sends (the TX ring, and the completion ring that returns them).
-//! Rings and UMEM are set up through xdpilone (pure Rust, no libbpf); the UMEM's memory is an
-//! anonymous mapping owned here.
+//! AF_XDP sockets on one interface's receive queue 0, with the UMEM they share: the frames the
+//! kernel writes (the fill ring hands it empty frames, each socket's RX ring hands them back
+//! full) and the frames the gateway sends (each socket's TX ring, and the completion ring that
+//! returns them). Rings and UMEM are set up through xdpilone (pure Rust, no libbpf); the UMEM's
+//! memory is an anonymous mapping owned here.
 //!
-//! Half of the UMEM's frames feed the receive side (always on the fill ring or in the gateway's
-//! hands for the length of one copy), half are for sending (free, or on the TX ring until the
+//! One worker has one socket ([`XdpSocket::open`]). N workers ([`XdpSocket::open_shared`]) have
+//! one socket each on the same queue, bound with `XDP_SHARED_UMEM`: the XDP program picks the
+//! socket by the LAN host ([`super::bpf::Steer::ByHost`]), and the kernel gives such sockets
+//! one fill ring and one completion ring between them. Those two rings, and the free send
+//! frames, are therefore behind a mutex ([`Pool`]), taken once per batch — when 64 received
+//! frames go back to the fill ring, when a socket's own cache of send frames runs short — never
+//! per frame. Each socket's RX and TX rings are its worker's alone.
+//!
+//! Half of the UMEM's frames feed the receive side (always on the fill ring or in a worker's
+//! hands for the length of one copy), half are for sending (free, or on a TX ring until the
 //! completion ring returns them). Frames are copied out of the UMEM into the data path's own
 //! buffers and into it again on the way out, as the TPACKET back end copies them out of its
 //! ring and `sendmmsg` into the kernel's skbs: the discipline holds frames for as long as its
-//! queues are deep, longer than a receive ring can spare them.
+//! queues are deep, longer than a receive ring can spare them. (So the two interfaces of a path
+//! do not share one UMEM: a forwarded frame is copied anyway.)
 #![allow(unsafe_code)]
 
-use super::bpf::{Redirect, XdpMode};
+use super::bpf::{Redirect, Steer, XdpMode};
+use crate::sys::HostIs;
 use std::ffi::CString;
 use std::io;
 use std::num::NonZeroU32;
 use std::ptr::NonNull;
+use std::sync::{Arc, Mutex, PoisonError};
 use xdpilone::xdp::XdpDesc;
 use xdpilone::{DeviceQueue, IfInfo, RingRx, RingTx, Socket, SocketConfig, Umem, UmemConfig, User};
 
@@ -73,16 +84,35 @@ pub struct XdpInfo {
     pub busy_poll: bool,
 }
 
-/// An AF_XDP socket bound to an interface's queue 0.
-pub struct XdpSocket {
-    // Field order is drop order: rings and sockets before the program, the memory last.
-    rx: RingRx,
-    tx: RingTx,
-    device: DeviceQueue,
-    _user: User,
+/// What the sockets on one queue share: the fill and completion rings and the free send
+/// frames (behind [`Shared::pool`]'s mutex), the program and the memory.
+struct Shared {
+    // Field order is drop order: the rings before the program, the memory last.
+    pool: Mutex<Pool>,
     redirect: Redirect,
     area: Area,
-    /// Frames free to send (UMEM offsets).
+}
+
+/// The rings the kernel keeps one of per queue, and the send frames no socket holds.
+struct Pool {
+    device: DeviceQueue,
+    free_tx: Vec<u64>,
+}
+
+// SAFETY: the mapping is only read or written at a frame its reader owns at the time — one on
+// its RX ring until it is back on the fill ring, one taken from the free list until the
+// completion ring returns it — and the rings behind the mutex are touched under it.
+unsafe impl Send for Shared {}
+unsafe impl Sync for Shared {}
+
+/// An AF_XDP socket bound to an interface's queue 0.
+pub struct XdpSocket {
+    // Field order is drop order: this socket's rings before what it shares.
+    rx: RingRx,
+    tx: RingTx,
+    _user: User,
+    shared: Arc<Shared>,
+    /// Frames free to send (UMEM offsets), taken from the pool a batch at a time.
     free_tx: Vec<u64>,
     /// Receive frames handed back since the fill ring was last topped up.
     to_fill: Vec<u64>,
@@ -96,8 +126,8 @@ pub struct XdpSocket {
     napi: Option<super::busy::NapiDefer>,
 }
 
-// SAFETY: the mapping and the rings belong to this socket alone; xdpilone's rings are Send and
-// the raw pointer is only dereferenced by the thread that owns the socket.
+// SAFETY: the socket's rings belong to it alone (xdpilone's rings are Send); what it shares
+// is Sync (above).
 unsafe impl Send for XdpSocket {}
 
 impl std::fmt::Debug for XdpSocket {
@@ -136,25 +166,26 @@ impl XdpSocket {
     /// Attach the redirecting program to `ifname` and bind a socket to its queue 0. Err says
     /// why not, in words (the caller falls back to the TPACKET back end and says so).
     pub fn open(ifname: &str) -> Result<XdpSocket, String> {
-        let queues = rx_queues(ifname);
-        if queues > 1 {
-            return Err(format!(
-                "{ifname} has {queues} receive queues and one AF_XDP socket serves one"
-            ));
-        }
-        let mtu = mtu(ifname);
-        if mtu + 18 > FRAME as usize - HEADROOM {
-            return Err(format!(
-                "{ifname}'s MTU {mtu} does not fit one {FRAME}-byte UMEM frame (AF_XDP's multi-buffer frames are not used yet)"
-            ));
-        }
+        let mut v = Self::open_on(ifname, 1, Steer::ByQueue)?;
+        v.pop().ok_or_else(|| "no socket".to_string())
+    }
+
+    /// `n` sockets on `ifname`'s queue 0 sharing one UMEM, one per worker, and the program
+    /// that hands each socket its LAN hosts' frames (`host`: which address names the host on
+    /// this side). Socket `i` is worker `i`'s.
+    pub fn open_shared(ifname: &str, n: usize, host: HostIs) -> Result<Vec<XdpSocket>, String> {
+        Self::open_on(ifname, n.max(1), Steer::ByHost(host, n.max(1) as u32))
+    }
+
+    fn open_on(ifname: &str, n: usize, steer: Steer) -> Result<Vec<XdpSocket>, String> {
+        usable(ifname)?;
         let name = CString::new(ifname).map_err(|_| format!("bad interface name {ifname:?}"))?;
         let mut iface = IfInfo::invalid();
         iface
             .from_name(&name)
             .map_err(|e| errno(&format!("interface {ifname}"), e))?;
         iface.set_queue(0);
-        let redirect = Redirect::attach(iface.ifindex(), 1)?;
+        let redirect = Redirect::attach(iface.ifindex(), n as u32, steer)?;
         let area = Area::new((2 * RING * FRAME) as usize).map_err(|e| format!("UMEM: {e}"))?;
         let cfg = UmemConfig {
             fill_size: RING,
@@ -164,47 +195,67 @@ impl XdpSocket {
             flags: 0,
         };
         let mem = NonNull::slice_from_raw_parts(area.base, area.len);
-        // SAFETY: the area is page aligned, of the length given, and outlives the UMEM (it is
-        // the last field of the socket to drop).
+        // SAFETY: the area is page aligned, of the length given, and outlives the UMEM and
+        // every socket on it (it is the last field of what they share to drop).
         let umem = unsafe { Umem::new(cfg, mem) }.map_err(|e| errno("registering the UMEM", e))?;
-        let sock = Socket::with_shared(&iface, &umem).map_err(|e| errno("AF_XDP socket", e))?;
+        // The first socket is the UMEM's own and keeps the queue's fill and completion rings;
+        // the others are bound to it with XDP_SHARED_UMEM.
+        let first = Socket::with_shared(&iface, &umem).map_err(|e| errno("AF_XDP socket", e))?;
         let mut device = umem
-            .fq_cq(&sock)
+            .fq_cq(&first)
             .map_err(|e| errno("fill and completion rings", e))?;
-        let rings = SocketConfig {
-            rx_size: NonZeroU32::new(RING),
-            tx_size: NonZeroU32::new(RING),
-            bind_flags: SocketConfig::XDP_BIND_NEED_WAKEUP,
-        };
-        let user = umem
-            .rx_tx(&sock, &rings)
-            .map_err(|e| errno("RX and TX rings", e))?;
-        let rx = user.map_rx().map_err(|e| errno("mapping the RX ring", e))?;
-        let tx = user.map_tx().map_err(|e| errno("mapping the TX ring", e))?;
-        umem.bind(&user)
-            .map_err(|e| errno(&format!("binding to {ifname} queue 0"), e))?;
-        redirect
-            .add_socket(0, user.as_raw_fd())
-            .map_err(|e| format!("adding the socket to the XSKMAP: {e}"))?;
+        let mut users = vec![bind(
+            &umem,
+            &first,
+            ifname,
+            SocketConfig::XDP_BIND_NEED_WAKEUP,
+        )?];
+        for _ in 1..n {
+            let sock = Socket::new(&iface).map_err(|e| errno("AF_XDP socket", e))?;
+            // A socket sharing the UMEM takes its flags from the first (the kernel refuses any).
+            users.push(bind(&umem, &sock, ifname, 0)?);
+        }
+        for (i, user) in users.iter().enumerate() {
+            redirect
+                .add_socket(i as u32, user.as_raw_fd())
+                .map_err(|e| format!("adding a socket to the XSKMAP: {e}"))?;
+        }
         // The receive half: every frame on the fill ring.
         let mut fill = device.fill(RING);
         fill.insert((0..RING).map(|i| u64::from(i * FRAME)));
         fill.commit();
         drop(fill);
+        let mode = redirect.mode;
+        let shared = Arc::new(Shared {
+            pool: Mutex::new(Pool {
+                device,
+                free_tx: (RING..2 * RING).map(|i| u64::from(i * FRAME)).collect(),
+            }),
+            redirect,
+            area,
+        });
+        users
+            .into_iter()
+            .map(|user| XdpSocket::on(user, Arc::clone(&shared), mode))
+            .collect()
+    }
+
+    /// A bound socket's rings mapped, as one worker's socket.
+    fn on(user: User, shared: Arc<Shared>, mode: XdpMode) -> Result<XdpSocket, String> {
+        let rx = user.map_rx().map_err(|e| errno("mapping the RX ring", e))?;
+        let tx = user.map_tx().map_err(|e| errno("mapping the TX ring", e))?;
         let info = XdpInfo {
-            mode: redirect.mode,
+            mode,
             zero_copy: zero_copy(user.as_raw_fd()),
             busy_poll: false,
         };
         Ok(XdpSocket {
             rx,
             tx,
-            device,
             _user: user,
-            redirect,
-            area,
-            free_tx: (RING..2 * RING).map(|i| u64::from(i * FRAME)).collect(),
-            to_fill: Vec::with_capacity(RING as usize),
+            shared,
+            free_tx: Vec::with_capacity(2 * BATCH),
+            to_fill: Vec::with_capacity(BATCH),
             info,
             busy_if: None,
             napi_checks: 0,
@@ -258,12 +309,13 @@ impl XdpSocket {
     /// The frame's bytes at UMEM offset `addr`.
     fn bytes(&self, addr: u64, len: u32) -> Option<&[u8]> {
         let (a, l) = (addr as usize, len as usize);
-        if a.checked_add(l)? > self.area.len {
+        let area = &self.shared.area;
+        if a.checked_add(l)? > area.len {
             return None;
         }
-        // SAFETY: in bounds (checked); the kernel handed this frame to us through the RX ring
-        // and writes it no more until it is back on the fill ring.
-        Some(unsafe { std::slice::from_raw_parts(self.area.base.as_ptr().add(a), l) })
+        // SAFETY: in bounds (checked); the kernel handed this frame to this socket through its
+        // RX ring and writes it no more until it is back on the fill ring.
+        Some(unsafe { std::slice::from_raw_parts(area.base.as_ptr().add(a), l) })
     }
 
     /// Take the next frame: Ok(None) when none is waiting. A descriptor pointing outside the
@@ -284,7 +336,7 @@ impl XdpSocket {
             .map(<[u8]>::to_vec)
             .unwrap_or_default();
         self.to_fill.push(addr);
-        if self.to_fill.len() >= 64 {
+        if self.to_fill.len() >= BATCH {
             self.refill();
         }
         Some(frame)
@@ -296,29 +348,46 @@ impl XdpSocket {
         if self.to_fill.is_empty() {
             return;
         }
-        let mut f = self.device.fill(self.to_fill.len() as u32);
+        let mut pool = self
+            .shared
+            .pool
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut f = pool.device.fill(self.to_fill.len() as u32);
         let n = f.insert(self.to_fill.iter().copied()) as usize;
         f.commit();
         drop(f);
         self.to_fill.drain(..n);
-        if self.device.needs_wakeup() {
-            self.device.wake();
+        if pool.device.needs_wakeup() {
+            pool.device.wake();
         }
     }
 
-    /// Take back the frames the kernel finished sending.
-    fn reclaim(&mut self) {
-        let mut c = self.device.complete(RING);
+    /// Take back the frames the kernel finished sending (any socket's: the completion ring is
+    /// the queue's), and take up to `want` free ones into this socket's cache.
+    fn restock(&mut self, want: usize) {
+        let mut pool = self
+            .shared
+            .pool
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let Pool { device, free_tx } = &mut *pool;
+        let mut c = device.complete(RING);
         while let Some(addr) = c.read() {
-            self.free_tx.push(addr & !u64::from(FRAME - 1));
+            free_tx.push(addr & !u64::from(FRAME - 1));
         }
         c.release();
+        let take = want.min(free_tx.len());
+        self.free_tx.extend(free_tx.drain(free_tx.len() - take..));
     }
 
     /// Put frames on the TX ring and kick the kernel: returns how many it took (fewer when the
     /// ring or the free frames ran out, or a frame was longer than a UMEM frame).
     pub fn send_batch(&mut self, frames: &[&[u8]]) -> io::Result<usize> {
-        self.reclaim();
+        if self.free_tx.len() < frames.len() {
+            self.restock(frames.len().max(BATCH) - self.free_tx.len());
+        }
+        let base = self.shared.area.base.as_ptr();
         let mut sent = 0;
         {
             let mut w = self.tx.transmit(frames.len() as u32);
@@ -329,14 +398,10 @@ impl XdpSocket {
                 let Some(addr) = self.free_tx.pop() else {
                     break;
                 };
-                // SAFETY: `addr` is a free frame of this UMEM (not on any ring), FRAME bytes
-                // long, and `f` fits it (checked).
+                // SAFETY: `addr` is a free frame of this UMEM (on no ring, in no other
+                // socket's cache), FRAME bytes long, and `f` fits it (checked).
                 unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        f.as_ptr(),
-                        self.area.base.as_ptr().add(addr as usize),
-                        f.len(),
-                    )
+                    std::ptr::copy_nonoverlapping(f.as_ptr(), base.add(addr as usize), f.len())
                 };
                 let desc = XdpDesc {
                     addr,
@@ -361,10 +426,46 @@ impl XdpSocket {
         Ok(sent)
     }
 
-    /// The interface's index the program is attached to.
+    /// Where the XDP program runs.
     pub fn mode(&self) -> XdpMode {
-        self.redirect.mode
+        self.shared.redirect.mode
     }
+}
+
+/// Frames handed back to the fill ring, or taken for sending, at a time.
+const BATCH: usize = 64;
+
+/// Whether `ifname` can take the sockets: one receive queue, an MTU that fits a frame.
+fn usable(ifname: &str) -> Result<(), String> {
+    let queues = rx_queues(ifname);
+    if queues > 1 {
+        return Err(format!(
+            "{ifname} has {queues} receive queues and the AF_XDP back end serves one"
+        ));
+    }
+    let mtu = mtu(ifname);
+    if mtu + 18 > FRAME as usize - HEADROOM {
+        return Err(format!(
+            "{ifname}'s MTU {mtu} does not fit one {FRAME}-byte UMEM frame (AF_XDP's multi-buffer frames are not used yet)"
+        ));
+    }
+    Ok(())
+}
+
+/// A socket's RX and TX rings, and the socket bound to the queue (with the UMEM's own socket,
+/// or sharing its UMEM and rings).
+fn bind(umem: &Umem, sock: &Socket, ifname: &str, flags: u16) -> Result<User, String> {
+    let rings = SocketConfig {
+        rx_size: NonZeroU32::new(RING),
+        tx_size: NonZeroU32::new(RING),
+        bind_flags: flags,
+    };
+    let user = umem
+        .rx_tx(sock, &rings)
+        .map_err(|e| errno("RX and TX rings", e))?;
+    umem.bind(&user)
+        .map_err(|e| errno(&format!("binding to {ifname} queue 0"), e))?;
+    Ok(user)
 }
 
 /// What the kernel keeps in front of a frame in a UMEM frame (`XDP_PACKET_HEADROOM`).
