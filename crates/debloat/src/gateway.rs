@@ -154,8 +154,10 @@ pub struct RunArgs {
     pub(crate) busy_poll: bool,
     /// Packet I/O: `af_xdp` (an XDP program hands each frame to an AF_XDP socket: native XDP
     /// where the driver has it, generic XDP elsewhere, copy mode unless the device offers
-    /// zero-copy), `packet` (AF_PACKET with a TPACKET ring), or `auto` (AF_XDP where it
-    /// attaches, else packet, saying why). Default packet, or $DEBLOAT_IO.
+    /// zero-copy), `packet` (AF_PACKET with a TPACKET ring), `auto` (AF_XDP where native XDP
+    /// attaches, else packet, saying why: with generic XDP, AF_XDP measured slower than
+    /// packet), or `af_xdp_generic` (AF_XDP on generic XDP even where native XDP exists, to
+    /// measure). Default packet, or $DEBLOAT_IO.
     #[arg(long, env = "DEBLOAT_IO", value_name = "af_xdp|packet|auto")]
     pub(crate) io: Option<String>,
     /// Forward every frame untouched: no discipline, classifier or emulated link. The ceiling
@@ -165,7 +167,8 @@ pub struct RunArgs {
     /// Forwarding threads, each with a shard of the hosts: the kernel hands each worker all
     /// frames of its hosts (by the LAN host's address, both ways), a shaper's rate is split
     /// between the workers by demand every 0.5 ms (a rate controller, on the first worker,
-    /// sets the total). AF_PACKET only.
+    /// sets the total). On AF_PACKET a fanout group's program picks the worker; on AF_XDP the
+    /// XDP program does, the workers' sockets sharing the queue's UMEM.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub(crate) workers: Option<u16>,
     /// Pin the workers to these CPUs, one each (`--cores 2,3`: two workers); sets --workers.

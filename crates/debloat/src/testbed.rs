@@ -172,8 +172,8 @@ pub struct UpArgs {
     /// Let the gateway spin instead of sleeping (`gateway --busy-poll`; one core always busy).
     #[arg(long, conflicts_with = "realtime")]
     busy_poll: bool,
-    /// The gateway's packet I/O (`gateway --io`): af_xdp, packet or auto.
-    #[arg(long, value_name = "af_xdp|packet|auto")]
+    /// The gateway's packet I/O (`gateway --io`): af_xdp, packet, auto or af_xdp_generic.
+    #[arg(long, value_name = "af_xdp|packet|auto|af_xdp_generic")]
     io: Option<String>,
     /// Forwarding threads, each with a shard of the hosts (`gateway --workers`).
     #[arg(long, value_name = "N")]

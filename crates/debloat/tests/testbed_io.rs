@@ -86,3 +86,32 @@ fn auto_falls_back_per_interface_and_af_xdp_refuses_with_the_reason() {
         assert!(accounted(&j[dir]), "{dir}: {}", j[dir]);
     }
 }
+
+/// `--io af_xdp_generic` with two workers: the host-steering program attached as generic XDP
+/// even though veth has native XDP; IPv4 and IPv6 cross both ways, the statistics say where
+/// XDP runs, every frame is accounted for.
+#[test]
+fn generic_xdp_with_two_workers_forwards_and_says_so() {
+    let Some(_one) = guard() else { return };
+    let bed = up_extra(
+        "xg",
+        "10Mbit",
+        "20ms",
+        "cake bandwidth 10Mbit",
+        "cake bandwidth 10Mbit",
+        &["--io", "af_xdp_generic", "--workers", "2"],
+    );
+    let io = stats_io(&bed);
+    for d in [&io[0], &io[1]] {
+        assert_eq!(d["io"], "af_xdp", "{d}");
+        assert_eq!(d["xdp"]["mode"], "skb", "{d}");
+    }
+    assert_eq!(ping(&bed, testbed::SERVER_V4, 5).len(), 5, "IPv4");
+    assert_eq!(ping(&bed, testbed::SERVER_V6, 3).len(), 3, "IPv6");
+    let j = gateway_stats(&bed);
+    for dir in ["egress", "ingress"] {
+        assert!(accounted(&j[dir]), "{dir}: {}", j[dir]);
+    }
+    let t = gateway_stats_text(&bed);
+    assert!(t.contains("af_xdp (skb XDP, copy mode)"), "{t}");
+}

@@ -318,7 +318,9 @@ fn start(rig: &Rig, fwd: Forwarder, extra: &[String], threaded: bool) -> Result<
                 gateway_args,
             })?;
             if !rig.cpus.shared() {
-                threaded_napi(rig, threaded && io_of(extra) != "packet")?;
+                // Native XDP runs in the veth's NAPI; generic XDP, like TPACKET, in the
+                // sender's softirq (a veth without native XDP has no NAPI to thread).
+                threaded_napi(rig, threaded && io_of(extra) == "af_xdp")?;
             }
         }
     }

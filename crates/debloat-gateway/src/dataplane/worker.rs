@@ -233,7 +233,8 @@ fn side_ports(
 ) -> io::Result<(Vec<Port>, Option<String>)> {
     let mut why = None;
     if cfg.io != IoChoice::Packet {
-        let xdp = XdpSocket::open_shared(ifname, cfg.workers, host).and_then(|socks| {
+        let modes = cfg.io.xdp_modes();
+        let xdp = XdpSocket::open_shared(ifname, cfg.workers, host, modes).and_then(|socks| {
             socks
                 .into_iter()
                 .map(|s| Port::xdp(s, ifname, cfg.busy_poll))
@@ -241,8 +242,13 @@ fn side_ports(
         });
         match xdp {
             Ok(ports) => return Ok((ports, None)),
-            Err(w) if cfg.io == IoChoice::Auto => why = Some(w),
-            Err(w) => return Err(io::Error::other(format!("--io af_xdp on {ifname}: {w}"))),
+            Err(w) if cfg.io == IoChoice::Auto => why = Some(crate::port::auto_reason(w)),
+            Err(w) => {
+                return Err(io::Error::other(format!(
+                    "--io {} on {ifname}: {w}",
+                    cfg.io
+                )))
+            }
         }
     }
     let ports = (0..cfg.workers)

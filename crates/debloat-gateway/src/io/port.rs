@@ -4,7 +4,7 @@
 //! and says why once. What the rest of the gateway sees is the same: frames in, frames out,
 //! a descriptor to wait on.
 
-use crate::io::xdp::{XdpInfo, XdpSocket};
+use crate::io::xdp::{XdpInfo, XdpMode, XdpSocket};
 use crate::sys::{PacketSocket, Received};
 use serde::Serialize;
 use std::io;
@@ -15,8 +15,12 @@ use std::os::fd::{AsRawFd, RawFd};
 pub enum IoChoice {
     /// AF_XDP where the program attaches, else the TPACKET ring (the reason said once).
     Auto,
-    /// AF_XDP or nothing: the gateway does not start if it cannot attach.
+    /// AF_XDP or nothing: the gateway does not start if it cannot attach (native XDP where
+    /// the driver has it, generic XDP elsewhere).
     AfXdp,
+    /// AF_XDP with the program attached as generic XDP even where the driver has native XDP
+    /// (`xdpgeneric` in `ip link`'s words): for measuring what `auto` chooses between.
+    AfXdpGeneric,
     /// AF_PACKET with a TPACKET ring (what the gateway always had).
     #[default]
     Packet,
@@ -28,9 +32,10 @@ impl std::str::FromStr for IoChoice {
         match s {
             "auto" => Ok(IoChoice::Auto),
             "af_xdp" | "af-xdp" | "xdp" => Ok(IoChoice::AfXdp),
+            "af_xdp_generic" | "af_xdp_skb" | "xdpgeneric" => Ok(IoChoice::AfXdpGeneric),
             "packet" | "af_packet" | "tpacket" => Ok(IoChoice::Packet),
             _ => Err(format!(
-                "unknown I/O back end `{s}`: choose af_xdp, packet or auto"
+                "unknown I/O back end `{s}`: choose af_xdp, packet, auto or af_xdp_generic"
             )),
         }
     }
@@ -41,8 +46,33 @@ impl std::fmt::Display for IoChoice {
         f.write_str(match self {
             IoChoice::Auto => "auto",
             IoChoice::AfXdp => "af_xdp",
+            IoChoice::AfXdpGeneric => "af_xdp_generic",
             IoChoice::Packet => "packet",
         })
+    }
+}
+
+impl IoChoice {
+    /// Where the XDP program may run, in the order tried. `auto` takes native XDP only: with
+    /// generic XDP, AF_XDP measured slower than TPACKET on the same veths (BENCHMARKS.md,
+    /// "Generic XDP"), so where the driver has no native XDP, `auto` uses TPACKET and says so.
+    pub fn xdp_modes(self) -> &'static [XdpMode] {
+        match self {
+            IoChoice::Auto => &[XdpMode::Native],
+            IoChoice::AfXdp => &[XdpMode::Native, XdpMode::Skb],
+            IoChoice::AfXdpGeneric => &[XdpMode::Skb],
+            IoChoice::Packet => &[],
+        }
+    }
+}
+
+/// Why `auto` left an interface on TPACKET, in words: where native XDP did not attach, that
+/// generic XDP was not tried, and why.
+pub fn auto_reason(why: String) -> String {
+    if why.starts_with("attaching in native mode") {
+        format!("{why}: no native XDP here, and auto does not take generic XDP, which measured slower than TPACKET (--io af_xdp would take it)")
+    } else {
+        why
     }
 }
 
@@ -103,15 +133,21 @@ impl Port {
         choice: IoChoice,
         busy_poll: bool,
     ) -> io::Result<(Port, Option<String>)> {
-        let xdp = |name: &str| Port::xdp(XdpSocket::open(name)?, name, busy_poll);
+        let xdp = |name: &str| {
+            let s = XdpSocket::open(name, choice.xdp_modes())?;
+            Port::xdp(s, name, busy_poll)
+        };
         match choice {
             IoChoice::Packet => Ok((Port::Packet(PacketSocket::open(ifname)?), None)),
-            IoChoice::AfXdp => xdp(ifname)
+            IoChoice::AfXdp | IoChoice::AfXdpGeneric => xdp(ifname)
                 .map(|p| (p, None))
-                .map_err(|why| io::Error::other(format!("--io af_xdp on {ifname}: {why}"))),
+                .map_err(|why| io::Error::other(format!("--io {choice} on {ifname}: {why}"))),
             IoChoice::Auto => match xdp(ifname) {
                 Ok(p) => Ok((p, None)),
-                Err(why) => Ok((Port::Packet(PacketSocket::open(ifname)?), Some(why))),
+                Err(why) => Ok((
+                    Port::Packet(PacketSocket::open(ifname)?),
+                    Some(auto_reason(why)),
+                )),
             },
         }
     }
@@ -237,10 +273,27 @@ mod tests {
 
     #[test]
     fn io_words_parse_and_print_back() {
-        for w in ["auto", "af_xdp", "packet"] {
+        for w in ["auto", "af_xdp", "packet", "af_xdp_generic"] {
             assert_eq!(w.parse::<IoChoice>().map(|c| c.to_string()), Ok(w.into()));
         }
         let e = "dpdk".parse::<IoChoice>().expect_err("not a back end");
-        assert!(e.contains("af_xdp, packet or auto"), "{e}");
+        assert!(e.contains("af_xdp, packet, auto or af_xdp_generic"), "{e}");
+    }
+
+    /// `auto` tries native XDP only and says why it left an interface without it; `af_xdp`
+    /// takes generic XDP where native is missing; `af_xdp_generic` takes only generic.
+    #[test]
+    fn auto_takes_native_xdp_only_and_says_why() {
+        assert_eq!(IoChoice::Auto.xdp_modes(), [XdpMode::Native]);
+        assert_eq!(IoChoice::AfXdp.xdp_modes(), [XdpMode::Native, XdpMode::Skb]);
+        assert_eq!(IoChoice::AfXdpGeneric.xdp_modes(), [XdpMode::Skb]);
+        assert!(IoChoice::Packet.xdp_modes().is_empty());
+        let why = auto_reason("attaching in native mode: Operation not supported".into());
+        assert!(
+            why.contains("no native XDP here") && why.contains("--io af_xdp"),
+            "{why}"
+        );
+        let mtu = auto_reason("lan0's MTU 9000 does not fit".into());
+        assert_eq!(mtu, "lan0's MTU 9000 does not fit");
     }
 }

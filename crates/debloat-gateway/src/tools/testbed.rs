@@ -213,7 +213,12 @@ fn offloads_off(ns: &str, dev: &str) -> Result<(), TestbedError> {
 /// Whether the gateway's arguments ask for AF_XDP (`--io af_xdp` or `--io auto`);
 /// `$DEBLOAT_IO` counts too: the gateway takes its default from it.
 fn uses_xdp(args: &[String]) -> bool {
-    let xdp = |w: &str| matches!(w, "af_xdp" | "auto");
+    let xdp = |w: &str| {
+        matches!(
+            w,
+            "af_xdp" | "auto" | "af_xdp_generic" | "af_xdp_skb" | "xdpgeneric"
+        )
+    };
     match args.iter().position(|a| a == "--io") {
         Some(i) => args.get(i + 1).is_some_and(|w| xdp(w)),
         None => std::env::var("DEBLOAT_IO").is_ok_and(|w| xdp(&w)),

@@ -80,7 +80,12 @@ struct Live {
     down: AtomicU64,
     up: Arc<AtomicU64>,
     stop_load: Arc<AtomicBool>,
-    senders: Mutex<Vec<Sender>>,
+    /// The live load connections' HTTP/2 senders (self probes ride them), by load task.
+    senders: Mutex<Vec<(u64, Sender)>>,
+    /// Load tasks started, to name each one's sender.
+    loads: AtomicU64,
+    /// Whether any load connection spoke HTTP/2.
+    http2: AtomicBool,
     samples: Mutex<Samples>,
     errors: Mutex<Vec<String>>,
 }
@@ -187,6 +192,8 @@ async fn live_of(o: &Options) -> Result<(Live, Config), String> {
         up: Arc::new(AtomicU64::new(0)),
         stop_load: Arc::new(AtomicBool::new(false)),
         senders: Mutex::new(Vec::new()),
+        loads: AtomicU64::new(0),
+        http2: AtomicBool::new(false),
         samples: Mutex::new(Samples::default()),
         errors: Mutex::new(Vec::new()),
     };
@@ -200,15 +207,27 @@ async fn load(live: Arc<Live>, down: bool) {
         Ok(c) => c,
         Err(e) => return live.error(e),
     };
+    let id = live.loads.fetch_add(1, Ordering::Relaxed);
     if let Some(s) = c.sender.share() {
+        live.http2.store(true, Ordering::Relaxed);
         live.senders
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .push(s);
+            .push((id, s));
     }
+    run_load(&live, &mut c.sender, down).await;
+    // A connection that failed carries no more self probes.
+    live.senders
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .retain(|(i, _)| *i != id);
+}
+
+/// The load's requests on one connection, until the load stops or a request fails (said).
+async fn run_load(live: &Live, sender: &mut Sender, down: bool) {
     while !live.stop_load.load(Ordering::Relaxed) {
         let r = if down {
-            match c.sender.send(client::get(&live.urls[1])).await {
+            match sender.send(client::get(&live.urls[1])).await {
                 Ok(r) => body::drain(r.into_body(), Some(&live.down))
                     .await
                     .map(|_| ())
@@ -221,7 +240,7 @@ async fn load(live: Arc<Live>, down: bool) {
                 .until(Arc::clone(&live.stop_load))
                 .counted(Arc::clone(&live.up));
             let req = client::request(Method::POST, &live.urls[2], z.boxed());
-            c.sender
+            sender
                 .send(req)
                 .await
                 .map(|_| ())
@@ -279,7 +298,7 @@ async fn self_probe(live: Arc<Live>, k: usize) {
         if v.is_empty() {
             return;
         }
-        v[k % v.len()].share()
+        v[k % v.len()].1.share()
     };
     let Some(mut s) = sender else { return };
     match get_small(&mut s, &live.urls[0]).await {
@@ -411,7 +430,7 @@ async fn test(o: &Options, stop: &AtomicBool) -> Result<Outcome, String> {
     let elapsed_s = live.t();
     let rpm = rpm_of(&live, &pace.goodput, elapsed_s, o.interval_s).or(pace.rpm_now);
     let s = std::mem::take(&mut *live.samples.lock().unwrap_or_else(PoisonError::into_inner));
-    let http2 = live.senders.lock().map(|v| !v.is_empty()).unwrap_or(false);
+    let http2 = live.http2.load(Ordering::Relaxed);
     let errors = live.errors.lock().map(|v| v.clone()).unwrap_or_default();
     Ok(Outcome {
         config_url: o.config_url.clone(),

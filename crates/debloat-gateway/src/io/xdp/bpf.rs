@@ -219,18 +219,25 @@ pub struct Redirect {
 
 impl Redirect {
     /// Load the program steering as `steer` says, with a map of `entries` sockets, and attach
-    /// it to interface `ifindex`, natively if the driver allows, else as generic XDP.
-    pub fn attach(ifindex: u32, entries: u32, steer: Steer) -> Result<Redirect, String> {
+    /// it to interface `ifindex` in the first of `modes` the interface takes (native XDP needs
+    /// the driver's support; generic XDP works anywhere).
+    pub fn attach(
+        ifindex: u32,
+        entries: u32,
+        steer: Steer,
+        modes: &[XdpMode],
+    ) -> Result<Redirect, String> {
         let map = create_map(entries).map_err(|e| format!("creating the XSKMAP: {e}"))?;
         let prog = match steer {
             Steer::ByQueue => load(&program(map.as_raw_fd())),
             Steer::ByHost(host, n) => load(&program_by_host(map.as_raw_fd(), host, n)),
         }?;
-        let mut last = String::new();
-        for (mode, flags) in [
-            (XdpMode::Native, XDP_FLAGS_DRV_MODE),
-            (XdpMode::Skb, XDP_FLAGS_SKB_MODE),
-        ] {
+        let mut last = String::from("no XDP mode to attach in");
+        for &mode in modes {
+            let flags = match mode {
+                XdpMode::Native => XDP_FLAGS_DRV_MODE,
+                XdpMode::Skb => XDP_FLAGS_SKB_MODE,
+            };
             let mut a = Attr([0; 32]);
             a.0[0] = prog.as_raw_fd() as u32;
             a.0[1] = ifindex;

@@ -165,19 +165,35 @@ fn zero_copy(fd: i32) -> bool {
 impl XdpSocket {
     /// Attach the redirecting program to `ifname` and bind a socket to its queue 0. Err says
     /// why not, in words (the caller falls back to the TPACKET back end and says so).
-    pub fn open(ifname: &str) -> Result<XdpSocket, String> {
-        let mut v = Self::open_on(ifname, 1, Steer::ByQueue)?;
+    /// `modes`: where the program may run, in the order tried.
+    pub fn open(ifname: &str, modes: &[XdpMode]) -> Result<XdpSocket, String> {
+        let mut v = Self::open_on(ifname, 1, Steer::ByQueue, modes)?;
         v.pop().ok_or_else(|| "no socket".to_string())
     }
 
     /// `n` sockets on `ifname`'s queue 0 sharing one UMEM, one per worker, and the program
     /// that hands each socket its LAN hosts' frames (`host`: which address names the host on
     /// this side). Socket `i` is worker `i`'s.
-    pub fn open_shared(ifname: &str, n: usize, host: HostIs) -> Result<Vec<XdpSocket>, String> {
-        Self::open_on(ifname, n.max(1), Steer::ByHost(host, n.max(1) as u32))
+    pub fn open_shared(
+        ifname: &str,
+        n: usize,
+        host: HostIs,
+        modes: &[XdpMode],
+    ) -> Result<Vec<XdpSocket>, String> {
+        Self::open_on(
+            ifname,
+            n.max(1),
+            Steer::ByHost(host, n.max(1) as u32),
+            modes,
+        )
     }
 
-    fn open_on(ifname: &str, n: usize, steer: Steer) -> Result<Vec<XdpSocket>, String> {
+    fn open_on(
+        ifname: &str,
+        n: usize,
+        steer: Steer,
+        modes: &[XdpMode],
+    ) -> Result<Vec<XdpSocket>, String> {
         usable(ifname)?;
         let name = CString::new(ifname).map_err(|_| format!("bad interface name {ifname:?}"))?;
         let mut iface = IfInfo::invalid();
@@ -185,7 +201,7 @@ impl XdpSocket {
             .from_name(&name)
             .map_err(|e| errno(&format!("interface {ifname}"), e))?;
         iface.set_queue(0);
-        let redirect = Redirect::attach(iface.ifindex(), n as u32, steer)?;
+        let redirect = Redirect::attach(iface.ifindex(), n as u32, steer, modes)?;
         let area = Area::new((2 * RING * FRAME) as usize).map_err(|e| format!("UMEM: {e}"))?;
         let cfg = UmemConfig {
             fill_size: RING,
