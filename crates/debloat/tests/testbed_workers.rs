@@ -52,16 +52,7 @@ fn two_workers_keep_host_fairness_the_rate_and_give_a_busy_shard_what_an_idle_on
     add_addresses(&bed);
     host_shares_and_the_rate(&bed, "2 workers");
     let c = ns(&bed, "client");
-    let send = |to: &str, from: &str, streams: &str, secs: u32| {
-        let mut cmd = tcp_send(
-            &c,
-            to,
-            secs,
-            "cubic",
-            &["--bind", from, "--streams", streams],
-        );
-        std::thread::spawn(move || cmd.output().expect("sender runs"))
-    };
+    let send = |to: &str, from: &str, streams: &str, secs: u32| upload(&c, to, from, streams, secs);
     // 2. Host A: 2 uploads; host B: a ping every 5 ms with 1000 bytes (≈ 1.7 Mbit/s).
     let sink_a = spawn_sink(&bed, 5203, 11, &[]);
     std::thread::sleep(Duration::from_millis(300));
@@ -116,16 +107,7 @@ fn host_shares_and_the_rate(bed: &Bed, what: &str) {
         spawn_sink(bed, 5202, 14, &[]),
     );
     std::thread::sleep(Duration::from_millis(300));
-    let send = |to: &str, from: &str, streams: &str, secs: u32| {
-        let mut cmd = tcp_send(
-            &c,
-            to,
-            secs,
-            "cubic",
-            &["--bind", from, "--streams", streams],
-        );
-        std::thread::spawn(move || cmd.output().expect("sender runs"))
-    };
+    let send = |to: &str, from: &str, streams: &str, secs: u32| upload(&c, to, from, streams, secs);
     let senders = [
         send("198.18.2.2:5201", A, "8", 11),
         send("198.18.2.3:5202", B, "1", 11),
@@ -163,13 +145,23 @@ fn host_shares_and_the_rate(bed: &Bed, what: &str) {
     }
 }
 
-/// The same on the AF_XDP back end: both workers' sockets on each veth's one queue, sharing
-/// its UMEM, the XDP program handing each its hosts.
-#[test]
-fn two_workers_on_af_xdp_keep_host_fairness_and_the_rate() {
-    let Some(_one) = guard() else { return };
+/// CUBIC uploads from the client's address `from` to `to` for `secs`, on a thread.
+fn upload(
+    client: &str,
+    to: &str,
+    from: &str,
+    streams: &str,
+    secs: u32,
+) -> std::thread::JoinHandle<std::process::Output> {
+    let args = ["--bind", from, "--streams", streams];
+    let mut cmd = tcp_send(client, to, secs, "cubic", &args);
+    std::thread::spawn(move || cmd.output().expect("sender runs"))
+}
+
+/// Two workers on AF_XDP, cake at 20 Mbit/s `dual-srchost`, hosts A and B on the client.
+fn af_xdp_workers(tag: &str) -> Bed {
     let bed = up_extra(
-        "wx",
+        tag,
         "40Mbit",
         "20ms",
         "cake bandwidth 20Mbit dual-srchost",
@@ -177,6 +169,15 @@ fn two_workers_on_af_xdp_keep_host_fairness_and_the_rate() {
         &["--workers", "2", "--io", "af_xdp"],
     );
     add_addresses(&bed);
+    bed
+}
+
+/// The same on the AF_XDP back end: both workers' sockets on each veth's one queue, sharing
+/// its UMEM, the XDP program handing each its hosts.
+#[test]
+fn two_workers_on_af_xdp_keep_host_fairness_and_the_rate() {
+    let Some(_one) = guard() else { return };
+    let bed = af_xdp_workers("wx");
     let j = gateway_stats(&bed);
     for dir in ["egress", "ingress"] {
         assert_eq!(j[dir]["io"]["io"], "af_xdp", "{}", j[dir]["io"]);
@@ -387,15 +388,7 @@ fn two_workers_follow_one_rate_controller() {
 #[test]
 fn two_workers_take_a_remade_interface_into_the_fanout_group() {
     let Some(_one) = guard() else { return };
-    let bed = up_extra(
-        "wr",
-        "40Mbit",
-        "20ms",
-        "cake bandwidth 20Mbit dual-srchost",
-        "fq_codel",
-        &["--workers", "2", "--io", "af_xdp"],
-    );
-    add_addresses(&bed);
+    let bed = af_xdp_workers("wr");
     testbed::remake_lan(&bed.prefix).expect("lan0 made again");
     let t = std::time::Instant::now();
     while gateway_stats(&bed)["egress"]["reopened"] != 2 && t.elapsed() < Duration::from_secs(5) {
