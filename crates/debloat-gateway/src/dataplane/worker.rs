@@ -3,8 +3,9 @@
 //! Each interface gets one socket per worker, opened in order in one thread, and a program that
 //! sends a host's frames, both ways, to the same worker: on AF_PACKET a fanout group's
 //! classic-BPF program ([`crate::sys::fanout`]), on AF_XDP the XDP program, with the workers'
-//! sockets sharing the queue's UMEM ([`crate::io::xdp::socket`]). Both hash the host's address the
-//! same way, so an interface that `--io auto` leaves on AF_PACKET agrees with one on AF_XDP. Each worker then runs the forwarding loop unchanged on its two
+//! sockets sharing the queue's UMEM ([`crate::io::xdp::socket`]). Both hash the host's address
+//! the same way, so an interface that `--io auto` leaves on AF_PACKET agrees with one on AF_XDP.
+//! Each worker then runs the forwarding loop unchanged on its two
 //! sockets, with its own disciplines, and every half millisecond takes its share of the shaper's
 //! rate ([`crate::shards`]). The first worker serves the control socket and the metrics, merges
 //! the others' numbers into `gateway stats`, and passes `gateway set` on to them.

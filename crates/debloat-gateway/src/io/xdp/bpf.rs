@@ -22,7 +22,7 @@
 //! ([`super::socket`]). 39 instructions, each with its meaning below.
 #![allow(unsafe_code)]
 
-use crate::sys::HostIs;
+use crate::sys::{HostIs, GOLDEN};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
@@ -172,9 +172,6 @@ fn program_by_host(map_fd: RawFd, host: HostIs, n: u32) -> [Insn; 39] {
         insn(0x95, 0, 0, 0, 0),  // 38: return r0
     ]
 }
-
-/// The multiplier of the fanout program's hash.
-const GOLDEN: u32 = crate::sys::GOLDEN;
 
 /// `union bpf_attr`, as much of it as these commands use, zeroed beyond.
 #[repr(C, align(8))]
