@@ -178,6 +178,10 @@ pub struct UpArgs {
     /// Forwarding threads, each with a shard of the hosts (`gateway --workers`).
     #[arg(long, value_name = "N")]
     workers: Option<u16>,
+    /// Transmit and receive queues of each veth pair, as a multi-queue NIC has (a frame
+    /// arrives on the queue its sender sent it on; the AF_XDP back end serves every queue).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    queues: u32,
     /// The gateway reads its disciplines (and whatever else it names) from this TOML file
     /// (`gateway --config`; --egress/--ingress are then not passed), so `debloat gateway
     /// reload` can change them.
@@ -410,7 +414,11 @@ fn up(u: &UpArgs) -> Result<()> {
         exe: std::env::current_exe()?,
         gateway_args,
     };
-    testbed::up(&setup)?;
+    testbed::build_namespaces_with_queues(&u.prefix, u.queues)?;
+    if let Err(e) = testbed::start_gateway(&setup) {
+        let _ = testbed::down(&u.prefix);
+        return Err(e.into());
+    }
     let [c, g, s] = testbed::namespaces(&u.prefix);
     println!(
         "testbed {p} up: {c} ({}, {}) ⇄ {g} ⇄ {s} ({}, {})\n  client → server: {} then {}\n  server → client: {} then {}\n  stats: debloat gateway stats --control {}\n  log:   {}\n  e.g.   ip netns exec {c} ping {}",

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 mod latency;
 mod napi;
 mod rows;
+mod same_rate;
 mod table;
 use latency::{latency_variants, measure_latency, Latency};
 use napi::{threaded_napi, write_sysfs};
@@ -175,6 +176,7 @@ pub fn run(a: &Config) -> Result<()> {
     let a = &a;
     let rig = build_rig(a)?;
     let (rows, generator_us) = throughput_rows(&rig, a)?;
+    let same = same_rate::measure(&rig, a, &rows)?;
     let mut variants = latency_variants(a);
     measure_latency(&rig, a, &mut variants)?;
     let path_ns = if a.latency_only {
@@ -183,6 +185,7 @@ pub fn run(a: &Config) -> Result<()> {
         path_cost(&a.qdisc)?
     };
     print_table(a, generator_us, &rows, &variants, path_ns);
+    same_rate::print(&same, path_ns);
     let (syscall_ns, clock_ns) = bed_costs();
     println!(
         "\nThis bed charges a userspace process {syscall_ns:.0} ns a system call (getpid) and {clock_ns:.0} ns a clock read (a vDSO read where the kernel offers one): the gateway makes a few system calls a batch and reads the clock once a frame."

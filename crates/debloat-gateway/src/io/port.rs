@@ -94,12 +94,17 @@ impl std::fmt::Display for Backend {
         match self.xdp {
             Some(x) => write!(
                 f,
-                "af_xdp ({} XDP, {}{})",
+                "af_xdp ({} XDP, {}{}{})",
                 x.mode,
                 if x.zero_copy {
                     "zero-copy"
                 } else {
                     "copy mode"
+                },
+                if x.queues > 1 {
+                    format!(", {} receive queues", x.queues)
+                } else {
+                    String::new()
                 },
                 if x.busy_poll {
                     ", NAPI busy-polled"
@@ -177,7 +182,7 @@ impl Port {
             },
             Port::Xdp(s, ..) => Backend {
                 io: "af_xdp",
-                xdp: Some(s.info),
+                xdp: Some(s.info()),
                 fallback: None,
             },
         }

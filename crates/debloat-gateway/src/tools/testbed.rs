@@ -114,9 +114,16 @@ pub fn up(s: &Setup) -> Result<(), TestbedError> {
 /// `lan0` and `wan0` yet (replacing a testbed with the same prefix). Start a gateway with
 /// [`start_gateway`], or bridge the two in the kernel for comparison.
 pub fn build_namespaces(prefix: &str) -> Result<(), TestbedError> {
+    build_namespaces_with_queues(prefix, 1)
+}
+
+/// [`build_namespaces`] with veth pairs of `queues` transmit and receive queues each, as a
+/// multi-queue NIC has: a frame arrives on the receive queue its sender transmitted on (the
+/// sender's XPS or flow hash picks it).
+pub fn build_namespaces_with_queues(prefix: &str, queues: u32) -> Result<(), TestbedError> {
     down(prefix)?;
     let [c, g, v] = namespaces(prefix);
-    let res = build(&c, &g, &v);
+    let res = build(&c, &g, &v, queues.max(1));
     if res.is_err() {
         let _ = down(prefix);
     }
@@ -166,17 +173,21 @@ pub fn lan_up(prefix: &str) -> Result<(), TestbedError> {
     sh(&["ip", "-n", &g, "link", "set", "lan0", "up"]).map(drop)
 }
 
-fn build(c: &str, g: &str, v: &str) -> Result<(), TestbedError> {
+fn build(c: &str, g: &str, v: &str, queues: u32) -> Result<(), TestbedError> {
     for ns in [c, g, v] {
         sh(&["ip", "netns", "add", ns])?;
         sh(&["ip", "-n", ns, "link", "set", "lo", "up"])?;
     }
-    sh(&[
-        "ip", "link", "add", "eth0", "netns", c, "type", "veth", "peer", "name", "lan0", "netns", g,
-    ])?;
-    sh(&[
-        "ip", "link", "add", "eth0", "netns", v, "type", "veth", "peer", "name", "wan0", "netns", g,
-    ])?;
+    let q = queues.to_string();
+    let many = ["numtxqueues", &q, "numrxqueues", &q];
+    let many: &[&str] = if queues > 1 { &many } else { &[] };
+    for (host, dev) in [(c, "lan0"), (v, "wan0")] {
+        let mut cmd = vec!["ip", "link", "add", "eth0", "netns", host];
+        cmd.extend_from_slice(many);
+        cmd.extend(["type", "veth", "peer", "name", dev, "netns", g]);
+        cmd.extend_from_slice(many);
+        sh(&cmd)?;
+    }
     for (ns, v4, v6, peer4, peer6) in [
         CLIENT_SIDE,
         (

@@ -23,6 +23,10 @@ impl Collect {
                         "zero_copy",
                         d.io.xdp.is_some_and(|x| x.zero_copy).to_string(),
                     ),
+                    (
+                        "rx_queues",
+                        d.io.xdp.map_or(String::new(), |x| x.queues.to_string()),
+                    ),
                 ];
                 (l, 1.0)
             })

@@ -5,7 +5,7 @@
 //! [`Exporter`] about once a second, and the exporter's own thread answers requests from the
 //! latest one. Metrics (labels `direction` = egress | ingress, and `qdisc` = the discipline's kind):
 //! - `debloat_gateway_uptime_seconds`, `debloat_gateway_info{…, from, to, qdisc, link} 1`;
-//! - `debloat_gateway_io_info{direction, interface, io, xdp_mode, zero_copy} 1` (the back end
+//! - `debloat_gateway_io_info{direction, interface, io, xdp_mode, zero_copy, rx_queues} 1` (the back end
 //!   frames of the direction arrive on) and `debloat_gateway_workers`;
 //! - `debloat_gateway_frames_total{direction, fate}` — fate is received, malformed, oversized,
 //!   qdisc_dropped, lost, ecn_marked, duplicated, corrupted, reordered, overlimit,
@@ -514,6 +514,7 @@ pub(crate) mod tests {
                     mode: crate::io::xdp::XdpMode::Native,
                     zero_copy: false,
                     busy_poll: false,
+                    queues: 2,
                 }),
                 fallback: None,
             },
@@ -551,7 +552,7 @@ pub(crate) mod tests {
         let page = render(snapshot("cake bandwidth 10Mbit diffserv4"));
         for want in [
             "debloat_gateway_uptime_seconds 3.5",
-            r#"debloat_gateway_io_info{direction="egress",interface="lan0",io="af_xdp",xdp_mode="native",zero_copy="false"} 1"#,
+            r#"debloat_gateway_io_info{direction="egress",interface="lan0",io="af_xdp",xdp_mode="native",zero_copy="false",rx_queues="2"} 1"#,
             "debloat_gateway_workers 1",
             r#"debloat_gateway_frames_total{direction="egress",fate="received"} 10"#,
             r#"debloat_gateway_frames_total{direction="ingress",fate="lost"} 2"#,

@@ -18,8 +18,9 @@
 //! side, past one VLAN tag — exactly as the AF_PACKET back end's fanout program does
 //! ([`crate::sys::fanout`]), so a host's frames meet the same worker on either back end and in
 //! both directions. Anything else (ARP, a second VLAN tag, a frame too short) goes to worker 0.
-//! All the workers' sockets are bound to the one receive queue and share its UMEM
-//! ([`super::socket`]). 39 instructions, each with its meaning below.
+//! Every worker has a socket on each receive queue (AF_XDP redirects only to a socket on the
+//! frame's own queue), and the map holds worker `i`'s socket on queue `q` at `q × n + i`
+//! ([`super::queues`]). 41 instructions, each with its meaning below.
 #![allow(unsafe_code)]
 
 use crate::sys::{HostIs, GOLDEN};
@@ -93,7 +94,7 @@ const fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
 pub enum Steer {
     /// By the receive queue (one socket per queue: one worker).
     ByQueue,
-    /// By the hash of the LAN host's address, among `n` sockets on queue 0.
+    /// By the hash of the LAN host's address, among the `n` sockets on the frame's queue.
     ByHost(HostIs, u32),
 }
 
@@ -122,9 +123,10 @@ const fn ethertype(t: u16) -> i32 {
 
 /// The host-steering program (see the module's documentation): the member is
 /// `((be32(address word) * GOLDEN) >> 16) % n`, the fanout program's value taken modulo the
-/// group's size, as the kernel takes it. Registers: r2 the frame's data (moved past a VLAN
+/// group's size, as the kernel takes it; the map's key is that member's socket on the frame's
+/// receive queue, `queue × n + member`. Registers: r2 the frame's data (moved past a VLAN
 /// tag), r3 its end, r4 bounds checks, r0 the ethertype then the hash, r5 the member.
-fn program_by_host(map_fd: RawFd, host: HostIs, n: u32) -> [Insn; 39] {
+fn program_by_host(map_fd: RawFd, host: HostIs, n: u32) -> [Insn; 41] {
     let (v4, v6) = crate::sys::fanout_offsets(host);
     let (v4, v6) = (14 + v4 as i16, 14 + v6 as i16);
     let (vlan, qinq) = (ethertype(0x8100), ethertype(0x88a8));
@@ -164,12 +166,14 @@ fn program_by_host(map_fd: RawFd, host: HostIs, n: u32) -> [Insn; 39] {
         insn(0x74, 0, 0, 0, 16), // 30: w0 >>= 16
         insn(0x94, 0, 0, 0, n.max(1) as i32), // 31: w0 %= n
         insn(0xbf, 5, 0, 0, 0),  // 32: r5 = r0
-        insn(0xbf, 2, 5, 0, 0),  // 33: r2 = r5: the map's key
-        insn(0x18, 1, 1, 0, map_fd), // 34: r1 = the map (ld_imm64, two slots)
-        insn(0, 0, 0, 0, 0),     // 35
-        insn(0xb7, 3, 0, 0, XDP_PASS), // 36: r3 = XDP_PASS (no socket there)
-        insn(0x85, 0, 0, 0, HELPER_REDIRECT_MAP), // 37: r0 = bpf_redirect_map(r1, r2, r3)
-        insn(0x95, 0, 0, 0, 0),  // 38: return r0
+        insn(0x61, 2, 1, 16, 0), // 33: r2 = ctx->rx_queue_index
+        insn(0x27, 2, 0, 0, n.max(1) as i32), // 34: r2 *= n
+        insn(0x0f, 2, 5, 0, 0),  // 35: r2 += r5: the map's key, queue × n + worker
+        insn(0x18, 1, 1, 0, map_fd), // 36: r1 = the map (ld_imm64, two slots)
+        insn(0, 0, 0, 0, 0),     // 37
+        insn(0xb7, 3, 0, 0, XDP_PASS), // 38: r3 = XDP_PASS (no socket there)
+        insn(0x85, 0, 0, 0, HELPER_REDIRECT_MAP), // 39: r0 = bpf_redirect_map(r1, r2, r3)
+        insn(0x95, 0, 0, 0, 0),  // 40: return r0
     ]
 }
 
@@ -346,7 +350,10 @@ mod tests {
         assert_eq!((p[22].off, p[27].off), (14 + 20, 14 + 12));
         assert_eq!((p[20].imm, p[25].imm), (38, 30));
         assert_eq!((p[31].code, p[31].imm), (0x94, 4));
-        assert_eq!((p[34].code, p[34].imm), (0x18, 7));
+        assert_eq!((p[33].code, p[33].off), (0x61, 16), "rx_queue_index");
+        assert_eq!((p[34].code, p[34].imm), (0x27, 4), "× the workers");
+        assert_eq!((p[35].code, p[35].regs), (0x0f, 0x52), "+ the worker");
+        assert_eq!((p[36].code, p[36].imm), (0x18, 7));
         let d = program_by_host(7, HostIs::Destination, 2);
         assert_eq!((d[22].off, d[27].off), (14 + 36, 14 + 16));
         // The ethertypes as a 16-bit load reads them from the frame.

@@ -1,9 +1,12 @@
 //! The AF_XDP back end: an XDP program redirects each frame an interface receives to an
-//! AF_XDP socket ([`bpf`]), whose rings the gateway reads and writes in memory ([`socket`]);
-//! with `--busy-poll`, the device's receive work runs in the gateway's thread ([`busy`]).
+//! AF_XDP socket ([`bpf`]), whose rings the gateway reads and writes in memory ([`socket`]), one
+//! socket per worker on each of the interface's receive queues ([`queues`]); with
+//! `--busy-poll`, the device's receive work runs in the gateway's thread ([`busy`]).
 pub mod bpf;
 pub mod busy;
+pub mod queues;
 pub mod socket;
 
 pub use bpf::XdpMode;
-pub use socket::{XdpInfo, XdpSocket};
+pub use queues::XdpSocket;
+pub use socket::XdpInfo;

@@ -1,16 +1,17 @@
-//! AF_XDP sockets on one interface's receive queue 0, with the UMEM they share: the frames the
-//! kernel writes (the fill ring hands it empty frames, each socket's RX ring hands them back
-//! full) and the frames the gateway sends (each socket's TX ring, and the completion ring that
-//! returns them). Rings and UMEM are set up through xdpilone (pure Rust, no libbpf); the UMEM's
-//! memory is an anonymous mapping owned here.
+//! AF_XDP sockets on one receive queue of an interface, with the UMEM they share: the frames
+//! the kernel writes (the fill ring hands it empty frames, each socket's RX ring hands them
+//! back full) and the frames the gateway sends (each socket's TX ring, and the completion ring
+//! that returns them). Rings and UMEM are set up through xdpilone (pure Rust, no libbpf); the
+//! UMEM's memory is an anonymous mapping owned here. An interface with several receive queues
+//! has one such set per queue ([`super::queues`]).
 //!
-//! One worker has one socket ([`XdpSocket::open`]). N workers ([`XdpSocket::open_shared`]) have
-//! one socket each on the same queue, bound with `XDP_SHARED_UMEM`: the XDP program picks the
-//! socket by the LAN host ([`super::bpf::Steer::ByHost`]), and the kernel gives such sockets
-//! one fill ring and one completion ring between them. Those two rings, and the free send
-//! frames, are therefore behind a mutex ([`Pool`]), taken once per batch — when 64 received
-//! frames go back to the fill ring, when a socket's own cache of send frames runs short — never
-//! per frame. Each socket's RX and TX rings are its worker's alone.
+//! One worker has one socket on the queue. N workers have one socket each on it, bound with
+//! `XDP_SHARED_UMEM`: the XDP program picks the socket by the LAN host
+//! ([`super::bpf::Steer::ByHost`]), and the kernel gives such sockets one fill ring and one
+//! completion ring between them. Those two rings, and the free send frames, are therefore
+//! behind a mutex ([`Pool`]), taken once per batch — when 64 received frames go back to the
+//! fill ring, when a socket's own cache of send frames runs short — never per frame. Each
+//! socket's RX and TX rings are its worker's alone.
 //!
 //! Half of the UMEM's frames feed the receive side (always on the fill ring or in a worker's
 //! hands for the length of one copy), half are for sending (free, or on a TX ring until the
@@ -21,9 +22,7 @@
 //! do not share one UMEM: a forwarded frame is copied anyway.)
 #![allow(unsafe_code)]
 
-use super::bpf::{Redirect, Steer, XdpMode};
-use crate::sys::HostIs;
-use std::ffi::CString;
+use super::bpf::{Redirect, XdpMode};
 use std::io;
 use std::num::NonZeroU32;
 use std::ptr::NonNull;
@@ -67,7 +66,7 @@ impl Area {
 impl Drop for Area {
     fn drop(&mut self) {
         // SAFETY: `base` and `len` are what mmap returned; the sockets using it are dropped
-        // first (field order of `XdpSocket`).
+        // first (field order of `QueueSocket`).
         unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
     }
 }
@@ -82,6 +81,8 @@ pub struct XdpInfo {
     /// Whether the device's receive work runs in the gateway's thread (preferred busy
     /// polling, [`super::busy`]).
     pub busy_poll: bool,
+    /// The interface's receive queues, each with a socket of every worker's.
+    pub queues: u32,
 }
 
 /// What the sockets on one queue share: the fill and completion rings and the free send
@@ -89,7 +90,8 @@ pub struct XdpInfo {
 struct Shared {
     // Field order is drop order: the rings before the program, the memory last.
     pool: Mutex<Pool>,
-    redirect: Redirect,
+    /// The interface's program (one for all its queues).
+    redirect: Arc<Redirect>,
     area: Area,
 }
 
@@ -105,8 +107,8 @@ struct Pool {
 unsafe impl Send for Shared {}
 unsafe impl Sync for Shared {}
 
-/// An AF_XDP socket bound to an interface's queue 0.
-pub struct XdpSocket {
+/// An AF_XDP socket bound to one receive queue of an interface.
+pub struct QueueSocket {
     // Field order is drop order: this socket's rings before what it shares.
     rx: RingRx,
     tx: RingTx,
@@ -120,7 +122,7 @@ pub struct XdpSocket {
     pub info: XdpInfo,
     /// The interface, when busy polling was asked for.
     busy_if: Option<String>,
-    /// Calls of [`XdpSocket::poll_napi`] while the queue's NAPI was unknown.
+    /// Calls of [`QueueSocket::poll_napi`] while the queue's NAPI was unknown.
     napi_checks: u32,
     /// The interface's NAPI knobs while busy polling (restored on drop, after the rings).
     napi: Option<super::busy::NapiDefer>,
@@ -128,11 +130,11 @@ pub struct XdpSocket {
 
 // SAFETY: the socket's rings belong to it alone (xdpilone's rings are Send); what it shares
 // is Sync (above).
-unsafe impl Send for XdpSocket {}
+unsafe impl Send for QueueSocket {}
 
-impl std::fmt::Debug for XdpSocket {
+impl std::fmt::Debug for QueueSocket {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("XdpSocket")
+        f.debug_struct("QueueSocket")
             .field("info", &self.info)
             .finish()
     }
@@ -162,46 +164,16 @@ fn zero_copy(fd: i32) -> bool {
     r == 0 && flags & XDP_OPTIONS_ZEROCOPY != 0
 }
 
-impl XdpSocket {
-    /// Attach the redirecting program to `ifname` and bind a socket to its queue 0. Err says
-    /// why not, in words (the caller falls back to the TPACKET back end and says so).
-    /// `modes`: where the program may run, in the order tried.
-    pub fn open(ifname: &str, modes: &[XdpMode]) -> Result<XdpSocket, String> {
-        let mut v = Self::open_on(ifname, 1, Steer::ByQueue, modes)?;
-        v.pop().ok_or_else(|| "no socket".to_string())
-    }
-
-    /// `n` sockets on `ifname`'s queue 0 sharing one UMEM, one per worker, and the program
-    /// that hands each socket its LAN hosts' frames (`host`: which address names the host on
-    /// this side). Socket `i` is worker `i`'s.
-    pub fn open_shared(
+impl QueueSocket {
+    /// `n` sockets on queue `queue` of `ifname` (`iface`, set to that queue) sharing one UMEM,
+    /// one per worker, entered in `redirect`'s map at `queue × n + i` for worker `i`.
+    pub(super) fn open_queue(
+        iface: &IfInfo,
         ifname: &str,
         n: usize,
-        host: HostIs,
-        modes: &[XdpMode],
-    ) -> Result<Vec<XdpSocket>, String> {
-        Self::open_on(
-            ifname,
-            n.max(1),
-            Steer::ByHost(host, n.max(1) as u32),
-            modes,
-        )
-    }
-
-    fn open_on(
-        ifname: &str,
-        n: usize,
-        steer: Steer,
-        modes: &[XdpMode],
-    ) -> Result<Vec<XdpSocket>, String> {
-        usable(ifname)?;
-        let name = CString::new(ifname).map_err(|_| format!("bad interface name {ifname:?}"))?;
-        let mut iface = IfInfo::invalid();
-        iface
-            .from_name(&name)
-            .map_err(|e| errno(&format!("interface {ifname}"), e))?;
-        iface.set_queue(0);
-        let redirect = Redirect::attach(iface.ifindex(), n as u32, steer, modes)?;
+        redirect: &Arc<Redirect>,
+    ) -> Result<Vec<QueueSocket>, String> {
+        let queue = iface.queue_id();
         let area = Area::new((2 * RING * FRAME) as usize).map_err(|e| format!("UMEM: {e}"))?;
         let cfg = UmemConfig {
             fill_size: RING,
@@ -216,7 +188,7 @@ impl XdpSocket {
         let umem = unsafe { Umem::new(cfg, mem) }.map_err(|e| errno("registering the UMEM", e))?;
         // The first socket is the UMEM's own and keeps the queue's fill and completion rings;
         // the others are bound to it with XDP_SHARED_UMEM.
-        let first = Socket::with_shared(&iface, &umem).map_err(|e| errno("AF_XDP socket", e))?;
+        let first = Socket::with_shared(iface, &umem).map_err(|e| errno("AF_XDP socket", e))?;
         let mut device = umem
             .fq_cq(&first)
             .map_err(|e| errno("fill and completion rings", e))?;
@@ -224,16 +196,17 @@ impl XdpSocket {
             &umem,
             &first,
             ifname,
+            queue,
             SocketConfig::XDP_BIND_NEED_WAKEUP,
         )?];
         for _ in 1..n {
-            let sock = Socket::new(&iface).map_err(|e| errno("AF_XDP socket", e))?;
+            let sock = Socket::new(iface).map_err(|e| errno("AF_XDP socket", e))?;
             // A socket sharing the UMEM takes its flags from the first (the kernel refuses any).
-            users.push(bind(&umem, &sock, ifname, 0)?);
+            users.push(bind(&umem, &sock, ifname, queue, 0)?);
         }
         for (i, user) in users.iter().enumerate() {
             redirect
-                .add_socket(i as u32, user.as_raw_fd())
+                .add_socket(queue * n as u32 + i as u32, user.as_raw_fd())
                 .map_err(|e| format!("adding a socket to the XSKMAP: {e}"))?;
         }
         // The receive half: every frame on the fill ring.
@@ -247,25 +220,26 @@ impl XdpSocket {
                 device,
                 free_tx: (RING..2 * RING).map(|i| u64::from(i * FRAME)).collect(),
             }),
-            redirect,
+            redirect: Arc::clone(redirect),
             area,
         });
         users
             .into_iter()
-            .map(|user| XdpSocket::on(user, Arc::clone(&shared), mode))
+            .map(|user| QueueSocket::on(user, Arc::clone(&shared), mode))
             .collect()
     }
 
     /// A bound socket's rings mapped, as one worker's socket.
-    fn on(user: User, shared: Arc<Shared>, mode: XdpMode) -> Result<XdpSocket, String> {
+    fn on(user: User, shared: Arc<Shared>, mode: XdpMode) -> Result<QueueSocket, String> {
         let rx = user.map_rx().map_err(|e| errno("mapping the RX ring", e))?;
         let tx = user.map_tx().map_err(|e| errno("mapping the TX ring", e))?;
         let info = XdpInfo {
             mode,
             zero_copy: zero_copy(user.as_raw_fd()),
             busy_poll: false,
+            queues: 1,
         };
-        Ok(XdpSocket {
+        Ok(QueueSocket {
             rx,
             tx,
             _user: user,
@@ -451,14 +425,8 @@ impl XdpSocket {
 /// Frames handed back to the fill ring, or taken for sending, at a time.
 const BATCH: usize = 64;
 
-/// Whether `ifname` can take the sockets: one receive queue, an MTU that fits a frame.
-fn usable(ifname: &str) -> Result<(), String> {
-    let queues = rx_queues(ifname);
-    if queues > 1 {
-        return Err(format!(
-            "{ifname} has {queues} receive queues and the AF_XDP back end serves one"
-        ));
-    }
+/// Whether `ifname`'s MTU fits one UMEM frame.
+pub(super) fn usable(ifname: &str) -> Result<(), String> {
     let mtu = mtu(ifname);
     if mtu + 18 > FRAME as usize - HEADROOM {
         return Err(format!(
@@ -470,7 +438,7 @@ fn usable(ifname: &str) -> Result<(), String> {
 
 /// A socket's RX and TX rings, and the socket bound to the queue (with the UMEM's own socket,
 /// or sharing its UMEM and rings).
-fn bind(umem: &Umem, sock: &Socket, ifname: &str, flags: u16) -> Result<User, String> {
+fn bind(umem: &Umem, sock: &Socket, ifname: &str, queue: u32, flags: u16) -> Result<User, String> {
     let rings = SocketConfig {
         rx_size: NonZeroU32::new(RING),
         tx_size: NonZeroU32::new(RING),
@@ -480,7 +448,7 @@ fn bind(umem: &Umem, sock: &Socket, ifname: &str, flags: u16) -> Result<User, St
         .rx_tx(sock, &rings)
         .map_err(|e| errno("RX and TX rings", e))?;
     umem.bind(&user)
-        .map_err(|e| errno(&format!("binding to {ifname} queue 0"), e))?;
+        .map_err(|e| errno(&format!("binding to {ifname} queue {queue}"), e))?;
     Ok(user)
 }
 
@@ -496,7 +464,7 @@ fn mtu(ifname: &str) -> usize {
 }
 
 /// The interface's receive queues (sysfs), 1 where it cannot be read.
-fn rx_queues(ifname: &str) -> u32 {
+pub(super) fn rx_queues(ifname: &str) -> u32 {
     std::fs::read_dir(format!("/sys/class/net/{ifname}/queues"))
         .map(|d| {
             d.filter_map(Result::ok)
