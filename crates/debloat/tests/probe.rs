@@ -578,13 +578,7 @@ fn rrul_timer_errors(srv: &Server, extra: &[&str]) -> (serde_json::Value, Vec<(S
     run_test(dir.path(), &args);
     let s = summary_json(dir.path());
     assert_eq!(s["errors"].as_array().map(Vec::len), Some(0), "{s}");
-    let down: f64 = s["flows"]
-        .as_array()
-        .expect("flows")
-        .iter()
-        .filter(|f| f["direction"] == "down")
-        .map(|f| f["bytes_received"].as_f64().unwrap_or(0.0))
-        .sum();
+    let down = common::bytes_down(&s);
     assert!(down > 1e8, "the load ran: {down} bytes down");
     let probes = s["udp_probes"].as_array().expect("udp probes");
     assert_eq!(probes.len(), 3);

@@ -687,13 +687,7 @@ fn probe_rrul_through_cake_has_every_series_and_grades_well() {
         assert!(names.contains(&n), "{n} missing: {names:?}");
     }
     assert_eq!(s["errors"].as_array().map(Vec::len), Some(0), "{s}");
-    let down: f64 = s["flows"]
-        .as_array()
-        .expect("flows")
-        .iter()
-        .filter(|f| f["direction"] == "down")
-        .map(|f| f["bytes_received"].as_f64().unwrap_or(0.0) * 8.0 / 10.0 / 1e6)
-        .sum();
+    let down = common::bytes_down(&s) * 8.0 / 10.0 / 1e6;
     println!(
         "rrul through cake: downloads {down:.2} Mbit/s, grade {}",
         s["grade"]

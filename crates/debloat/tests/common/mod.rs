@@ -39,6 +39,17 @@ pub fn summary_json(dir: &std::path::Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(&p).expect("read")).expect("summary is JSON")
 }
 
+/// Bytes the download flows of a `debloat test` summary received, in all.
+pub fn bytes_down(summary: &serde_json::Value) -> f64 {
+    summary["flows"]
+        .as_array()
+        .expect("flows")
+        .iter()
+        .filter(|f| f["direction"] == "down")
+        .map(|f| f["bytes_received"].as_f64().unwrap_or(0.0))
+        .sum()
+}
+
 /// A fates CSV (`debloat replay --output`): its header joined with commas, and its rows.
 pub fn fates(p: &std::path::Path) -> (String, Vec<Vec<String>>) {
     let mut r = csv::Reader::from_path(p).expect("fates csv");
