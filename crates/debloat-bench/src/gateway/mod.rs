@@ -31,7 +31,7 @@ mod same_rate;
 mod table;
 use latency::{latency_variants, measure_latency, Latency};
 use napi::{threaded_napi, write_sysfs};
-use rows::{forwarders, io_of, row_name};
+use rows::{ceilings, forwarders, io_of, row_name};
 use table::print_table;
 
 /// What `debloat bench gateway` measures.

@@ -41,6 +41,18 @@ fn worker_layouts(n: usize, cpus: Cpus) -> Vec<String> {
     v
 }
 
+/// Each back end's do-nothing forwarder with its gateway (the first gateway row of that back
+/// end that does not spin: the one with default arguments).
+pub(super) fn ceilings(rows: &[Row]) -> impl Iterator<Item = (&Row, &Row)> {
+    rows.iter()
+        .filter(|r| r.passthrough)
+        .filter_map(move |nothing| {
+            rows.iter()
+                .find(|r| r.io == nothing.io && !r.passthrough && !r.spins)
+                .map(|g| (nothing, g))
+        })
+}
+
 /// The back end a gateway's arguments name (`--io X`), "" for none.
 pub(super) fn io_of(extra: &[String]) -> String {
     extra

@@ -35,13 +35,7 @@ pub(super) fn measure(rig: &Rig, a: &Config, rows: &[Row]) -> Result<Vec<SameRat
     if rig.cpus.shared() {
         return Ok(out);
     }
-    for nothing in rows.iter().filter(|r| r.passthrough) {
-        let Some(g) = rows
-            .iter()
-            .find(|r| r.io == nothing.io && !r.passthrough && !r.spins)
-        else {
-            continue;
-        };
+    for (nothing, g) in ceilings(rows) {
         for (i, (size, frame)) in [("64 B", 60usize), ("1500 B", 1514)]
             .into_iter()
             .enumerate()

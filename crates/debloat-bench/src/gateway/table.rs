@@ -88,13 +88,7 @@ fn print_throughput(a: &Config, generator_us: Option<[f64; 2]>, rows: &[Row], pa
 /// On each back end, what the gateway's work adds to the do-nothing forwarder: its CPU per
 /// packet over the ceiling's, and its throughput as a share of the ceiling's.
 fn print_work_share(rows: &[Row]) {
-    for nothing in rows.iter().filter(|r| r.passthrough) {
-        let Some(g) = rows
-            .iter()
-            .find(|r| r.io == nothing.io && !r.passthrough && !r.spins)
-        else {
-            continue;
-        };
+    for (nothing, g) in ceilings(rows) {
         for (i, size) in ["64 B", "1500 B"].iter().enumerate() {
             let (c, n) = (g.r[i].at.cpu_us, nothing.r[i].at.cpu_us);
             println!(

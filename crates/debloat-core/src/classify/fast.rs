@@ -13,7 +13,7 @@
 
 use super::{parse_options, IpFields, LinkType};
 use crate::flow::FlowKey;
-use crate::packet::{Ecn, PacketMeta, TcpInfo};
+use crate::packet::{PacketMeta, TcpInfo};
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 const TCP: u8 = 6;
@@ -125,17 +125,7 @@ pub(super) fn classify(data: &[u8], wire_len: u32, link: LinkType) -> Option<Pac
         }
         _ => return None,
     };
-    meta.network_offset = ip.offset as u16;
-    meta.dscp = ip.tos >> 2;
-    meta.ecn = Ecn::from_bits(ip.tos);
-    meta.flow = FlowKey::Ip {
-        src: ip.src,
-        dst: ip.dst,
-        sport,
-        dport,
-        proto: ip.proto,
-        flow_label: ip.label,
-    };
+    ip.fill(&mut meta, sport, dport);
     Some(meta)
 }
 

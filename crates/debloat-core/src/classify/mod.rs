@@ -65,9 +65,6 @@ pub fn classify_general(
             return Ok(meta);
         }
     };
-    meta.network_offset = ip.offset as u16;
-    meta.dscp = ip.tos >> 2;
-    meta.ecn = Ecn::from_bits(ip.tos);
     let (mut sport, mut dport) = (0, 0);
     match &parsed.transport {
         Some(TransportSlice::Tcp(t)) => {
@@ -83,14 +80,7 @@ pub fn classify_general(
         }
         _ => {}
     }
-    meta.flow = FlowKey::Ip {
-        src: ip.src,
-        dst: ip.dst,
-        sport,
-        dport,
-        proto: ip.proto,
-        flow_label: ip.label,
-    };
+    ip.fill(&mut meta, sport, dport);
     Ok(meta)
 }
 
@@ -107,6 +97,24 @@ struct IpFields {
     offset: usize,
     /// Bytes after the IP headers, as the header declares them (not as captured).
     payload: usize,
+}
+
+impl IpFields {
+    /// The network header's offset, DSCP, ECN and the flow key (with the transport's ports)
+    /// into `meta`.
+    fn fill(self, meta: &mut PacketMeta, sport: u16, dport: u16) {
+        meta.network_offset = self.offset as u16;
+        meta.dscp = self.tos >> 2;
+        meta.ecn = Ecn::from_bits(self.tos);
+        meta.flow = FlowKey::Ip {
+            src: self.src,
+            dst: self.dst,
+            sport,
+            dport,
+            proto: self.proto,
+            flow_label: self.label,
+        };
+    }
 }
 
 /// The network layer: IP fields, or the EtherType of anything else (ARP is 0x0806).
