@@ -28,17 +28,44 @@ const TIME_HINT: &str = "use a number with s, ms, us or ns, e.g. 5ms";
 const SIZE_HINT: &str =
     "use a number with b, kb, mb, gb (1024-based bytes) or kbit, mbit, e.g. 32Mb";
 
-fn split_number(s: &str) -> Option<(f64, String)> {
+/// The number and the (lower-cased) unit after it: `"14.5ms"` → `("14.5", "ms")`.
+fn split_number(s: &str) -> (&str, String) {
     let end = s
         .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == 'e' || c == 'E'))
         .unwrap_or(s.len());
-    // "e" may be a unit's first letter only in no unit here, but guard against "1e" etc.
     let (num, unit) = s.split_at(end);
-    let v: f64 = num.parse().ok()?;
-    if !v.is_finite() || v < 0.0 {
+    (num, unit.to_ascii_lowercase())
+}
+
+/// `num × mult`, rounded to the nearest whole unit, when below `limit`.
+///
+/// A plain decimal (`8882023002.3`) is scaled exactly, in integers: iproute2 multiplies a
+/// `double` (`strtod`) and so turns 8882023002.3 ms into 8882023002299999 ns, and then the
+/// words we print for a value would not read back as that value. Digits past the 18th after the
+/// point are dropped (below a billionth of the smallest unit any multiplier here reaches).
+/// The exponent form (`1e3`) goes through `f64`, as in tc.
+fn scaled(num: &str, mult: u64, limit: u64) -> Option<u64> {
+    if num.contains(['e', 'E']) {
+        let v = num.parse::<f64>().ok()? * mult as f64;
+        return (v.is_finite() && v >= 0.0 && v < limit as f64).then(|| v.round() as u64);
+    }
+    let (int, frac) = num.split_once('.').unwrap_or((num, ""));
+    if int.is_empty() && frac.is_empty() || frac.contains('.') {
         return None;
     }
-    Some((v, unit.to_ascii_lowercase()))
+    let whole: u128 = if int.is_empty() { 0 } else { int.parse().ok()? };
+    let frac = &frac[..frac.len().min(18)];
+    let part: u128 = if frac.is_empty() {
+        0
+    } else {
+        frac.parse().ok()?
+    };
+    let den = 10u128.pow(frac.len() as u32);
+    let m = u128::from(mult);
+    let v = whole
+        .checked_mul(m)?
+        .checked_add((part * m + den / 2) / den)?;
+    (v < u128::from(limit)).then_some(v as u64)
 }
 
 fn err(value: &str, what: &'static str, hint: &'static str) -> UnitError {
@@ -51,69 +78,61 @@ fn err(value: &str, what: &'static str, hint: &'static str) -> UnitError {
 
 /// Parse a rate; returns bits per second.
 pub fn parse_rate(s: &str) -> Result<u64, UnitError> {
-    let (v, unit) = split_number(s).ok_or_else(|| err(s, "rate", RATE_HINT))?;
-    let mult: f64 = match unit.as_str() {
-        "" | "bit" => 1.0,
-        "kbit" => 1e3,
-        "mbit" => 1e6,
-        "gbit" => 1e9,
-        "tbit" => 1e12,
-        "kibit" => 1024.0,
-        "mibit" => 1024.0 * 1024.0,
-        "gibit" => 1024.0 * 1024.0 * 1024.0,
-        "tibit" => 1024f64.powi(4),
-        "bps" => 8.0,
-        "kbps" => 8e3,
-        "mbps" => 8e6,
-        "gbps" => 8e9,
-        "tbps" => 8e12,
-        "kibps" => 8.0 * 1024.0,
-        "mibps" => 8.0 * 1024.0 * 1024.0,
-        "gibps" => 8.0 * 1024f64.powi(3),
-        _ => return Err(err(s, "rate", RATE_HINT)),
+    let bad = || err(s, "rate", RATE_HINT);
+    let (num, unit) = split_number(s);
+    let mult: u64 = match unit.as_str() {
+        "" | "bit" => 1,
+        "kbit" => 1_000,
+        "mbit" => 1_000_000,
+        "gbit" => 1_000_000_000,
+        "tbit" => 1_000_000_000_000,
+        "kibit" => 1 << 10,
+        "mibit" => 1 << 20,
+        "gibit" => 1 << 30,
+        "tibit" => 1 << 40,
+        "bps" => 8,
+        "kbps" => 8_000,
+        "mbps" => 8_000_000,
+        "gbps" => 8_000_000_000,
+        "tbps" => 8_000_000_000_000,
+        "kibps" => 8 << 10,
+        "mibps" => 8 << 20,
+        "gibps" => 8 << 30,
+        _ => return Err(bad()),
     };
-    let bits = v * mult;
-    if bits >= u64::MAX as f64 {
-        return Err(err(s, "rate", RATE_HINT));
-    }
-    Ok(bits.round() as u64)
+    scaled(num, mult, u64::MAX).ok_or_else(bad)
 }
 
 /// Parse a time; returns nanoseconds.
 pub fn parse_time(s: &str) -> Result<u64, UnitError> {
-    let (v, unit) = split_number(s).ok_or_else(|| err(s, "time", TIME_HINT))?;
-    let mult: f64 = match unit.as_str() {
-        "s" | "sec" | "secs" => 1e9,
-        "ms" | "msec" | "msecs" => 1e6,
-        "" | "us" | "usec" | "usecs" => 1e3,
-        "ns" | "nsec" | "nsecs" => 1.0,
-        _ => return Err(err(s, "time", TIME_HINT)),
+    let bad = || err(s, "time", TIME_HINT);
+    let (num, unit) = split_number(s);
+    let mult: u64 = match unit.as_str() {
+        "s" | "sec" | "secs" => 1_000_000_000,
+        "ms" | "msec" | "msecs" => 1_000_000,
+        "" | "us" | "usec" | "usecs" => 1_000,
+        "ns" | "nsec" | "nsecs" => 1,
+        _ => return Err(bad()),
     };
-    let ns = v * mult;
-    if ns >= 1.8e19 {
-        return Err(err(s, "time", TIME_HINT));
-    }
-    Ok(ns.round() as u64)
+    scaled(num, mult, 18_000_000_000_000_000_000).ok_or_else(bad)
 }
 
 /// Parse a size; returns bytes.
 pub fn parse_size(s: &str) -> Result<u64, UnitError> {
-    let (v, unit) = split_number(s).ok_or_else(|| err(s, "size", SIZE_HINT))?;
-    let mult: f64 = match unit.as_str() {
-        "" | "b" => 1.0,
-        "k" | "kb" => 1024.0,
-        "m" | "mb" => 1024.0 * 1024.0,
-        "g" | "gb" => 1024.0 * 1024.0 * 1024.0,
-        "kbit" => 1024.0 / 8.0,
-        "mbit" => 1024.0 * 1024.0 / 8.0,
-        "gbit" => 1024.0 * 1024.0 * 1024.0 / 8.0,
-        _ => return Err(err(s, "size", SIZE_HINT)),
+    let bad = || err(s, "size", SIZE_HINT);
+    let (num, unit) = split_number(s);
+    // tc's bit sizes are 1024-based bits: `kbit` is 1024/8 = 128 bytes.
+    let mult: u64 = match unit.as_str() {
+        "" | "b" => 1,
+        "k" | "kb" => 1 << 10,
+        "m" | "mb" => 1 << 20,
+        "g" | "gb" => 1 << 30,
+        "kbit" => 1 << 7,
+        "mbit" => 1 << 17,
+        "gbit" => 1 << 27,
+        _ => return Err(bad()),
     };
-    let b = v * mult;
-    if b >= u64::MAX as f64 {
-        return Err(err(s, "size", SIZE_HINT));
-    }
-    Ok(b.round() as u64)
+    scaled(num, mult, u64::MAX).ok_or_else(bad)
 }
 
 /// Format bits/s as tc does: `20Mbit`, `1250Kbit`, `64Kbit`, `999bit`.
@@ -300,6 +319,34 @@ mod tests {
         }
         assert_eq!(fmt_time_exact(5_000_000), "5ms");
         assert_eq!(fmt_time_exact(1_010_000), "1010us");
+    }
+
+    /// Found by the netem_words fuzz target: 8882023002.3 × 1e6 in floating point is
+    /// 8882023002299999.x, so `slot 8882023002.3ms` read back one nanosecond short.
+    #[test]
+    fn decimals_scale_exactly_and_bad_numbers_are_errors() {
+        assert_eq!(parse_time("8882023002.3ms"), Ok(8_882_023_002_300_000));
+        assert_eq!(parse_time(".5ms"), Ok(500_000));
+        assert_eq!(parse_time("2.ms"), Ok(2_000_000));
+        assert_eq!(parse_time("0.0000004ms"), Ok(0), "rounds to the nearest ns");
+        assert_eq!(parse_time("0.0000005ms"), Ok(1));
+        assert_eq!(parse_time("1e3us"), Ok(1_000_000), "exponents as tc");
+        assert_eq!(parse_rate("1.000000001Gbit"), Ok(1_000_000_001));
+        assert_eq!(parse_size("1.5kbit"), Ok(192));
+        assert_eq!(
+            parse_rate("18446744073709551615bit"),
+            Err(err("18446744073709551615bit", "rate", RATE_HINT))
+        );
+        for bad in [
+            ".ms",
+            "1.2.3ms",
+            "ms",
+            "1e",
+            "99999999999999999999s",
+            "-5ms",
+        ] {
+            assert!(parse_time(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -178,6 +178,12 @@ fn bad_sqm_lines_name_the_line_and_the_choices() {
             "cake_lake.qos",
         ),
         ("config queue\n option upload '10 000'\n", 2, "10 000"),
+        // Found by the config_import fuzz target: kbit/s whose bit/s overflow 64 bits.
+        (
+            "config queue\n option upload 1000\n option download 4099276460824344247\n",
+            3,
+            "beyond any link",
+        ),
         (
             "config queue\n option upload 1000\n option linklayer adsl\n",
             3,

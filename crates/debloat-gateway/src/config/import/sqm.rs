@@ -86,6 +86,17 @@ impl<'a> Q<'a> {
             }),
         }
     }
+    /// A rate in kbit/s (sqm's `upload`, `download`), 0 when absent; one whose bit/s do not fit
+    /// 64 bits (over 18 Pbit/s) is an error, not an overflow further on.
+    fn kbps(&self, k: &str) -> Result<u64, ImportError> {
+        let v = self.num(k, 0)?;
+        if v.checked_mul(1000).is_none() {
+            let got = self.get(k).unwrap_or("");
+            let why = format!("{k}: {v} kbit/s is beyond any link; give the rate in kbit/s");
+            return Err(ImportError::new(self.file, self.line(k), got, &why));
+        }
+        Ok(v)
+    }
     fn flag(&self, k: &str, default: bool) -> bool {
         self.get(k).map_or(default, |v| v == "1")
     }
@@ -281,7 +292,7 @@ pub fn import(file: &str, text: &str) -> Result<Setup, ImportError> {
             other.name.as_deref().unwrap_or("unnamed")
         ));
     }
-    let (up, down) = (q.num("upload", 0)?, q.num("download", 0)?);
+    let (up, down) = (q.kbps("upload")?, q.kbps("download")?);
     let script = q.get("script").unwrap_or("simple.qos");
     let htb = matches!(script, "simple.qos" | "simplest.qos")
         && !q.get("qdisc").unwrap_or("fq_codel").starts_with("cake");
