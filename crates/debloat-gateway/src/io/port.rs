@@ -94,7 +94,7 @@ impl std::fmt::Display for Backend {
         match self.xdp {
             Some(x) => write!(
                 f,
-                "af_xdp ({} XDP, {}{}{})",
+                "af_xdp ({} XDP, {}{}{}{})",
                 x.mode,
                 if x.zero_copy {
                     "zero-copy"
@@ -108,6 +108,11 @@ impl std::fmt::Display for Backend {
                 },
                 if x.busy_poll {
                     ", NAPI busy-polled"
+                } else {
+                    ""
+                },
+                if x.multi_buffer {
+                    ", multi-buffer frames"
                 } else {
                     ""
                 }

@@ -515,6 +515,7 @@ pub(crate) mod tests {
                     zero_copy: false,
                     busy_poll: false,
                     queues: 2,
+                    multi_buffer: false,
                 }),
                 fallback: None,
             },

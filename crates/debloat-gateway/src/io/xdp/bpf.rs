@@ -31,6 +31,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 const BPF_MAP_CREATE: libc::c_long = 0;
 const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
 const BPF_PROG_LOAD: libc::c_long = 5;
+/// `prog_flags`: the program copes with multi-buffer frames (Linux ≥ 5.18).
+const BPF_F_XDP_HAS_FRAGS: u32 = 1 << 5;
 const BPF_LINK_CREATE: libc::c_long = 28;
 /// `BPF_MAP_TYPE_XSKMAP`, `BPF_PROG_TYPE_XDP`, attach type `BPF_XDP`.
 const MAP_TYPE_XSKMAP: u32 = 17;
@@ -227,11 +229,12 @@ impl Redirect {
         entries: u32,
         steer: Steer,
         modes: &[XdpMode],
+        frags: bool,
     ) -> Result<Redirect, String> {
         let map = create_map(entries).map_err(|e| format!("creating the XSKMAP: {e}"))?;
         let prog = match steer {
-            Steer::ByQueue => load(&program(map.as_raw_fd())),
-            Steer::ByHost(host, n) => load(&program_by_host(map.as_raw_fd(), host, n)),
+            Steer::ByQueue => load(&program(map.as_raw_fd()), frags),
+            Steer::ByHost(host, n) => load(&program_by_host(map.as_raw_fd(), host, n), frags),
         }?;
         let mut last = String::from("no XDP mode to attach in");
         for &mode in modes {
@@ -279,7 +282,10 @@ fn create_map(queues: u32) -> io::Result<OwnedFd> {
     bpf(BPF_MAP_CREATE, &mut a).map(owned)
 }
 
-fn load(insns: &[Insn]) -> Result<OwnedFd, String> {
+/// Load an XDP program; `frags` declares that it handles frames in several buffers
+/// (`BPF_F_XDP_HAS_FRAGS`): the program reads only the first buffer's headers, and without the
+/// flag veth's native XDP refuses an MTU over about 3.5 KB and the kernel drops larger frames.
+fn load(insns: &[Insn], frags: bool) -> Result<OwnedFd, String> {
     let license = c"Dual MIT/GPL";
     let mut log = vec![0u8; 16384];
     let mut a = Attr([0; 32]);
@@ -291,6 +297,9 @@ fn load(insns: &[Insn]) -> Result<OwnedFd, String> {
     a.0[7] = log.len() as u32;
     put_u64(&mut a, 8, log.as_mut_ptr() as u64);
     // kern_version [10], prog_flags [11], prog_name [12..16], prog_ifindex [16]
+    if frags {
+        a.0[11] = BPF_F_XDP_HAS_FRAGS;
+    }
     a.0[12..16].copy_from_slice(&name_words(b"debloat_xsk"));
     a.0[17] = ATTACH_XDP; // expected_attach_type
     bpf(BPF_PROG_LOAD, &mut a).map(owned).map_err(|e| {

@@ -175,7 +175,7 @@ fn open_on(
     steer: Steer,
     modes: &[XdpMode],
 ) -> Result<Vec<XdpSocket>, String> {
-    usable(ifname)?;
+    let multi_buffer = usable(ifname)?;
     let name = CString::new(ifname).map_err(|_| format!("bad interface name {ifname:?}"))?;
     let mut iface = IfInfo::invalid();
     iface
@@ -187,11 +187,12 @@ fn open_on(
         queues * n as u32,
         steer,
         modes,
+        multi_buffer,
     )?);
     let mut by_worker: Vec<Vec<QueueSocket>> = (0..n).map(|_| Vec::new()).collect();
     for q in 0..queues {
         iface.set_queue(q);
-        let socks = QueueSocket::open_queue(&iface, ifname, n, &redirect)?;
+        let socks = QueueSocket::open_queue(&iface, ifname, n, &redirect, multi_buffer)?;
         for (w, s) in socks.into_iter().enumerate() {
             by_worker[w].push(s);
         }

@@ -30,9 +30,18 @@ use std::sync::{Arc, Mutex, PoisonError};
 use xdpilone::xdp::XdpDesc;
 use xdpilone::{DeviceQueue, IfInfo, RingRx, RingTx, Socket, SocketConfig, Umem, UmemConfig, User};
 
-/// Bytes per UMEM frame: a page, enough for a 1500-byte MTU and the kernel's headroom (veth's
-/// native XDP refuses larger MTUs without multi-buffer frames).
+/// Bytes per UMEM frame: a page, enough for a 1500-byte MTU and the kernel's headroom. A larger
+/// frame spans several ([`MAX_SEGS`]): AF_XDP's multi-buffer frames.
 const FRAME: u32 = 4096;
+/// UMEM frames one Ethernet frame may span: 4 hold 15,360 bytes (a 9,000-byte jumbo MTU fits).
+/// The kernel's own bound is 17 (`MAX_SKB_FRAGS`) on sending; a larger MTU is left to the
+/// TPACKET back end, which copes with any.
+pub(super) const MAX_SEGS: usize = 4;
+/// `XDP_USE_SG` (linux/if_xdp.h, Linux ≥ 6.6): the socket takes and gives frames that span
+/// several UMEM frames, each descriptor but the last marked `XDP_PKT_CONTD`.
+const XDP_USE_SG: u16 = 1 << 4;
+/// A descriptor's `options` bit: the frame goes on in the next descriptor.
+const XDP_PKT_CONTD: u32 = 1;
 /// Frames per ring, and per half of the UMEM.
 const RING: u32 = 2048;
 
@@ -83,6 +92,8 @@ pub struct XdpInfo {
     pub busy_poll: bool,
     /// The interface's receive queues, each with a socket of every worker's.
     pub queues: u32,
+    /// Whether frames may span several UMEM frames (`XDP_USE_SG`: an MTU over 3,822 bytes).
+    pub multi_buffer: bool,
 }
 
 /// What the sockets on one queue share: the fill and completion rings and the free send
@@ -118,6 +129,10 @@ pub struct QueueSocket {
     free_tx: Vec<u64>,
     /// Receive frames handed back since the fill ring was last topped up.
     to_fill: Vec<u64>,
+    /// The first parts of a multi-buffer frame whose last descriptor has not been read yet.
+    partial: Vec<u8>,
+    /// The descriptors of the frames being sent.
+    descs: Vec<XdpDesc>,
     /// How it was bound.
     pub info: XdpInfo,
     /// The interface, when busy polling was asked for.
@@ -172,6 +187,7 @@ impl QueueSocket {
         ifname: &str,
         n: usize,
         redirect: &Arc<Redirect>,
+        multi_buffer: bool,
     ) -> Result<Vec<QueueSocket>, String> {
         let queue = iface.queue_id();
         let area = Area::new((2 * RING * FRAME) as usize).map_err(|e| format!("UMEM: {e}"))?;
@@ -197,7 +213,7 @@ impl QueueSocket {
             &first,
             ifname,
             queue,
-            SocketConfig::XDP_BIND_NEED_WAKEUP,
+            SocketConfig::XDP_BIND_NEED_WAKEUP | if multi_buffer { XDP_USE_SG } else { 0 },
         )?];
         for _ in 1..n {
             let sock = Socket::new(iface).map_err(|e| errno("AF_XDP socket", e))?;
@@ -225,12 +241,17 @@ impl QueueSocket {
         });
         users
             .into_iter()
-            .map(|user| QueueSocket::on(user, Arc::clone(&shared), mode))
+            .map(|user| QueueSocket::on(user, Arc::clone(&shared), mode, multi_buffer))
             .collect()
     }
 
     /// A bound socket's rings mapped, as one worker's socket.
-    fn on(user: User, shared: Arc<Shared>, mode: XdpMode) -> Result<QueueSocket, String> {
+    fn on(
+        user: User,
+        shared: Arc<Shared>,
+        mode: XdpMode,
+        multi_buffer: bool,
+    ) -> Result<QueueSocket, String> {
         let rx = user.map_rx().map_err(|e| errno("mapping the RX ring", e))?;
         let tx = user.map_tx().map_err(|e| errno("mapping the TX ring", e))?;
         let info = XdpInfo {
@@ -238,6 +259,7 @@ impl QueueSocket {
             zero_copy: zero_copy(user.as_raw_fd()),
             busy_poll: false,
             queues: 1,
+            multi_buffer,
         };
         Ok(QueueSocket {
             rx,
@@ -246,6 +268,8 @@ impl QueueSocket {
             shared,
             free_tx: Vec::with_capacity(2 * BATCH),
             to_fill: Vec::with_capacity(BATCH),
+            partial: Vec::new(),
+            descs: Vec::with_capacity(2 * BATCH),
             info,
             busy_if: None,
             napi_checks: 0,
@@ -296,40 +320,46 @@ impl QueueSocket {
         self.rx.available() > 0
     }
 
-    /// The frame's bytes at UMEM offset `addr`.
-    fn bytes(&self, addr: u64, len: u32) -> Option<&[u8]> {
-        let (a, l) = (addr as usize, len as usize);
-        let area = &self.shared.area;
-        if a.checked_add(l)? > area.len {
-            return None;
-        }
-        // SAFETY: in bounds (checked); the kernel handed this frame to this socket through its
-        // RX ring and writes it no more until it is back on the fill ring.
-        Some(unsafe { std::slice::from_raw_parts(area.base.as_ptr().add(a), l) })
-    }
-
-    /// Take the next frame: Ok(None) when none is waiting. A descriptor pointing outside the
-    /// UMEM (a kernel bug) is returned as an empty frame, which the caller counts and drops.
+    /// Take the next frame: None when none is waiting. A descriptor pointing outside the UMEM
+    /// (a kernel bug) is returned as an empty frame, which the caller counts and drops. A
+    /// multi-buffer frame is read descriptor by descriptor into one buffer; should its last
+    /// descriptor not be on the ring yet, the parts wait in `partial` for the next call.
     pub fn recv_frame(&mut self) -> Option<Vec<u8>> {
-        let desc = {
-            let mut r = self.rx.receive(1);
-            let d = r.read();
-            r.release();
-            d
-        };
-        let Some(XdpDesc { addr, len, .. }) = desc else {
-            self.refill();
-            return None;
-        };
-        let frame = self
-            .bytes(addr, len)
-            .map(<[u8]>::to_vec)
-            .unwrap_or_default();
-        self.to_fill.push(addr);
-        if self.to_fill.len() >= BATCH {
-            self.refill();
+        loop {
+            let desc = {
+                let mut r = self.rx.receive(1);
+                let d = r.read();
+                r.release();
+                d
+            };
+            let Some(XdpDesc { addr, len, options }) = desc else {
+                self.refill();
+                return None;
+            };
+            let more = options & XDP_PKT_CONTD != 0;
+            let frame = match (bytes(&self.shared.area, addr, len), more) {
+                (None, _) => {
+                    self.partial.clear();
+                    Some(Vec::new())
+                }
+                (Some(b), true) => {
+                    self.partial.extend_from_slice(b);
+                    None
+                }
+                (Some(b), false) if self.partial.is_empty() => Some(b.to_vec()),
+                (Some(b), false) => {
+                    self.partial.extend_from_slice(b);
+                    Some(std::mem::take(&mut self.partial))
+                }
+            };
+            self.to_fill.push(addr);
+            if self.to_fill.len() >= BATCH {
+                self.refill();
+            }
+            if frame.is_some() {
+                return frame;
+            }
         }
-        Some(frame)
     }
 
     /// Hand the frames read since the last time back to the fill ring (and wake the driver if
@@ -372,40 +402,46 @@ impl QueueSocket {
     }
 
     /// Put frames on the TX ring and kick the kernel: returns how many it took (fewer when the
-    /// ring or the free frames ran out, or a frame was longer than a UMEM frame).
+    /// ring or the free frames ran out, or a frame was longer than [`MAX_SEGS`] UMEM frames,
+    /// or than one without multi-buffer frames).
     pub fn send_batch(&mut self, frames: &[&[u8]]) -> io::Result<usize> {
-        if self.free_tx.len() < frames.len() {
-            self.restock(frames.len().max(BATCH) - self.free_tx.len());
+        let segs = |f: &[u8]| f.len().div_ceil(FRAME as usize).max(1);
+        let need: usize = frames.iter().map(|f| segs(f)).sum();
+        if self.free_tx.len() < need {
+            self.restock(need.max(BATCH) - self.free_tx.len());
         }
+        let most = if self.info.multi_buffer { MAX_SEGS } else { 1 };
+        // The ring's room as the kernel's consumer index says now.
+        let mut room = (RING - self.tx.pending().min(RING)) as usize;
         let base = self.shared.area.base.as_ptr();
         let mut sent = 0;
-        {
-            let mut w = self.tx.transmit(frames.len() as u32);
-            for f in frames {
-                if f.len() > FRAME as usize {
-                    break;
-                }
+        self.descs.clear();
+        for f in frames {
+            let n = segs(f);
+            if n > most || self.free_tx.len() < n || room < n {
+                break;
+            }
+            room -= n;
+            for (i, part) in f.chunks(FRAME as usize).enumerate() {
                 let Some(addr) = self.free_tx.pop() else {
                     break;
                 };
                 // SAFETY: `addr` is a free frame of this UMEM (on no ring, in no other
-                // socket's cache), FRAME bytes long, and `f` fits it (checked).
+                // socket's cache), FRAME bytes long, and `part` fits it (chunks of FRAME).
                 unsafe {
-                    std::ptr::copy_nonoverlapping(f.as_ptr(), base.add(addr as usize), f.len())
+                    std::ptr::copy_nonoverlapping(
+                        part.as_ptr(),
+                        base.add(addr as usize),
+                        part.len(),
+                    )
                 };
-                let desc = XdpDesc {
-                    addr,
-                    len: f.len() as u32,
-                    options: 0,
-                };
-                if !w.insert_once(desc) {
-                    self.free_tx.push(addr);
-                    break;
-                }
-                sent += 1;
+                let options = if i + 1 < n { XDP_PKT_CONTD } else { 0 };
+                let len = part.len() as u32;
+                self.descs.push(XdpDesc { addr, len, options });
             }
-            w.commit();
+            sent += 1;
         }
+        self.put_on_ring();
         if sent > 0 {
             // In copy mode the kernel sends only when asked (and needs_wakeup is always set).
             self.tx.wake();
@@ -416,24 +452,64 @@ impl QueueSocket {
         Ok(sent)
     }
 
+    /// Put `descs` on the TX ring. xdpilone reserves from its cached view of the kernel's
+    /// consumer index and looks again only when that view shows no room at all, so a
+    /// reservation can come back short while the ring has room; the next one then looks again.
+    /// The room was counted from the kernel's own index, so every descriptor finds a slot (a
+    /// frame's descriptors may be committed in two steps: the kernel waits for the last).
+    fn put_on_ring(&mut self) {
+        let mut put = 0;
+        while put < self.descs.len() {
+            let mut w = self.tx.transmit((self.descs.len() - put) as u32);
+            let k = w.insert(self.descs[put..].iter().copied()) as usize;
+            w.commit();
+            if k == 0 {
+                // Not reached (the room was counted); the frames' UMEM frames are not lost.
+                self.free_tx
+                    .extend(self.descs[put..].iter().map(|d| d.addr));
+                break;
+            }
+            put += k;
+        }
+    }
+
     /// Where the XDP program runs.
     pub fn mode(&self) -> XdpMode {
         self.shared.redirect.mode
     }
 }
 
+/// The bytes at UMEM offset `addr`, None when outside the UMEM.
+fn bytes(area: &Area, addr: u64, len: u32) -> Option<&[u8]> {
+    let (a, l) = (addr as usize, len as usize);
+    if a.checked_add(l)? > area.len {
+        return None;
+    }
+    // SAFETY: in bounds (checked); the kernel handed this frame to this socket through its RX
+    // ring and writes it no more until it is back on the fill ring.
+    Some(unsafe { std::slice::from_raw_parts(area.base.as_ptr().add(a), l) })
+}
+
 /// Frames handed back to the fill ring, or taken for sending, at a time.
 const BATCH: usize = 64;
 
-/// Whether `ifname`'s MTU fits one UMEM frame.
-pub(super) fn usable(ifname: &str) -> Result<(), String> {
-    let mtu = mtu(ifname);
-    if mtu + 18 > FRAME as usize - HEADROOM {
+/// Whether `ifname`'s frames need multi-buffer AF_XDP (true), fit one UMEM frame (false), or
+/// are too large for AF_XDP here (Err, with the reason).
+pub(super) fn usable(ifname: &str) -> Result<bool, String> {
+    fits(ifname, mtu(ifname))
+}
+
+/// Whether frames of an `mtu` (with Ethernet header and one VLAN tag) fit one UMEM frame after
+/// the kernel's headroom (false: multi-buffer frames are needed), or [`MAX_SEGS`] (else Err).
+fn fits(ifname: &str, mtu: usize) -> Result<bool, String> {
+    let room = FRAME as usize - HEADROOM;
+    if mtu + 18 > MAX_SEGS * room {
         return Err(format!(
-            "{ifname}'s MTU {mtu} does not fit one {FRAME}-byte UMEM frame (AF_XDP's multi-buffer frames are not used yet)"
+            "{ifname}'s MTU {mtu} needs more than {MAX_SEGS} {FRAME}-byte UMEM frames (at most MTU {})",
+            MAX_SEGS * room - 18
         ));
     }
-    Ok(())
+    Ok(mtu + 18 > room)
 }
 
 /// A socket's RX and TX rings, and the socket bound to the queue (with the UMEM's own socket,
@@ -473,4 +549,25 @@ pub(super) fn rx_queues(ifname: &str) -> u32 {
         })
         .unwrap_or(1)
         .max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A UMEM frame holds 4,096 − 256 bytes of headroom = 3,840 bytes of Ethernet frame: MTU
+    /// 3,822 plus header and VLAN tag. Past that, frames span UMEM frames, up to four.
+    #[test]
+    fn an_mtu_fits_one_frame_several_or_none() {
+        assert_eq!(fits("lan0", 1500), Ok(false));
+        assert_eq!(fits("lan0", 3822), Ok(false));
+        assert_eq!(fits("lan0", 3823), Ok(true));
+        assert_eq!(fits("lan0", 9000), Ok(true));
+        assert_eq!(fits("lan0", 15342), Ok(true));
+        let e = fits("lan0", 15343).expect_err("five frames");
+        assert!(
+            e.contains("MTU 15343") && e.contains("at most MTU 15342"),
+            "{e}"
+        );
+    }
 }
