@@ -42,7 +42,10 @@ fn af_xdp_shapes_real_tcp_and_accounts_for_every_frame() {
     let got = j["egress"]["frames"]["received"].as_u64().unwrap_or(0);
     assert!(got > 5_000, "egress received only {got} frames");
     let t = gateway_stats_text(&bed);
-    assert!(t.contains("io: lan0 af_xdp (native XDP, copy mode)"), "{t}");
+    assert!(
+        t.contains("io: lan0 af_xdp (native XDP, copy mode, multi-buffer frames)"),
+        "{t}"
+    );
 }
 /// An interface AF_XDP cannot serve (an MTU too large for four UMEM frames): `--io auto` forwards
 /// through the TPACKET ring on it, says why in the log and the statistics, and keeps AF_XDP on
@@ -208,7 +211,10 @@ fn generic_xdp_with_two_workers_forwards_and_says_so() {
         assert!(accounted(&j[dir]), "{dir}: {}", j[dir]);
     }
     let t = gateway_stats_text(&bed);
-    assert!(t.contains("af_xdp (skb XDP, copy mode)"), "{t}");
+    assert!(
+        t.contains("af_xdp (skb XDP, copy mode, multi-buffer frames)"),
+        "{t}"
+    );
 }
 
 /// An interface with two receive queues (veths made with two each, as a multi-queue NIC has):

@@ -185,7 +185,10 @@ fn two_workers_on_af_xdp_keep_host_fairness_and_the_rate() {
     host_shares_and_the_rate(&bed, "2 workers on AF_XDP");
     let t = gateway_stats_text(&bed);
     assert!(t.contains("; 2 workers"), "{t}");
-    assert!(t.contains("af_xdp (native XDP, copy mode)"), "{t}");
+    assert!(
+        t.contains("af_xdp (native XDP, copy mode, multi-buffer frames)"),
+        "{t}"
+    );
 }
 
 /// Two uploads from each of hosts A and B (one on each worker) to sinks on `ports` for `secs`:

@@ -1,9 +1,11 @@
 //! The AF_XDP back end: an XDP program redirects each frame an interface receives to an
 //! AF_XDP socket ([`bpf`]), whose rings the gateway reads and writes in memory ([`socket`]), one
 //! socket per worker on each of the interface's receive queues ([`queues`]); with
-//! `--busy-poll`, the device's receive work runs in the gateway's thread ([`busy`]).
+//! `--busy-poll`, the device's receive work runs in the gateway's thread ([`busy`]). What an
+//! interface asks of it (MTU, multi-buffer frames, queues) is read first ([`limits`]).
 pub mod bpf;
 pub mod busy;
+pub mod limits;
 pub mod queues;
 pub mod socket;
 

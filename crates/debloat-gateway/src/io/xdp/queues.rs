@@ -15,7 +15,8 @@
 #![allow(unsafe_code)]
 
 use super::bpf::{Redirect, Steer, XdpMode};
-use super::socket::{rx_queues, usable, QueueSocket, XdpInfo};
+use super::limits::{rx_queues, usable};
+use super::socket::{QueueSocket, XdpInfo};
 use crate::sys::HostIs;
 use std::ffi::CString;
 use std::io;

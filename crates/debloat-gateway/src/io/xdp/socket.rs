@@ -23,6 +23,7 @@
 #![allow(unsafe_code)]
 
 use super::bpf::{Redirect, XdpMode};
+use super::limits::MAX_SEGS;
 use std::io;
 use std::num::NonZeroU32;
 use std::ptr::NonNull;
@@ -32,11 +33,7 @@ use xdpilone::{DeviceQueue, IfInfo, RingRx, RingTx, Socket, SocketConfig, Umem, 
 
 /// Bytes per UMEM frame: a page, enough for a 1500-byte MTU and the kernel's headroom. A larger
 /// frame spans several ([`MAX_SEGS`]): AF_XDP's multi-buffer frames.
-const FRAME: u32 = 4096;
-/// UMEM frames one Ethernet frame may span: 4 hold 15,360 bytes (a 9,000-byte jumbo MTU fits).
-/// The kernel's own bound is 17 (`MAX_SKB_FRAGS`) on sending; a larger MTU is left to the
-/// TPACKET back end, which copes with any.
-pub(super) const MAX_SEGS: usize = 4;
+pub(super) const FRAME: u32 = 4096;
 /// `XDP_USE_SG` (linux/if_xdp.h, Linux ≥ 6.6): the socket takes and gives frames that span
 /// several UMEM frames, each descriptor but the last marked `XDP_PKT_CONTD`.
 const XDP_USE_SG: u16 = 1 << 4;
@@ -92,7 +89,8 @@ pub struct XdpInfo {
     pub busy_poll: bool,
     /// The interface's receive queues, each with a socket of every worker's.
     pub queues: u32,
-    /// Whether frames may span several UMEM frames (`XDP_USE_SG`: an MTU over 3,822 bytes).
+    /// Whether frames may span several UMEM frames (`XDP_USE_SG`, Linux ≥ 6.6; needed for an
+    /// MTU over 3,822 bytes).
     pub multi_buffer: bool,
 }
 
@@ -493,25 +491,6 @@ fn bytes(area: &Area, addr: u64, len: u32) -> Option<&[u8]> {
 /// Frames handed back to the fill ring, or taken for sending, at a time.
 const BATCH: usize = 64;
 
-/// Whether `ifname`'s frames need multi-buffer AF_XDP (true), fit one UMEM frame (false), or
-/// are too large for AF_XDP here (Err, with the reason).
-pub(super) fn usable(ifname: &str) -> Result<bool, String> {
-    fits(ifname, mtu(ifname))
-}
-
-/// Whether frames of an `mtu` (with Ethernet header and one VLAN tag) fit one UMEM frame after
-/// the kernel's headroom (false: multi-buffer frames are needed), or [`MAX_SEGS`] (else Err).
-fn fits(ifname: &str, mtu: usize) -> Result<bool, String> {
-    let room = FRAME as usize - HEADROOM;
-    if mtu + 18 > MAX_SEGS * room {
-        return Err(format!(
-            "{ifname}'s MTU {mtu} needs more than {MAX_SEGS} {FRAME}-byte UMEM frames (at most MTU {})",
-            MAX_SEGS * room - 18
-        ));
-    }
-    Ok(mtu + 18 > room)
-}
-
 /// A socket's RX and TX rings, and the socket bound to the queue (with the UMEM's own socket,
 /// or sharing its UMEM and rings).
 fn bind(umem: &Umem, sock: &Socket, ifname: &str, queue: u32, flags: u16) -> Result<User, String> {
@@ -526,48 +505,4 @@ fn bind(umem: &Umem, sock: &Socket, ifname: &str, queue: u32, flags: u16) -> Res
     umem.bind(&user)
         .map_err(|e| errno(&format!("binding to {ifname} queue {queue}"), e))?;
     Ok(user)
-}
-
-/// What the kernel keeps in front of a frame in a UMEM frame (`XDP_PACKET_HEADROOM`).
-const HEADROOM: usize = 256;
-
-/// The interface's MTU (sysfs), 1500 where it cannot be read.
-fn mtu(ifname: &str) -> usize {
-    std::fs::read_to_string(format!("/sys/class/net/{ifname}/mtu"))
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(1500)
-}
-
-/// The interface's receive queues (sysfs), 1 where it cannot be read.
-pub(super) fn rx_queues(ifname: &str) -> u32 {
-    std::fs::read_dir(format!("/sys/class/net/{ifname}/queues"))
-        .map(|d| {
-            d.filter_map(Result::ok)
-                .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
-                .count() as u32
-        })
-        .unwrap_or(1)
-        .max(1)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A UMEM frame holds 4,096 − 256 bytes of headroom = 3,840 bytes of Ethernet frame: MTU
-    /// 3,822 plus header and VLAN tag. Past that, frames span UMEM frames, up to four.
-    #[test]
-    fn an_mtu_fits_one_frame_several_or_none() {
-        assert_eq!(fits("lan0", 1500), Ok(false));
-        assert_eq!(fits("lan0", 3822), Ok(false));
-        assert_eq!(fits("lan0", 3823), Ok(true));
-        assert_eq!(fits("lan0", 9000), Ok(true));
-        assert_eq!(fits("lan0", 15342), Ok(true));
-        let e = fits("lan0", 15343).expect_err("five frames");
-        assert!(
-            e.contains("MTU 15343") && e.contains("at most MTU 15342"),
-            "{e}"
-        );
-    }
 }
