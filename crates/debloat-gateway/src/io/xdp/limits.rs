@@ -2,8 +2,9 @@
 //! UMEM frame, several ([`MAX_SEGS`] at most: multi-buffer frames) or none, whether the kernel
 //! has multi-buffer sockets, and how many receive queues it has.
 
-use super::socket::FRAME;
-
+/// Bytes per UMEM frame: a page, enough for a 1500-byte MTU and the kernel's headroom. A larger
+/// frame spans several ([`MAX_SEGS`]): AF_XDP's multi-buffer frames.
+pub(super) const FRAME: u32 = 4096;
 /// UMEM frames one Ethernet frame may span: 4 hold 15,360 bytes (a 9,000-byte jumbo MTU fits);
 /// a longer frame (an MTU raised past 15,342 while running) is refused by `QueueSocket::send_batch`.
 /// The kernel's own bound is 17 (`MAX_SKB_FRAGS`) on sending; a larger MTU is left to the
@@ -56,7 +57,7 @@ fn fits(ifname: &str, mtu: usize) -> Result<bool, String> {
 }
 
 /// What the kernel keeps in front of a frame in a UMEM frame (`XDP_PACKET_HEADROOM`).
-pub(super) const HEADROOM: usize = 256;
+const HEADROOM: usize = 256;
 
 /// The interface's MTU (sysfs), 1500 where it cannot be read.
 fn mtu(ifname: &str) -> usize {

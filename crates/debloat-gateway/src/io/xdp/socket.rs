@@ -23,7 +23,7 @@
 #![allow(unsafe_code)]
 
 use super::bpf::{Redirect, XdpMode};
-use super::limits::MAX_SEGS;
+use super::limits::{FRAME, MAX_SEGS};
 use std::io;
 use std::num::NonZeroU32;
 use std::ptr::NonNull;
@@ -31,9 +31,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use xdpilone::xdp::XdpDesc;
 use xdpilone::{DeviceQueue, IfInfo, RingRx, RingTx, Socket, SocketConfig, Umem, UmemConfig, User};
 
-/// Bytes per UMEM frame: a page, enough for a 1500-byte MTU and the kernel's headroom. A larger
-/// frame spans several ([`MAX_SEGS`]): AF_XDP's multi-buffer frames.
-pub(super) const FRAME: u32 = 4096;
 /// `XDP_USE_SG` (linux/if_xdp.h, Linux ≥ 6.6): the socket takes and gives frames that span
 /// several UMEM frames, each descriptor but the last marked `XDP_PKT_CONTD`.
 const XDP_USE_SG: u16 = 1 << 4;
