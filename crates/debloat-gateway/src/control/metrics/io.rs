@@ -27,6 +27,10 @@ impl Collect {
                         "rx_queues",
                         d.io.xdp.map_or(String::new(), |x| x.queues.to_string()),
                     ),
+                    (
+                        "multi_buffer",
+                        d.io.xdp.is_some_and(|x| x.multi_buffer).to_string(),
+                    ),
                 ];
                 (l, 1.0)
             })

@@ -5,8 +5,9 @@
 //! [`Exporter`] about once a second, and the exporter's own thread answers requests from the
 //! latest one. Metrics (labels `direction` = egress | ingress, and `qdisc` = the discipline's kind):
 //! - `debloat_gateway_uptime_seconds`, `debloat_gateway_info{…, from, to, qdisc, link} 1`;
-//! - `debloat_gateway_io_info{direction, interface, io, xdp_mode, zero_copy, rx_queues} 1` (the back end
-//!   frames of the direction arrive on) and `debloat_gateway_workers`;
+//! - `debloat_gateway_io_info{direction, interface, io, xdp_mode, zero_copy, rx_queues,
+//!   multi_buffer} 1` (the back end frames of the direction arrive on; `multi_buffer` says whether
+//!   an AF_XDP socket takes frames over several UMEM frames) and `debloat_gateway_workers`;
 //! - `debloat_gateway_frames_total{direction, fate}` — fate is received, malformed, oversized,
 //!   qdisc_dropped, lost, ecn_marked, duplicated, corrupted, reordered, overlimit,
 //!   buffer_dropped, sent, tx_error;
@@ -515,7 +516,7 @@ pub(crate) mod tests {
                     zero_copy: false,
                     busy_poll: false,
                     queues: 2,
-                    multi_buffer: false,
+                    multi_buffer: true,
                 }),
                 fallback: None,
             },
@@ -553,7 +554,7 @@ pub(crate) mod tests {
         let page = render(snapshot("cake bandwidth 10Mbit diffserv4"));
         for want in [
             "debloat_gateway_uptime_seconds 3.5",
-            r#"debloat_gateway_io_info{direction="egress",interface="lan0",io="af_xdp",xdp_mode="native",zero_copy="false",rx_queues="2"} 1"#,
+            r#"debloat_gateway_io_info{direction="egress",interface="lan0",io="af_xdp",xdp_mode="native",zero_copy="false",rx_queues="2",multi_buffer="true"} 1"#,
             "debloat_gateway_workers 1",
             r#"debloat_gateway_frames_total{direction="egress",fate="received"} 10"#,
             r#"debloat_gateway_frames_total{direction="ingress",fate="lost"} 2"#,
