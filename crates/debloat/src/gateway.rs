@@ -167,7 +167,7 @@ pub struct RunArgs {
     /// Forwarding threads, each with a shard of the hosts: the kernel hands each worker all
     /// frames of its hosts (by the LAN host's address, both ways), a shaper's rate is split
     /// between the workers by demand every 0.5 ms (a rate controller, on the first worker,
-    /// sets the total). On AF_PACKET a fanout group's program picks the worker; on AF_XDP the
+    /// sets the total), an htb tree's class by class. On AF_PACKET a fanout group's program picks the worker; on AF_XDP the
     /// XDP program does, the workers' sockets sharing the queue's UMEM.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub(crate) workers: Option<u16>,

@@ -4,7 +4,6 @@
 
 use crate::gateway::RunArgs;
 use anyhow::{bail, Result};
-use debloat_core::QdiscSpec;
 use debloat_gateway::Config;
 
 /// `--workers N` and `--cores LIST`: how many workers (LIST's length, if N is not given).
@@ -42,24 +41,18 @@ pub(crate) fn say(cfg: &Config) {
 }
 
 /// With several workers every shaper's rate must be split between them (each worker runs its
-/// own copy of the disciplines): cake's `bandwidth` and tbf's `rate` are; an htb tree is not, so
-/// each worker would shape at the tree's full rates, N× the link's. Refused, with the reason.
+/// own copy of the disciplines): cake's `bandwidth` and tbf's `rate` are, and an htb tree's
+/// classes are, one by one (`debloat_gateway::htb_split`). LibreQoS's circuits are not yet:
+/// refused, with the reason.
 pub(crate) fn split_between_workers(cfg: &Config) -> Result<()> {
     if cfg.workers < 2 {
         return Ok(());
     }
-    for (flag, spec) in [("--egress", &cfg.egress), ("--ingress", &cfg.ingress)] {
-        if matches!(spec, QdiscSpec::Htb(_)) {
-            let what = if cfg.circuits.is_some() {
-                "--network/--devices (LibreQoS's circuits are htb trees)".to_string()
-            } else {
-                format!("htb on {flag}")
-            };
-            bail!(
-                "--workers {n} with {what}: each worker would shape at the tree's full rates, {n}× the link's in all; run one worker (splitting an htb tree between workers is not built yet), or shape with cake or tbf, whose rate the workers split",
-                n = cfg.workers
-            );
-        }
+    if cfg.circuits.is_some() {
+        bail!(
+            "--workers {n} with --network/--devices: the circuit stage (LibreQoS's circuits, each an htb class) runs on one worker only for now; run one worker",
+            n = cfg.workers
+        );
     }
     Ok(())
 }

@@ -460,3 +460,82 @@ fn two_workers_take_a_remade_interface_into_the_fanout_group() {
         assert!(accounted(&j[dir]), "{dir}: {}", j[dir]);
     }
 }
+
+/// An htb tree with host A's class guaranteed 5 Mbit/s and host B's 15, both allowed the whole
+/// 20 (the hosts on different workers).
+const TREE: &str = "htb default 20 class 1:1 rate 20Mbit \
+    class 1:10 parent 1:1 rate 5Mbit ceil 20Mbit match src 198.18.1.2 \
+    class 1:20 parent 1:1 rate 15Mbit ceil 20Mbit match src 198.18.1.4";
+
+/// An htb tree split between two workers class by class (`htb_split`): with both hosts busy,
+/// each gets its class's rate as one htb gives it (A a quarter, within 5 points; splitting the
+/// root equally between the busy workers would give A half), the tree's 20 Mbit/s held to 1 %
+/// (each worker running the whole tree at its full rates would pass up to 40); with B idle, A
+/// borrows what B leaves (over 17.5 Mbit/s of goodput; its rate is 5). Every frame accounted
+/// for.
+#[test]
+fn two_workers_split_an_htb_tree_class_by_class() {
+    let Some(_one) = guard() else { return };
+    let bed = up_extra(
+        "wh",
+        "40Mbit",
+        "20ms",
+        TREE,
+        "fq_codel",
+        &["--workers", "2"],
+    );
+    add_addresses(&bed);
+    let c = ns(&bed, "client");
+    let (sink_a, sink_b) = (
+        spawn_sink(&bed, 5221, 14, &[]),
+        spawn_sink(&bed, 5222, 14, &[]),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let senders = [
+        upload(&c, "198.18.2.2:5221", A, "2", 11),
+        upload(&c, "198.18.2.3:5222", B, "2", 11),
+    ];
+    let rx = RxSamples::start(&bed, "server");
+    std::thread::sleep(Duration::from_secs(2));
+    let t0 = SystemTime::now();
+    std::thread::sleep(Duration::from_secs(8));
+    let t1 = SystemTime::now();
+    let j = gateway_stats(&bed);
+    for s in senders {
+        let o = s.join().expect("sender thread");
+        assert!(o.status.success(), "tcp-send: {}", text(&o));
+    }
+    let (ma, mb) = (sink_mbps(sink_a), sink_mbps(sink_b));
+    let wire = rx.rate_bps(t0, t1);
+    let share_a = ma / (ma + mb);
+    let parts: Vec<String> = j["shards"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|s| s["egress_rate_bps"].to_string())
+        .collect();
+    println!(
+        "2 workers, {TREE}: host A {ma:.2} Mbit/s, host B {mb:.2} Mbit/s, A's share {:.1} %; shaped rate {:.3} Mbit/s; the workers' parts {parts:?} bit/s",
+        share_a * 100.0,
+        wire / 1e6
+    );
+    assert!((share_a - 0.25).abs() <= 0.05, "A's share {share_a:.3}");
+    assert!(
+        (wire / RATE - 1.0).abs() <= 0.01,
+        "shaped at {wire:.0} bit/s"
+    );
+    let sink = spawn_sink(&bed, 5223, 9, &[]);
+    std::thread::sleep(Duration::from_millis(300));
+    let o = upload(&c, "198.18.2.2:5223", A, "2", 7)
+        .join()
+        .expect("sender thread");
+    assert!(o.status.success(), "tcp-send: {}", text(&o));
+    let alone = sink_mbps(sink);
+    println!("host A alone: {alone:.2} Mbit/s");
+    assert!(alone > 17.5, "host A alone got {alone:.2} Mbit/s");
+    let j = gateway_stats(&bed);
+    for dir in ["egress", "ingress"] {
+        assert!(accounted(&j[dir]), "{dir}: {}", j[dir]);
+    }
+}

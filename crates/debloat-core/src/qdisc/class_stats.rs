@@ -92,6 +92,8 @@ pub struct ClassCounters {
     pub packets: u64,
     /// Arrivals its leaf refused.
     pub drops: u64,
+    /// Bytes its leaf holds now.
+    pub backlog: u64,
 }
 
 /// `tc -s qdisc show` of a tree: the root, then each leaf given its own discipline, by classid.

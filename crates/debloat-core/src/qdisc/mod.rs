@@ -141,6 +141,13 @@ pub trait Qdisc<P: Packet> {
     }
     /// Every leaf class's counters (a classful discipline's; nothing by default).
     fn leaf_counters(&self, _out: &mut Vec<ClassCounters>) {}
+    /// Run class `minor` (1:N) at `rate_bps` and `ceil_bps` from now on, its other words as
+    /// configured (`tc class change … rate R ceil C`), without changing the configured spec
+    /// that statistics show: a worker's share of an htb tree split between workers. False for
+    /// a classless discipline (the default) or no such class.
+    fn set_class_rates(&mut self, _minor: u16, _rate_bps: u64, _ceil_bps: u64) -> bool {
+        false
+    }
     /// One class of a classful discipline by its minor (1:N), as [`Qdisc::classes`] shows it;
     /// None for a classless one (the default) or no such class.
     fn class(&self, _minor: u16) -> Option<ClassStats> {
@@ -217,6 +224,9 @@ impl<P: Packet, Q: Qdisc<P> + ?Sized> Qdisc<P> for Box<Q> {
     }
     fn leaf_counters(&self, out: &mut Vec<ClassCounters>) {
         (**self).leaf_counters(out)
+    }
+    fn set_class_rates(&mut self, minor: u16, rate_bps: u64, ceil_bps: u64) -> bool {
+        (**self).set_class_rates(minor, rate_bps, ceil_bps)
     }
 }
 

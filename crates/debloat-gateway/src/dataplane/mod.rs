@@ -8,6 +8,7 @@ pub mod csum;
 pub mod forward;
 pub mod frame;
 pub mod gso;
+pub mod htb_split;
 pub mod path;
 pub mod shards;
 pub mod tcp_seen;

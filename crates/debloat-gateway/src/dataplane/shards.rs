@@ -58,6 +58,9 @@ pub struct Shards {
     /// Per direction: the shaper's total as a rate controller set it, bit/s (0: none has; the
     /// discipline's configured rate is the total).
     totals: [AtomicU64; 2],
+    /// Per worker, per direction: the demand on each leaf of an htb tree, in the tree's leaf
+    /// order ([`crate::htb_split`]); written and read at the splits, never on the packet path.
+    leaves: Vec<[Mutex<Vec<Demand>>; 2]>,
 }
 
 /// One shard's demand in one direction, as [`split`] takes it.
@@ -78,6 +81,7 @@ impl Shards {
             commands: (0..n).map(|_| Mutex::new(Vec::new())).collect(),
             reloads: (0..n).map(|_| Mutex::new(None)).collect(),
             reload_waiting: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            leaves: (0..n).map(|_| Default::default()).collect(),
             totals: Default::default(),
         }
     }
@@ -125,6 +129,25 @@ impl Shards {
     /// The total a controller set in direction `dir`, if one has.
     pub fn total(&self, dir: usize) -> Option<u64> {
         Some(self.totals[dir].load(Ordering::Relaxed)).filter(|&b| b > 0)
+    }
+
+    /// Worker `w` says what each leaf of its htb tree in direction `dir` is asked for.
+    pub fn publish_leaves(&self, w: usize, dir: usize, d: &[Demand]) {
+        let mut v = self.leaves[w][dir]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        v.clear();
+        v.extend_from_slice(d);
+    }
+
+    /// Every worker's demand on each htb leaf in direction `dir` (as of its last split).
+    pub fn leaf_demands(&self, dir: usize, out: &mut Vec<Vec<Demand>>) {
+        out.resize_with(self.leaves.len(), Vec::new);
+        for (o, l) in out.iter_mut().zip(&self.leaves) {
+            let v = l[dir].lock().unwrap_or_else(|e| e.into_inner());
+            o.clear();
+            o.extend_from_slice(&v);
+        }
     }
 
     /// Everyone's demand in direction `dir`.

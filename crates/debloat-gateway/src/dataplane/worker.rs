@@ -33,11 +33,11 @@ use std::sync::Arc;
 /// How often a worker publishes its numbers and takes commands, ns.
 const PUBLISH_EVERY_NS: u64 = 100_000_000;
 /// The arrival rate's smoothing time, ns.
-const SMOOTH_NS: f64 = 20e6;
+pub(crate) const SMOOTH_NS: f64 = 20e6;
 /// A shard with frames waiting at this share of the last 5 ms of splits counts as busy.
-const BUSY_SHARE: f64 = 0.75;
+pub(crate) const BUSY_SHARE: f64 = 0.75;
 /// The smoothing time of the share of splits at which frames waited, ns.
-const CONSTRAINED_NS: f64 = 5e6;
+pub(crate) const CONSTRAINED_NS: f64 = 5e6;
 
 /// A worker's place among the others.
 #[derive(Debug)]
@@ -55,6 +55,8 @@ pub struct ShardRole {
     arrival_bps: [f64; 2],
     /// Per direction: the smoothed share of splits at which frames waited.
     constrained: [f64; 2],
+    /// Per direction: an htb tree's split, once the first split has seen it.
+    htb: [Option<crate::htb_split::Watch>; 2],
     /// Per direction: the share last set on the shaper.
     share: [Option<u64>; 2],
 }
@@ -69,12 +71,13 @@ impl ShardRole {
     /// split sets each again.
     pub(crate) fn forget_shares(&mut self) {
         self.share = [None; 2];
+        self.htb = [None, None];
     }
 }
 
 /// The shaper's configured rate, bit/s, if the discipline has one the workers can split: cake's
-/// `bandwidth`, tbf's `rate` (its `peakrate` stays each worker's). An htb tree cannot be split
-/// yet and is refused with several workers (`debloat gateway`).
+/// `bandwidth`, tbf's `rate` (its `peakrate` stays each worker's). An htb tree is split class by
+/// class instead ([`crate::htb_split`]).
 fn shaper_bps(spec: &QdiscSpec) -> Option<u64> {
     match spec {
         QdiscSpec::Cake(c) => c.bandwidth_bytes_per_s.map(|b| b * 8),
@@ -126,6 +129,18 @@ impl Gateway {
             role.shards.publish(role.index, dir, d);
             role.shards
                 .publish_counts(role.index, dir, st.bytes, st.backlog);
+            if let QdiscSpec::Htb(h) = &side.spec {
+                let w = role.htb[dir].get_or_insert_with(|| crate::htb_split::Watch::new(h, now));
+                w.tick(
+                    side.path.qdisc_mut().as_mut(),
+                    &role.shards,
+                    role.index,
+                    dir,
+                    now,
+                );
+                role.share[dir] = w.total();
+                continue;
+            }
             let demands = role.shards.demands(dir);
             let Some(total) = role.shards.total(dir).or_else(|| shaper_bps(&side.spec)) else {
                 role.share[dir] = None;
@@ -299,6 +314,7 @@ fn role(index: usize, shards: Arc<Shards>, cpu: Option<usize>) -> ShardRole {
         last: [(0, 0, 0); 2],
         arrival_bps: [0.0; 2],
         constrained: [0.0; 2],
+        htb: [None, None],
         share: [None; 2],
     }
 }
@@ -401,7 +417,7 @@ mod tests {
     use debloat_core::QdiscSpec;
 
     /// The rates the workers split: cake's bandwidth and tbf's rate; none for a discipline
-    /// that does not shape (and htb, refused with several workers).
+    /// that does not shape (and htb, whose classes are split one by one: `htb_split`).
     #[test]
     fn the_shapers_the_workers_split() {
         let bps = |w: &str| shaper_bps(&w.parse::<QdiscSpec>().expect("valid"));

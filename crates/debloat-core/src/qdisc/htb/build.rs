@@ -23,7 +23,7 @@ pub(crate) struct Built {
 }
 
 /// A class's buckets, as tc turns the words into what it hands the kernel.
-fn bucket(rate_bps: u64, given: Option<u32>, mtu: u32) -> i64 {
+pub(crate) fn bucket(rate_bps: u64, given: Option<u32>, mtu: u32) -> i64 {
     // tc: the rate over the timer's frequency (1e9 Hz with high-resolution timers) + mtu.
     let bytes = given.unwrap_or_else(|| (rate_bps / 8 / 1_000_000_000) as u32 + mtu);
     i64::from(tc_xmittime_ticks(rate_bps / 8, bytes)) << 6

@@ -226,6 +226,25 @@ impl<P: Packet + 'static> Htb<P> {
         Some(changed)
     }
 
+    /// Class `i` runs at `rate_bps` and `ceil_bps` (at least 8 kbit/s, the ceil at least the
+    /// rate) with its configured bursts and quantum: its buckets are the words' at the new
+    /// rates, as `tc class change` would make them, and its tokens are kept (held to the smaller
+    /// bucket). The spec is not changed.
+    fn run_at(&mut self, i: usize, rate_bps: u64, ceil_bps: u64) {
+        let s = &self.spec.classes[i];
+        let rate_bps = rate_bps.max(8_000);
+        let ceil_bps = ceil_bps.max(rate_bps);
+        let c = &mut self.tree.classes[i];
+        c.rate =
+            crate::qdisc::ratecfg::RateCfg::with_link(rate_bps / 8, s.overhead, s.mpu, s.linklayer);
+        c.ceil =
+            crate::qdisc::ratecfg::RateCfg::with_link(ceil_bps / 8, s.overhead, s.mpu, s.linklayer);
+        c.buffer = build::bucket(rate_bps, s.burst, s.mtu);
+        c.cbuffer = build::bucket(ceil_bps, s.cburst, s.mtu);
+        c.tokens = c.tokens.min(c.buffer);
+        c.ctokens = c.ctokens.min(c.cbuffer);
+    }
+
     /// Leaves whose discipline exists, and entries waiting in the idle queue.
     pub fn live_leaves(&self) -> (usize, usize) {
         (
@@ -475,18 +494,28 @@ impl<P: Packet + 'static> Qdisc<P> for Htb<P> {
     }
 
     fn leaf_counters(&self, out: &mut Vec<ClassCounters>) {
-        out.extend(
-            self.tree
-                .classes
-                .iter()
-                .filter(|c| c.level == 0)
-                .map(|c| ClassCounters {
-                    minor: c.id as u16,
-                    bytes: c.counters.bytes,
-                    packets: c.counters.packets,
-                    drops: c.counters.drops,
-                }),
-        );
+        out.extend(self.tree.classes.iter().filter(|c| c.level == 0).map(|c| {
+            ClassCounters {
+                minor: c.id as u16,
+                bytes: c.counters.bytes,
+                packets: c.counters.packets,
+                drops: c.counters.drops,
+                backlog: c
+                    .leaf
+                    .and_then(|l| self.leaves[l as usize].as_ref())
+                    .map_or(0, |q| q.backlog()),
+            }
+        }));
+    }
+
+    fn set_class_rates(&mut self, minor: u16, rate_bps: u64, ceil_bps: u64) -> bool {
+        match self.by_minor(minor) {
+            Some(i) => {
+                self.run_at(i as usize, rate_bps, ceil_bps);
+                true
+            }
+            None => false,
+        }
     }
 
     fn class(&self, minor: u16) -> Option<ClassStats> {

@@ -338,6 +338,45 @@ fn rates_change_in_place() {
     assert_eq!(q.change(&"fq_codel".parse().expect("valid")), None);
 }
 
+/// A class run at other rates (a worker's share of a split tree) sends at them, with its
+/// packets kept and the spec that statistics show unchanged; the leaf's counters show its
+/// backlog.
+#[test]
+fn a_class_runs_at_rates_set_from_outside() {
+    let mut q = htb(TWO);
+    for i in 0..10 {
+        q.enqueue(from(1, i, 1000), 0);
+    }
+    let mut leaves = Vec::new();
+    q.leaf_counters(&mut leaves);
+    assert_eq!(
+        leaves
+            .iter()
+            .map(|l| (l.minor, l.backlog))
+            .collect::<Vec<_>>(),
+        [(0x10, 10_000), (0x20, 0)]
+    );
+    assert!(q.set_class_rates(0x1, 6_000_000, 6_000_000));
+    assert!(q.set_class_rates(0x10, 1_000_000, 3_000_000));
+    assert!(!q.set_class_rates(0x99, 1_000_000, 1_000_000));
+    assert_eq!((q.qlen(), q.backlog()), (10, 10_000));
+    let r = saturate(q.as_mut(), &[1], 5);
+    assert!(
+        (r[0] - 3e6).abs() < 0.05e6,
+        "the class's new ceiling: {r:?}"
+    );
+    let r = saturate(q.as_mut(), &[1, 2], 5);
+    assert!(
+        (r[0] + r[1] - 6e6).abs() < 0.06e6,
+        "the root's new rate: {r:?}"
+    );
+    assert!(
+        q.classes()[0].options.contains("rate 10Mbit ceil 10Mbit"),
+        "{:?}",
+        q.classes()[0]
+    );
+}
+
 /// A node (1:2) with two circuits and a default class beside it.
 const SITE: &str = "htb default 30 class 1:1 rate 10Mbit \
     class 1:2 parent 1:1 rate 5Mbit ceil 10Mbit \
