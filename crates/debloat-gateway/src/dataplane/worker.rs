@@ -131,14 +131,11 @@ impl Gateway {
                 .publish_counts(role.index, dir, st.bytes, st.backlog);
             if let QdiscSpec::Htb(h) = &side.spec {
                 let w = role.htb[dir].get_or_insert_with(|| crate::htb_split::Watch::new(h, now));
-                w.tick(
-                    side.path.qdisc_mut().as_mut(),
-                    &role.shards,
-                    role.index,
-                    dir,
-                    now,
-                );
+                let q = side.path.qdisc_mut().as_mut();
+                let took = w.tick(q, &role.shards, role.index, dir, now);
                 role.share[dir] = w.total();
+                // A large tree splits less often: at most a twentieth of the worker's time.
+                role.split_at = role.split_at.max(now + 20 * took);
                 continue;
             }
             let demands = role.shards.demands(dir);
