@@ -314,10 +314,16 @@ impl Watch {
         let dt = now.saturating_sub(self.at).max(1) as f64;
         self.at = now;
         let (a, c) = ((dt / SMOOTH_NS).min(1.0), (dt / CONSTRAINED_NS).min(1.0));
+        // The first split after start or a reload only reads the counters (a reloaded tree
+        // keeps them): what they hold did not arrive since the last split.
+        let first = self.set.is_empty();
         self.demand.clear();
         for (k, l) in self.counters.iter().enumerate() {
             let total = l.bytes + l.backlog;
-            let inst = total.saturating_sub(self.last[k]) as f64 * 8.0 * 1e9 / dt;
+            let inst = match first {
+                true => 0.0,
+                false => total.saturating_sub(self.last[k]) as f64 * 8.0 * 1e9 / dt,
+            };
             self.last[k] = total;
             self.arrival_bps[k] += a * (inst - self.arrival_bps[k]);
             let waited = f64::from(u8::from(l.backlog > 0));
