@@ -101,28 +101,7 @@ fn two_workers_keep_host_fairness_the_rate_and_give_a_busy_shard_what_an_idle_on
 /// and both shards busy. (A window of 5 s read 19.78 once: single CUBIC flows backing off move
 /// a short window's mean.)
 fn host_shares_and_the_rate(bed: &Bed, what: &str) {
-    let c = ns(bed, "client");
-    let (sink_a, sink_b) = (
-        spawn_sink(bed, 5201, 14, &[]),
-        spawn_sink(bed, 5202, 14, &[]),
-    );
-    std::thread::sleep(Duration::from_millis(300));
-    let send = |to: &str, from: &str, streams: &str, secs: u32| upload(&c, to, from, streams, secs);
-    let senders = [
-        send("198.18.2.2:5201", A, "8", 11),
-        send("198.18.2.3:5202", B, "1", 11),
-    ];
-    let rx = RxSamples::start(bed, "server");
-    std::thread::sleep(Duration::from_secs(2));
-    let t0 = SystemTime::now();
-    std::thread::sleep(Duration::from_secs(8));
-    let t1 = SystemTime::now();
-    for s in senders {
-        let o = s.join().expect("sender thread");
-        assert!(o.status.success(), "tcp-send: {}", text(&o));
-    }
-    let (ma, mb) = (sink_mbps(sink_a), sink_mbps(sink_b));
-    let wire = rx.rate_bps(t0, t1);
+    let (ma, mb, wire, _) = uploads_and_the_wire(bed, [5201, 5202], ["8", "1"]);
     let share_a = ma / (ma + mb);
     println!(
         "{what}, cake 20Mbit dual-srchost: host A (8 uploads) {ma:.2} Mbit/s, host B (1) {mb:.2} Mbit/s, A's share {:.1} %; shaped rate {:.3} Mbit/s",
@@ -143,6 +122,35 @@ fn host_shares_and_the_rate(bed: &Bed, what: &str) {
     for s in &shards {
         assert!(s["egress_received"].as_u64().unwrap_or(0) > 1000, "{s}");
     }
+}
+
+/// For 11 s, uploads from host A (`streams[0]` of them, to 198.18.2.2) and host B (to
+/// 198.18.2.3) to sinks on `ports`: each host's goodput (Mbit/s), the rate on the server's wire
+/// from 2 s to 10 s (bit/s), and the gateway's statistics at 10 s.
+fn uploads_and_the_wire(
+    bed: &Bed,
+    ports: [u16; 2],
+    streams: [&str; 2],
+) -> (f64, f64, f64, serde_json::Value) {
+    let c = ns(bed, "client");
+    let sinks = ports.map(|p| spawn_sink(bed, p, 14, &[]));
+    std::thread::sleep(Duration::from_millis(300));
+    let senders = [
+        upload(&c, &format!("198.18.2.2:{}", ports[0]), A, streams[0], 11),
+        upload(&c, &format!("198.18.2.3:{}", ports[1]), B, streams[1], 11),
+    ];
+    let rx = RxSamples::start(bed, "server");
+    std::thread::sleep(Duration::from_secs(2));
+    let t0 = SystemTime::now();
+    std::thread::sleep(Duration::from_secs(8));
+    let t1 = SystemTime::now();
+    let j = gateway_stats(bed);
+    for s in senders {
+        let o = s.join().expect("sender thread");
+        assert!(o.status.success(), "tcp-send: {}", text(&o));
+    }
+    let [ma, mb] = sinks.map(sink_mbps);
+    (ma, mb, rx.rate_bps(t0, t1), j)
 }
 
 /// CUBIC uploads from the client's address `from` to `to` for `secs`, on a thread.
@@ -486,27 +494,7 @@ fn two_workers_split_an_htb_tree_class_by_class() {
     );
     add_addresses(&bed);
     let c = ns(&bed, "client");
-    let (sink_a, sink_b) = (
-        spawn_sink(&bed, 5221, 14, &[]),
-        spawn_sink(&bed, 5222, 14, &[]),
-    );
-    std::thread::sleep(Duration::from_millis(300));
-    let senders = [
-        upload(&c, "198.18.2.2:5221", A, "2", 11),
-        upload(&c, "198.18.2.3:5222", B, "2", 11),
-    ];
-    let rx = RxSamples::start(&bed, "server");
-    std::thread::sleep(Duration::from_secs(2));
-    let t0 = SystemTime::now();
-    std::thread::sleep(Duration::from_secs(8));
-    let t1 = SystemTime::now();
-    let j = gateway_stats(&bed);
-    for s in senders {
-        let o = s.join().expect("sender thread");
-        assert!(o.status.success(), "tcp-send: {}", text(&o));
-    }
-    let (ma, mb) = (sink_mbps(sink_a), sink_mbps(sink_b));
-    let wire = rx.rate_bps(t0, t1);
+    let (ma, mb, wire, j) = uploads_and_the_wire(&bed, [5221, 5222], ["2", "2"]);
     let share_a = ma / (ma + mb);
     let parts: Vec<String> = j["shards"]
         .as_array()
