@@ -11,8 +11,10 @@
 mod common;
 use common::bed::*;
 use common::rx::RxSamples;
+use common::stalls::{again_if_the_host_stalled, judge_timing};
 use common::text;
 use debloat_gateway::testbed;
+use debloat_gateway::tools::host_stalls::Watch;
 use std::time::{Duration, SystemTime};
 
 const A: &str = "198.18.1.2";
@@ -99,20 +101,23 @@ fn two_workers_keep_host_fairness_the_rate_and_give_a_busy_shard_what_an_idle_on
 /// Host A runs 8 uploads, host B one, for 11 s: each host's share within 5 points of half,
 /// the shaped rate (read from 2 s to 10 s) within 1 % of 20 Mbit/s, every frame accounted for,
 /// and both shards busy. (A window of 5 s read 19.78 once: single CUBIC flows backing off move
-/// a short window's mean.)
+/// a short window's mean. An 8 s window read 19.71 in CI once; the run is measured again when
+/// the host stalled the machine meanwhile, `common::stalls`.)
 fn host_shares_and_the_rate(bed: &Bed, what: &str) {
-    let (ma, mb, wire, _) = uploads_and_the_wire(bed, [5201, 5202], ["8", "1"]);
+    let half = |ma: f64, mb: f64| (ma / (ma + mb) - 0.5).abs() <= 0.05;
+    let ((ma, mb, wire, _), host) = again_if_the_host_stalled(
+        what,
+        || uploads_and_the_wire(bed, [5201, 5202], ["8", "1"]),
+        |r| half(r.0, r.1) && rate_ok(r.2),
+    );
     let share_a = ma / (ma + mb);
     println!(
         "{what}, cake 20Mbit dual-srchost: host A (8 uploads) {ma:.2} Mbit/s, host B (1) {mb:.2} Mbit/s, A's share {:.1} %; shaped rate {:.3} Mbit/s",
         share_a * 100.0,
         wire / 1e6
     );
-    assert!((share_a - 0.5).abs() <= 0.05, "A's share {share_a:.3}");
-    assert!(
-        (wire / RATE - 1.0).abs() <= 0.01,
-        "shaped at {wire:.0} bit/s"
-    );
+    assert!(half(ma, mb), "A's share {share_a:.3}");
+    judge_timing(rate_ok(wire), &host, &format!("shaped at {wire:.0} bit/s"));
     let j = gateway_stats(bed);
     for dir in ["egress", "ingress"] {
         assert!(accounted(&j[dir]), "{dir}: {}", j[dir]);
@@ -122,6 +127,11 @@ fn host_shares_and_the_rate(bed: &Bed, what: &str) {
     for s in &shards {
         assert!(s["egress_received"].as_u64().unwrap_or(0) > 1000, "{s}");
     }
+}
+
+/// The wire's rate within 1 % of [`RATE`].
+fn rate_ok(wire_bps: f64) -> bool {
+    (wire_bps / RATE - 1.0).abs() <= 0.01
 }
 
 /// For 11 s, uploads from host A (`streams[0]` of them, to 198.18.2.2) and host B (to
@@ -251,6 +261,7 @@ fn two_workers_take_a_reload_together() {
         &["--workers", "2", "--config", &t],
     );
     add_addresses(&bed);
+    let watch = Watch::start();
     let ([sink_a, sink_b], senders) = two_hosts_upload(&bed, [5211, 5212], 11);
     let rx = RxSamples::start(&bed, "server");
     let rate = |from: Duration, len: Duration| {
@@ -280,18 +291,22 @@ fn two_workers_take_a_reload_together() {
         assert!(o.status.success(), "tcp-send: {}", text(&o));
     }
     let (ma, mb) = (sink_mbps(sink_a), sink_mbps(sink_b));
+    let host = watch.stop();
     println!(
-        "2 workers, reload 10 → 20 Mbit/s: shaped {:.3} then {:.3} Mbit/s; hosts {ma:.2} and {mb:.2} Mbit/s",
+        "2 workers, reload 10 → 20 Mbit/s: shaped {:.3} then {:.3} Mbit/s; hosts {ma:.2} and {mb:.2} Mbit/s; meanwhile {host}",
         before / 1e6,
         after / 1e6
     );
-    assert!(
-        (before / 10e6 - 1.0).abs() <= 0.02,
-        "before: {before:.0} bit/s"
+    let within_2 = |bps: f64, of: f64| (bps / of - 1.0).abs() <= 0.02;
+    judge_timing(
+        within_2(before, 10e6),
+        &host,
+        &format!("before: {before:.0} bit/s"),
     );
-    assert!(
-        (after / 20e6 - 1.0).abs() <= 0.02,
-        "after: {after:.0} bit/s"
+    judge_timing(
+        within_2(after, 20e6),
+        &host,
+        &format!("after: {after:.0} bit/s"),
     );
     let share = ma / (ma + mb);
     assert!((share - 0.5).abs() <= 0.05, "A's share {share:.3}");
@@ -494,7 +509,12 @@ fn two_workers_split_an_htb_tree_class_by_class() {
     );
     add_addresses(&bed);
     let c = ns(&bed, "client");
-    let (ma, mb, wire, j) = uploads_and_the_wire(&bed, [5221, 5222], ["2", "2"]);
+    let quarter = |ma: f64, mb: f64| (ma / (ma + mb) - 0.25).abs() <= 0.05;
+    let ((ma, mb, wire, j), host) = again_if_the_host_stalled(
+        "htb tree",
+        || uploads_and_the_wire(&bed, [5221, 5222], ["2", "2"]),
+        |r| quarter(r.0, r.1) && rate_ok(r.2),
+    );
     let share_a = ma / (ma + mb);
     let parts: Vec<String> = j["shards"]
         .as_array()
@@ -508,11 +528,8 @@ fn two_workers_split_an_htb_tree_class_by_class() {
         share_a * 100.0,
         wire / 1e6
     );
-    assert!((share_a - 0.25).abs() <= 0.05, "A's share {share_a:.3}");
-    assert!(
-        (wire / RATE - 1.0).abs() <= 0.01,
-        "shaped at {wire:.0} bit/s"
-    );
+    assert!(quarter(ma, mb), "A's share {share_a:.3}");
+    judge_timing(rate_ok(wire), &host, &format!("shaped at {wire:.0} bit/s"));
     let sink = spawn_sink(&bed, 5223, 9, &[]);
     std::thread::sleep(Duration::from_millis(300));
     let o = upload(&c, "198.18.2.2:5223", A, "2", 7)

@@ -1,5 +1,7 @@
 //! Test tools: the testbed (three network namespaces joined by veth pairs, the gateway between
-//! them: [`testbed`]) and a UDP load generator ([`loadgen`]).
+//! them: [`testbed`]), a UDP load generator ([`loadgen`]) and a witness of the host stalling
+//! the machine while a test measures ([`host_stalls`]).
 
+pub mod host_stalls;
 pub mod loadgen;
 pub mod testbed;

@@ -20,15 +20,19 @@
 //! three addresses of their own, every 50 ms each (see [`Measured::ping_pct`]). The
 //! discipline's counters come from `tc -s -j qdisc show` and from `gateway stats --json`, read
 //! into one shape ([`counts`]) as the load ends, and once a second through the measured part
-//! for CAKE's sojourn average; [`compare`] holds the tolerances.
+//! for CAKE's sojourn average; [`compare`] holds the tolerances. The host watches its own CPUs
+//! meanwhile, and pings in flight while it stalled the guest are left out of both sides
+//! ([`stalled`]).
 
 pub mod compare;
 pub mod counts;
 mod hosts;
+pub mod stalled;
 mod traffic;
 
 use counts::Counts;
 use debloat_gateway::testbed::{self, sh, Setup, TestbedError};
+use debloat_gateway::tools::host_stalls::{self, HostStalls};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -127,6 +131,10 @@ pub struct Measured {
     /// Round trips after `omit`, ms, sorted, one list per ping flow (each from its own
     /// address, [`traffic::PING_FLOWS`] of them).
     pub ping_flows_ms: Vec<Vec<f64>>,
+    /// The same round trips in the order they came, each `[reply time, ms]` (the reply time in
+    /// seconds since the epoch): to leave out those the host stalled ([`SideBySide::host`]).
+    #[serde(default)]
+    pub ping_flows_at: Vec<Vec<[f64; 2]>>,
     /// Idle round trip before the load (median of 10 pings), ms.
     pub idle_ms: f64,
     /// Goodput per host, bit/s (counted after `omit`).
@@ -188,6 +196,14 @@ pub struct SideBySide {
     pub kernel_added_delay_ms: f64,
     /// `uname -r` of the guest.
     pub kernel_release: String,
+    /// What the machine's host took away while the guest ran both sides ([`in_lab`]; None
+    /// from [`run`] inside the guest, which cannot see it).
+    #[serde(default)]
+    pub host: Option<HostStalls>,
+    /// The pings left out of each side's percentiles, kernel's then debloat's, since the host
+    /// stalled while they flew ([`stalled`]; None inside the guest).
+    #[serde(default)]
+    pub left_out: Option<[stalled::LeftOut; 2]>,
 }
 
 /// Whether a spec shapes by itself (cake with a bandwidth, tbf), so needs no HTB or link rate.
@@ -233,6 +249,8 @@ pub fn run(plan: &Plan, exe: &std::path::Path, prefix: &str) -> Result<SideBySid
         debloat,
         kernel_added_delay_ms: added_ms,
         kernel_release,
+        host: None,
+        left_out: None,
     })
 }
 
@@ -468,16 +486,19 @@ fn gateway_args(plan: &Plan) -> Result<Vec<String>, TestbedError> {
     Ok(a)
 }
 
-/// Boot `lab` and run [`run`] inside it (`exe lab side PLAN`), bringing the result back.
+/// Boot `lab` and run [`run`] inside it (`exe lab side PLAN`), bringing the result back with
+/// what the host took away meanwhile ([`SideBySide::host`]).
 pub fn in_lab(lab: &crate::Lab, plan: &Plan, exe: &std::path::Path) -> Result<SideBySide, String> {
     let plan_json = serde_json::to_string(plan).map_err(|e| e.to_string())?;
     let script = format!(
         "cat > plan.json <<'PLAN'\n{plan_json}\nPLAN\n\"$DEBLOAT\" lab side plan.json > side.json\n"
     );
     let keep = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let watch = host_stalls::Watch::start();
     let o = lab
         .run_with_binary(&script, Some(keep.path()), exe)
         .map_err(|e| e.to_string())?;
+    let host = watch.stop();
     if o.status != 0 {
         return Err(format!(
             "the side-by-side run failed in the guest (exit {}):\n{}{}",
@@ -485,7 +506,10 @@ pub fn in_lab(lab: &crate::Lab, plan: &Plan, exe: &std::path::Path) -> Result<Si
         ));
     }
     let text = std::fs::read_to_string(keep.path().join("side.json")).map_err(|e| e.to_string())?;
-    serde_json::from_str(&text).map_err(|e| format!("side.json: {e}"))
+    let mut s: SideBySide = serde_json::from_str(&text).map_err(|e| format!("side.json: {e}"))?;
+    s.host = Some(host);
+    stalled::apply(&mut s);
+    Ok(s)
 }
 
 #[cfg(test)]

@@ -62,6 +62,18 @@ pub(super) fn ping_rtts(out: &str) -> Vec<(u32, f64)> {
         .collect()
 }
 
+/// `ping -D`'s replies: sequence number, when the reply came (seconds since the epoch, the
+/// `[…]` stamp; the guest's clock is the host's) and the round trip, ms.
+pub(super) fn ping_stamped(out: &str) -> Vec<(u32, f64, f64)> {
+    out.lines()
+        .filter_map(|l| {
+            let at = l.strip_prefix('[')?.split(']').next()?.parse().ok()?;
+            let (seq, rtt) = ping_rtts(l).into_iter().next()?;
+            Some((seq, at, rtt))
+        })
+        .collect()
+}
+
 /// `tcp-sink`'s goodput per connection, bit/s.
 pub(super) fn sink_bps(out: &str) -> Vec<f64> {
     out.lines()
@@ -244,7 +256,9 @@ pub(super) fn measure(
     let pings = (0..PING_FLOWS)
         .map(|k| {
             let from = ping_source(k);
-            let args = ["ping", "-n", "-I", &from, "-i", &interval, "-w", &secs];
+            let args = [
+                "ping", "-n", "-D", "-I", &from, "-i", &interval, "-w", &secs,
+            ];
             spawn(&c, &[&args[..], &[testbed::SERVER_V4]].concat())
         })
         .collect::<Result<Vec<_>, _>>()?;
@@ -266,13 +280,15 @@ pub(super) fn measure(
     };
     for p in pings {
         let out = finish(p, "ping under load").unwrap_or_default();
-        let mut rtts: Vec<f64> = ping_rtts(&out)
+        let stamped: Vec<[f64; 2]> = ping_stamped(&out)
             .into_iter()
-            .filter(|&(seq, _)| f64::from(seq) * PING_INTERVAL_S >= f64::from(plan.omit))
-            .map(|(_, t)| t)
+            .filter(|&(seq, _, _)| f64::from(seq) * PING_INTERVAL_S >= f64::from(plan.omit))
+            .map(|(_, at, rtt)| [at, rtt])
             .collect();
+        let mut rtts: Vec<f64> = stamped.iter().map(|s| s[1]).collect();
         rtts.sort_by(f64::total_cmp);
         m.ping_flows_ms.push(rtts);
+        m.ping_flows_at.push(stamped);
     }
     for s in sinks {
         let per_flow = sink_bps(&finish(s, "tcp-sink")?);
@@ -314,6 +330,8 @@ mod tests {
     fn ping_and_sink_lines_parse() {
         let p = "PING 198.18.2.2 (198.18.2.2) 56(84) bytes of data.\n64 bytes from 198.18.2.2: icmp_seq=1 ttl=64 time=2.31 ms\n64 bytes from 198.18.2.2: icmp_seq=2 ttl=64 time=10.5 ms\n";
         assert_eq!(ping_rtts(p), vec![(1, 2.31), (2, 10.5)]);
+        let d = "PING 198.18.2.2 (198.18.2.2) 56(84) bytes of data.\n[1795909554.725141] 64 bytes from 198.18.2.2: icmp_seq=7 ttl=64 time=11.2 ms\n[1795909554.7] no answer yet for icmp_seq=8\n";
+        assert_eq!(ping_stamped(d), vec![(7, 1795909554.725141, 11.2)]);
         let s = "connection 1 received 1000000 bytes in 2.000 s (first 5 s omitted): 4.000 Mbit/s\nconnection 2 received 500000 bytes in 1.000 s: 4.000 Mbit/s\n";
         assert_eq!(sink_bps(s), vec![4e6, 4e6]);
     }

@@ -3,6 +3,7 @@
 
 pub mod bed;
 pub mod rx;
+pub mod stalls;
 
 use std::path::Path;
 use std::process::{Command, Output};
