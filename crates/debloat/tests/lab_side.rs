@@ -4,8 +4,8 @@
 //! test asserts that every figure agrees within the tolerances of
 //! `debloat_lab::side::compare` (latency added by load, goodput, host shares, drop and mark
 //! rates, CAKE's tin shares) and that the figure the family is about was really exercised. A
-//! comparison that differs while the host stole the machine's CPU runs once more, and a p99 the
-//! stolen CPU decided is printed but not judged (docs/kernel-lab.md, "the host stealing the CPU").
+//! comparison that differs while the host stole the machine's CPU runs once more, and a figure
+//! the stolen CPU decided is printed but not judged (docs/kernel-lab.md, "the host stealing the CPU").
 //! One test runs the diagnostic arrangement (`--kernel-via-gateway --kernel-first`).
 //!
 //! Needs `kmod`, `patchelf` and (once) apt reaching the Debian archive for the lab's kernel;

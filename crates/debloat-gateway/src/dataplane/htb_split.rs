@@ -66,7 +66,12 @@ pub struct Shape {
 impl Shape {
     /// The tree of an htb spec.
     pub fn of(spec: &HtbSpec) -> Shape {
-        let index = |minor: u16| spec.classes.iter().position(|c| c.id == minor);
+        // By minor, once: a search per class made a 10,000-class tree's start quadratic.
+        let by_minor: std::collections::HashMap<u16, usize> = (spec.classes.iter())
+            .enumerate()
+            .map(|(i, c)| (c.id, i))
+            .collect();
+        let index = |minor: u16| by_minor.get(&minor).copied();
         let mut nodes: Vec<Node> =
             spec.classes
                 .iter()
