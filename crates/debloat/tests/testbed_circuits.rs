@@ -11,8 +11,10 @@
 
 mod common;
 use common::bed::*;
+use common::stalls::judge_timing;
 use common::text;
 use debloat_gateway::testbed;
+use debloat_gateway::tools::host_stalls::Watch;
 use std::process::Command;
 use std::time::Duration;
 
@@ -110,15 +112,15 @@ fn circuits_get_their_ceilings_and_change_in_place() {
         .output()
         .expect("ip");
     assert!(o.status.success(), "{}", text(&o));
+    let watch = Watch::start();
     let (a, b) = uploads(&bed, 10, || {});
-    println!("circuit 1 (12 Mbit/s): {a:.2} Mbit/s; circuit 2 (4 Mbit/s): {b:.2} Mbit/s");
+    let host = watch.stop();
+    println!("circuit 1 (12 Mbit/s): {a:.2} Mbit/s; circuit 2 (4 Mbit/s): {b:.2} Mbit/s; meanwhile {host}");
     // Goodput is the ceiling less the headers (1448 of 1514 bytes: 4.4 %).
     for (got, ceil) in [(a, 12.0), (b, 4.0)] {
         let want = ceil * 1448.0 / 1514.0;
-        assert!(
-            (got - want).abs() <= 0.05 * want,
-            "{got:.2} Mbit/s for a {ceil} Mbit/s circuit"
-        );
+        let figure = format!("{got:.2} Mbit/s for a {ceil} Mbit/s circuit");
+        judge_timing((got - want).abs() <= 0.05 * want, &host, &figure);
     }
     let st = gateway_stats(&bed);
     assert!(
@@ -127,8 +129,10 @@ fn circuits_get_their_ceilings_and_change_in_place() {
     );
     // The second circuit raised to 8 Mbit/s, applied under load.
     std::fs::write(&d, devices(8)).expect("write");
+    let watch = Watch::start();
     let (said, before, a, b) = reload_under_load(&bed, 10);
-    println!("{said}after: circuit 1 {a:.2}, circuit 2 {b:.2} Mbit/s");
+    let host = watch.stop();
+    println!("{said}after: circuit 1 {a:.2}, circuit 2 {b:.2} Mbit/s; meanwhile {host}");
     assert_eq!(
         said.matches(": 1 class changed in place, no frame moved")
             .count(),
@@ -148,9 +152,10 @@ fn circuits_get_their_ceilings_and_change_in_place() {
         drops(&after)
     );
     let want = 8.0 * 1448.0 / 1514.0;
-    assert!(
+    judge_timing(
         b > 0.85 * want && b < 1.05 * want,
-        "the raised circuit: {b:.2} Mbit/s"
+        &host,
+        &format!("the raised circuit: {b:.2} Mbit/s"),
     );
     reshaped_under_load(&bed, &n, &d);
 }
@@ -160,8 +165,10 @@ fn circuits_get_their_ceilings_and_change_in_place() {
 fn reshaped_under_load(bed: &Bed, n: &std::path::Path, d: &std::path::Path) {
     std::fs::write(n, NETWORK_AFTER).expect("write");
     std::fs::write(d, DEVICES_AFTER).expect("write");
+    let watch = Watch::start();
     let (said, _, a, b) = reload_under_load(bed, 7);
-    println!("{said}after the reshape: circuit 1 {a:.2}, the second address {b:.2} Mbit/s");
+    let host = watch.stop();
+    println!("{said}after the reshape: circuit 1 {a:.2}, the second address {b:.2} Mbit/s; meanwhile {host}");
     assert_eq!(
         said.matches(": reshaped in place: 2 classes added, 1 removed, 1 moved")
             .count(),
@@ -176,10 +183,13 @@ fn reshaped_under_load(bed: &Bed, n: &std::path::Path, d: &std::path::Path) {
         "{after}"
     );
     let want = 12.0 * 1448.0 / 1514.0;
-    assert!(
+    judge_timing(
         (a - want).abs() <= 0.05 * want,
-        "the moved circuit: {a:.2} Mbit/s"
+        &host,
+        &format!("the moved circuit: {a:.2} Mbit/s"),
     );
+    // No longer held to 8 Mbit/s: a plain count of more than its old ceiling, judged whatever
+    // the host did.
     assert!(
         b > 1.5 * 8.0,
         "the removed circuit's host, in the default class: {b:.2} Mbit/s"
