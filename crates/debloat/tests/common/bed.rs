@@ -5,6 +5,7 @@
 
 use super::text;
 use debloat_gateway::testbed;
+use debloat_gateway::tools::host_stalls::{HostStalls, Watch};
 use std::process::Command;
 
 pub const EXE: &str = env!("CARGO_BIN_EXE_debloat");
@@ -134,15 +135,62 @@ pub fn ping(bed: &Bed, to: &str, count: u32) -> Vec<f64> {
     v
 }
 
+/// `ping -D` from the client, `count` pings 0.2 s apart: each reply's `[time, ms]`, the time in
+/// seconds since the epoch (this machine's clock, the one the host-stall watch stamps with).
+pub fn ping_stamped(bed: &Bed, to: &str, count: u32) -> Vec<[f64; 2]> {
+    let o = testbed::in_ns(
+        &ns(bed, "client"),
+        &[
+            "ping",
+            "-n",
+            "-D",
+            "-i",
+            "0.2",
+            "-c",
+            &count.to_string(),
+            to,
+        ],
+    )
+    .output()
+    .expect("ping runs");
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| {
+            let at = l.strip_prefix('[')?.split(']').next()?.parse().ok()?;
+            let ms = l.split("time=").nth(1)?.split_whitespace().next()?;
+            Some([at, ms.parse().ok()?])
+        })
+        .collect()
+}
+
+/// The round trips, sorted, of the pings not in flight while the host stalled the machine
+/// (±5 ms; `debloat_lab::side::stalled` does the same for the kernel lab), and how many were
+/// left out.
+pub fn unstalled(stamped: &[[f64; 2]], host: &HostStalls) -> (Vec<f64>, usize) {
+    let mut kept: Vec<f64> = stamped
+        .iter()
+        .filter(|&&[at, ms]| !host.touches(at - ms / 1e3, at, 0.005))
+        .map(|s| s[1])
+        .collect();
+    kept.sort_by(f64::total_cmp);
+    let left_out = stamped.len() - kept.len();
+    (kept, left_out)
+}
+
 pub fn pct(sorted: &[f64], p: f64) -> f64 {
     debloat_report::percentile::percentile(sorted, p).unwrap_or(f64::NAN)
 }
 
+/// One loaded run: the idle median, the pings under load (those the host stalled left out,
+/// [`unstalled`]), the goodput, and what the host took meanwhile.
 pub struct Load {
     pub idle_p50: f64,
     pub p50: f64,
     pub p99: f64,
     pub goodput_mbps: f64,
+    pub host: HostStalls,
+    /// Pings under load left out since the host stalled while they flew, of how many.
+    pub left_out: (usize, usize),
 }
 
 /// `testbed tcp-sink` in the server namespace on `port` for `seconds`, its report piped.
@@ -207,6 +255,7 @@ pub fn load_for(bed: &Bed, cc: &str, streams: u32, secs: u32) -> Load {
     let idle = ping(bed, testbed::SERVER_V4, 10);
     let sink = spawn_sink(bed, 5201, secs + 4, &[]);
     std::thread::sleep(std::time::Duration::from_millis(300));
+    let watch = Watch::start();
     let mut send = tcp_send(
         &ns(bed, "client"),
         "198.18.2.2:5201",
@@ -217,23 +266,27 @@ pub fn load_for(bed: &Bed, cc: &str, streams: u32, secs: u32) -> Load {
     let sender = std::thread::spawn(move || send.output().expect("sender runs"));
     // Pings from 2 s into the load (past slow start) to its end.
     std::thread::sleep(std::time::Duration::from_secs(2));
-    let loaded = ping(bed, testbed::SERVER_V4, (secs.max(4) - 3) * 5);
+    let stamped = ping_stamped(bed, testbed::SERVER_V4, (secs.max(4) - 3) * 5);
     let sent = sender.join().expect("sender thread");
+    let host = watch.stop();
     assert!(sent.status.success(), "tcp-send: {}", text(&sent));
     // The sink prints each connection's rate over the time it received data.
     let mbps = sink_mbps(sink);
+    let (loaded, left_out) = unstalled(&stamped, &host);
     Load {
         idle_p50: pct(&idle, 50.0),
         p50: pct(&loaded, 50.0),
         p99: pct(&loaded, 99.0),
         goodput_mbps: mbps,
+        host,
+        left_out: (left_out, stamped.len()),
     }
 }
 
 pub fn report(what: &str, l: &Load) {
     println!(
-        "{what}: idle ping p50 {:.2} ms; under load p50 {:.1} ms, p99 {:.1} ms; goodput {:.2} Mbit/s",
-        l.idle_p50, l.p50, l.p99, l.goodput_mbps
+        "{what}: idle ping p50 {:.2} ms; under load p50 {:.1} ms, p99 {:.1} ms ({} of {} pings left out, the host stalled); goodput {:.2} Mbit/s; meanwhile {}",
+        l.idle_p50, l.p50, l.p99, l.left_out.0, l.left_out.1, l.goodput_mbps, l.host
     );
 }
 
@@ -249,18 +302,15 @@ pub fn gateway_stats_text(bed: &Bed) -> String {
 
 /// Issue 5's band for a shaper at the link's rate: the ping's p99 within 15 ms of the idle
 /// median, and at least 9 Mbit/s of goodput (of 10).
+/// Both are judged unless the host stole 5 % of a CPU or more meanwhile (`super::stalls`).
 pub fn assert_near_idle_at_full_rate(what: &str, l: &Load) {
-    assert!(
-        l.p99 < l.idle_p50 + 15.0,
+    let p99 = format!(
         "{what}: ping p99 {:.1} ms vs idle {:.1} ms",
-        l.p99,
-        l.idle_p50
+        l.p99, l.idle_p50
     );
-    assert!(
-        l.goodput_mbps >= 9.0,
-        "{what}: goodput {:.2} Mbit/s",
-        l.goodput_mbps
-    );
+    super::stalls::judge_timing(l.p99 < l.idle_p50 + 15.0, &l.host, &p99);
+    let goodput = format!("{what}: goodput {:.2} Mbit/s", l.goodput_mbps);
+    super::stalls::judge_timing(l.goodput_mbps >= 9.0, &l.host, &goodput);
 }
 
 /// The running gateway's numbers (`debloat gateway stats --json`).
