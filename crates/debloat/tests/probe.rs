@@ -3,7 +3,7 @@
 //! test early with the results so far written.
 
 mod common;
-use common::{debloat, output_file, summary_json, text};
+use common::{debloat, output_file, stalls, summary_json, text};
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -612,16 +612,24 @@ fn realtime_probes_keep_their_timer_under_load() {
     // at the same priority) are a condition the comparison does not speak of.
     let srv = server_alone();
     let (_, normal) = rrul_timer_errors(&srv, &[]);
-    let (s, rt) = rrul_timer_errors(&srv, &["--realtime", "50"]);
+    // SCHED_FIFO holds off the machine's own load, not the hypervisor taking the vCPU away: a
+    // mean the host decided (common::stalls) is measured once more, then shown, not judged.
+    let cut = |rt: &[(String, f64, f64)]| rt.iter().zip(&normal).all(|(r, n)| r.1 * 4.0 <= n.1);
+    let ((s, rt), host) = stalls::again_if_the_host_stalled(
+        "rrul under SCHED_FIFO 50",
+        || rrul_timer_errors(&srv, &["--realtime", "50"]),
+        |(_, rt)| cut(rt),
+    );
     assert_eq!(s["probes_realtime_priority"], 50);
     for ((name, n_mean, n_median), (_, mean, median)) in normal.iter().zip(&rt) {
         println!(
             "{name}: timer error under rrul, mean {n_mean:.1} µs (median {n_median:.1}) at \
              normal priority, {mean:.1} µs (median {median:.1}) under SCHED_FIFO 50"
         );
-        assert!(
+        stalls::judge_timing(
             mean * 4.0 <= *n_mean,
-            "{name}: realtime {mean:.1} µs against {n_mean:.1} µs at normal priority"
+            &host,
+            &format!("{name}: realtime {mean:.1} µs against {n_mean:.1} µs at normal priority"),
         );
         assert!(median <= &100.0, "{name}: median {median:.1} µs");
     }

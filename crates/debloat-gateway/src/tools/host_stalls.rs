@@ -102,7 +102,11 @@ impl std::fmt::Display for HostStalls {
             )?,
             None => write!(f, "no steal counter")?,
         }
-        let total: f64 = self.stalls.iter().map(|s| s[1] - s[0]).sum();
+        let total: f64 = self
+            .stalls
+            .iter()
+            .map(|s| s[1] - s[0])
+            .fold(0.0, |a, b| a + b);
         write!(
             f,
             "; {} stalls of {STALL_MS} ms or more, {:.0} ms in all, the longest {:.1} ms{}; over {:.1} s",
