@@ -6,8 +6,10 @@
 
 mod common;
 use common::bed::{accounted, gateway_stats, guard, ns, sink_mbps, spawn_sink, tcp_send, up_extra};
+use common::stalls::judge_timing;
 use common::text;
 use debloat_gateway::testbed;
+use debloat_gateway::tools::host_stalls::Watch;
 use std::process::Command;
 
 const EXE: &str = env!("CARGO_BIN_EXE_debloat");
@@ -45,6 +47,7 @@ fn tcp_crosses_with_the_hosts_checksum_offload_left_on() {
     // The condition under test: the sender's checksum offload is on (the default).
     let k = testbed::sh(&["ip", "netns", "exec", &c, "ethtool", "-k", "eth0"]).expect("ethtool");
     assert!(k.contains("tx-checksumming: on"), "{k}");
+    let watch = Watch::start();
     let sink = testbed::in_ns(
         &s,
         &[EXE, "testbed", "tcp-sink", "--seconds", "14", "--omit", "2"],
@@ -71,6 +74,7 @@ fn tcp_crosses_with_the_hosts_checksum_offload_left_on() {
     .expect("sender runs");
     assert!(send.status.success(), "tcp-send: {}", text(&send));
     let out = sink.wait_with_output().expect("sink ends");
+    let host = watch.stop();
     let report = String::from_utf8_lossy(&out.stdout);
     let mbps: f64 = report
         .lines()
@@ -90,9 +94,14 @@ fn tcp_crosses_with_the_hosts_checksum_offload_left_on() {
     let v: serde_json::Value = serde_json::from_slice(&stats.stdout).expect("stats JSON");
     let completed = v["egress"]["csum_completed"].as_u64().unwrap_or(0);
     let acks_completed = v["ingress"]["csum_completed"].as_u64().unwrap_or(0);
-    println!("goodput {mbps:.2} Mbit/s; checksums completed: {completed} up, {acks_completed} down\n{report}");
-    // ≥ 90 % of the shaped 20 Mbit/s (the most TCP payload it carries is 19.1 Mbit/s).
-    assert!(mbps >= 18.0, "goodput {mbps:.2} Mbit/s:\n{report}");
+    println!("goodput {mbps:.2} Mbit/s; checksums completed: {completed} up, {acks_completed} down; meanwhile {host}\n{report}");
+    // ≥ 90 % of the shaped 20 Mbit/s (the most TCP payload it carries is 19.1 Mbit/s), unless
+    // the host stole the CPU (common::stalls); the checksums below are judged whatever it did.
+    judge_timing(
+        mbps >= 18.0,
+        &host,
+        &format!("goodput {mbps:.2} Mbit/s:\n{report}"),
+    );
     // Every data segment came unfinished, and so did the server's ACKs.
     assert!(completed > 10_000, "{completed} checksums completed up");
     assert!(
@@ -123,6 +132,7 @@ fn tcp_crosses_with_the_hosts_default_segmentation_offloads() {
             testbed::sh(&["ip", "netns", "exec", host, "ethtool", "-k", "eth0"]).expect("ethtool");
         assert!(k.contains("tcp-segmentation-offload: on"), "{k}");
     }
+    let watch = Watch::start();
     let up_sink = spawn_sink(&bed, 5201, 14, &["--omit", "2"]);
     std::thread::sleep(std::time::Duration::from_millis(500));
     let up = tcp_send(&c, "198.18.2.2:5201", 12, "cubic", &["--streams", "2"])
@@ -153,6 +163,7 @@ fn tcp_crosses_with_the_hosts_default_segmentation_offloads() {
         .expect("download");
     assert!(down.status.success(), "tcp-send: {}", text(&down));
     let down_mbps = sink_mbps(down_sink);
+    let host = watch.stop();
     std::thread::sleep(std::time::Duration::from_millis(300));
     let j = gateway_stats(&bed);
     let n = |d: &str, k: &str| j[d][k].as_u64().unwrap_or(u64::MAX);
@@ -165,9 +176,19 @@ fn tcp_crosses_with_the_hosts_default_segmentation_offloads() {
         n("egress", "oversized"),
         n("ingress", "oversized")
     );
-    // 90 % of the shaped 18 Mbit/s (the TCP payload of full frames is 95.6 % of it).
-    assert!(up_mbps >= 16.2, "upload {up_mbps:.2} Mbit/s");
-    assert!(down_mbps >= 16.2, "download {down_mbps:.2} Mbit/s");
+    // 90 % of the shaped 18 Mbit/s (the TCP payload of full frames is 95.6 % of it), unless the
+    // host stole the CPU (common::stalls); the super-frames below are judged whatever it did.
+    println!("meanwhile {host}");
+    judge_timing(
+        up_mbps >= 16.2,
+        &host,
+        &format!("upload {up_mbps:.2} Mbit/s"),
+    );
+    judge_timing(
+        down_mbps >= 16.2,
+        &host,
+        &format!("download {down_mbps:.2} Mbit/s"),
+    );
     for d in ["egress", "ingress"] {
         assert!(n(d, "super_frames") > 100, "{d}: {}", j[d]);
         assert!(

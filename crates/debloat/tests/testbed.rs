@@ -9,7 +9,9 @@
 //! p99 within 15 ms of the idle RTT with goodput ≥ 90 % of the link, with CUBIC and with BBR.
 
 mod common;
+use common::stalls::judge_timing;
 use common::text;
+use debloat_gateway::tools::host_stalls::Watch;
 
 use debloat_gateway::testbed;
 use std::process::Command;
@@ -667,10 +669,12 @@ fn cake_both_ways(tag: &str) -> Bed {
 fn probe_rrul_through_cake_has_every_series_and_grades_well() {
     let Some(_one) = guard() else { return };
     let bed = cake_both_ways("pr");
+    let watch = Watch::start();
     let (s, ds) = probe_test(
         &bed,
         &["rrul", testbed::SERVER_V4, "--length", "10", "--delay", "3"],
     );
+    let host = watch.stop();
     let names: Vec<&str> = ds.series.iter().map(|x| x.name.as_str()).collect();
     for m in ["BE", "BK", "CS5", "EF"] {
         for d in ["upload", "download"] {
@@ -689,12 +693,19 @@ fn probe_rrul_through_cake_has_every_series_and_grades_well() {
     assert_eq!(s["errors"].as_array().map(Vec::len), Some(0), "{s}");
     let down = common::bytes_down(&s) * 8.0 / 10.0 / 1e6;
     println!(
-        "rrul through cake: downloads {down:.2} Mbit/s, grade {}",
+        "rrul through cake: downloads {down:.2} Mbit/s, grade {}; meanwhile {host}",
         s["grade"]
     );
-    assert!(down >= 8.5, "downloads carried {down:.2} Mbit/s of 10");
+    // A rate and a grade of latency are the host's to decide when it steals the CPU
+    // (common::stalls); the series and the errors above are judged whatever it did.
+    let downloads = format!("downloads carried {down:.2} Mbit/s of 10");
+    judge_timing(down >= 8.5, &host, &downloads);
     let g = s["grade"]["letter"].as_str().expect("graded");
-    assert!(g == "A+" || g == "A", "grade {g}: {}", s["grade"]);
+    judge_timing(
+        g == "A+" || g == "A",
+        &host,
+        &format!("grade {g}: {}", s["grade"]),
+    );
     assert!(s["rpm"]["rpm"].as_f64().unwrap_or(0.0) > 0.0, "{s}");
 }
 

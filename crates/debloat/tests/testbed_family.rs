@@ -6,6 +6,7 @@
 
 mod common;
 use common::bed::*;
+use common::stalls::judge_timing;
 use common::text;
 use debloat_gateway::testbed;
 
@@ -25,10 +26,11 @@ fn fq_holds_each_flow_to_its_maxrate_in_the_gateway() {
     let bed = up("q", "fq maxrate 3Mbit");
     let l = load_for(&bed, "cubic", 2, 8);
     report("fq maxrate 3Mbit, 2 × CUBIC", &l);
-    assert!(
+    // A rate is the host's to decide when it steals the CPU (common::stalls).
+    judge_timing(
         (5.2..=6.0).contains(&l.goodput_mbps),
-        "goodput {:.2} Mbit/s",
-        l.goodput_mbps
+        &l.host,
+        &format!("goodput {:.2} Mbit/s", l.goodput_mbps),
     );
     let e = egress(&bed);
     assert!(
@@ -62,11 +64,19 @@ fn dualpi2_marks_classic_ecn_flows_and_holds_its_target() {
     println!("dualpi2: {marks} CE marks, {drops} drops; {x}");
     assert!(marks > 20, "ECN was not used: {x}");
     assert!(drops * 10 < marks, "dropped {drops} against {marks} marks");
-    assert!(
+    // A delay and a rate are the host's to decide when it steals the CPU (common::stalls); the
+    // marks and drops above are judged whatever it did.
+    judge_timing(
         l.p50 < l.idle_p50 + 30.0,
-        "ping p50 {:.1} ms against idle {:.1} ms (target 15 ms)",
-        l.p50,
-        l.idle_p50
+        &l.host,
+        &format!(
+            "ping p50 {:.1} ms against idle {:.1} ms (target 15 ms)",
+            l.p50, l.idle_p50
+        ),
     );
-    assert!(l.goodput_mbps > 8.5, "goodput {:.2} Mbit/s", l.goodput_mbps);
+    judge_timing(
+        l.goodput_mbps > 8.5,
+        &l.host,
+        &format!("goodput {:.2} Mbit/s", l.goodput_mbps),
+    );
 }

@@ -12,8 +12,10 @@
 
 mod common;
 use common::bed::*;
+use common::stalls::judge_timing;
 use common::text;
 use debloat_gateway::testbed;
+use debloat_gateway::tools::host_stalls::Watch;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -42,6 +44,7 @@ fn reload_from_fq_codel_to_cake_under_load_moves_every_frame() {
         "fq_codel",
         &["--config", &t],
     );
+    let watch = Watch::start();
     let sink = spawn_sink(&bed, 5201, 17, &[]);
     std::thread::sleep(Duration::from_millis(300));
     let mut send = tcp_send(
@@ -129,6 +132,7 @@ fn reload_from_fq_codel_to_cake_under_load_moves_every_frame() {
     let sent = sender.join().expect("sender");
     assert!(sent.status.success(), "{}", text(&sent));
     let mbps = sink_mbps(sink);
+    let host = watch.stop();
     let after = gateway_stats(&bed);
     let e = &after["egress"];
     println!(
@@ -145,7 +149,10 @@ fn reload_from_fq_codel_to_cake_under_load_moves_every_frame() {
     );
     assert!(accounted(&before["egress"]) && accounted(e), "{e}");
     assert!(accounted(&after["ingress"]), "{}", after["ingress"]);
-    assert!(mbps > 17.0, "goodput {mbps:.2} Mbit/s");
+    // A rate is the host's to decide when it steals the CPU (common::stalls); the accounting
+    // above is judged whatever it did.
+    println!("meanwhile {host}");
+    judge_timing(mbps > 17.0, &host, &format!("goodput {mbps:.2} Mbit/s"));
     // A runtime `gateway set` that the file does not give is not undone without a word: the
     // reload says it replaced it; one the file gives too is said to be kept (issue 46).
     std::fs::write(
