@@ -22,7 +22,9 @@ pub mod tools;
 // folders.
 pub use config::{import, qosify_files};
 pub use control::{autorate, metrics, pinger, reload, snapshot};
-pub use dataplane::{csum, forward, frame, gso, htb_split, path, shards, tcp_seen, worker};
+pub use dataplane::{
+    circuit_asks, csum, forward, frame, gso, htb_split, path, shards, tcp_seen, worker,
+};
 pub use io::{intake, offload, port, sys};
 pub use tools::{loadgen, testbed};
 

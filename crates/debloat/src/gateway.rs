@@ -404,7 +404,6 @@ fn forward(cli: &RunArgs) -> Result<()> {
     let mut named = preflight(a, &mut warnings)?;
     let mut minors = None;
     with_circuits(a, &mut named, &mut minors)?;
-    crate::gateway_workers::split_between_workers(&named)?;
     if a.dry_run {
         return dry_run(a, &named, &warnings);
     }
@@ -499,7 +498,6 @@ fn started(gw: &mut Gateway, cli: &RunArgs, mut minors: Option<Minors>) -> Resul
         // LibreQoS's files, read again: refused whole (the running tree kept) when they have
         // an error.
         with_circuits(&a, &mut cfg, &mut minors).map_err(|e| format!("{e:#}"))?;
-        crate::gateway_workers::split_between_workers(&cfg).map_err(|e| format!("{e:#}"))?;
         Ok(cfg)
     }));
     signal_hook::flag::register(signal_hook::consts::SIGHUP, gw.reload_flag())?;

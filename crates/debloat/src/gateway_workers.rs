@@ -1,6 +1,6 @@
-//! `debloat gateway --workers N` / `--cores LIST`: how many forwarding workers, what is said
-//! about them, and which configurations they can run — every shaper's rate must be split
-//! between them (docs/gateway-workers.md).
+//! `debloat gateway --workers N` / `--cores LIST`: how many forwarding workers, and what is
+//! said about them (docs/gateway-workers.md). Every shaper they run is split between them:
+//! cake's `bandwidth`, tbf's `rate`, an htb tree class by class, LibreQoS's circuits too.
 
 use crate::gateway::RunArgs;
 use anyhow::{bail, Result};
@@ -38,21 +38,4 @@ pub(crate) fn say(cfg: &Config) {
             );
         }
     }
-}
-
-/// With several workers every shaper's rate must be split between them (each worker runs its
-/// own copy of the disciplines): cake's `bandwidth` and tbf's `rate` are, and an htb tree's
-/// classes are, one by one (`debloat_gateway::htb_split`). LibreQoS's circuits are not yet:
-/// refused, with the reason.
-pub(crate) fn split_between_workers(cfg: &Config) -> Result<()> {
-    if cfg.workers < 2 {
-        return Ok(());
-    }
-    if cfg.circuits.is_some() {
-        bail!(
-            "--workers {n} with --network/--devices: the circuit stage (LibreQoS's circuits, each an htb class) runs on one worker only for now; run one worker",
-            n = cfg.workers
-        );
-    }
-    Ok(())
 }

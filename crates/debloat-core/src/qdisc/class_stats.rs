@@ -96,6 +96,45 @@ pub struct ClassCounters {
     pub backlog: u64,
 }
 
+impl ClassStats {
+    /// Add another copy's counters of the same class (another worker's, `--workers N`): bytes,
+    /// packets, drops, overlimits, the backlog, lended and borrowed, and the leaf discipline's
+    /// counters. The tokens and the leaf's own statistics (`xstats`) stay this copy's: they
+    /// are each copy's state, not sums.
+    pub fn add_counts(&mut self, o: &ClassStats) {
+        for (a, b) in [
+            (&mut self.bytes, o.bytes),
+            (&mut self.packets, o.packets),
+            (&mut self.drops, o.drops),
+            (&mut self.overlimits, o.overlimits),
+            (&mut self.backlog, o.backlog),
+            (&mut self.qlen, o.qlen),
+            (&mut self.lended, o.lended),
+            (&mut self.borrowed, o.borrowed),
+            (&mut self.giants, o.giants),
+        ] {
+            *a += b;
+        }
+        match (&mut self.leaf_qdisc, &o.leaf_qdisc) {
+            (Some(a), Some(b)) => {
+                for (x, y) in [
+                    (&mut a.bytes, b.bytes),
+                    (&mut a.packets, b.packets),
+                    (&mut a.drops, b.drops),
+                    (&mut a.overlimits, b.overlimits),
+                    (&mut a.requeues, b.requeues),
+                    (&mut a.backlog, b.backlog),
+                    (&mut a.qlen, b.qlen),
+                ] {
+                    *x += y;
+                }
+            }
+            (a @ None, Some(b)) => *a = Some(b.clone()),
+            _ => {}
+        }
+    }
+}
+
 /// `tc -s qdisc show` of a tree: the root, then each leaf given its own discipline, by classid.
 pub fn tree_tc_string(root: &QdiscStats, classes: &[ClassStats]) -> String {
     let mut s = root.to_tc_string();
@@ -116,4 +155,69 @@ pub fn tc_show<P: crate::packet::Packet>(q: &dyn crate::qdisc::Qdisc<P>) -> Stri
         s.push_str(&c.to_tc_string());
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ClassStats;
+    use crate::qdisc::stats::{QdiscStats, Xstats};
+
+    fn class(bytes: u64, tokens: i64, leaf: Option<u64>) -> ClassStats {
+        ClassStats {
+            kind: "htb".into(),
+            id: 0x1_0011,
+            classid: "1:11".into(),
+            parent: Some("1:1".into()),
+            leaf: leaf.map(|_| "11:".into()),
+            options: "rate 12Mbit ceil 12Mbit".into(),
+            bytes,
+            packets: bytes / 1000,
+            drops: 1,
+            overlimits: 2,
+            backlog: 3000,
+            qlen: 2,
+            lended: 5,
+            borrowed: 6,
+            giants: 0,
+            tokens,
+            ctokens: tokens,
+            leaf_qdisc: leaf.map(|b| QdiscStats {
+                kind: "fq_codel".into(),
+                options: String::new(),
+                bytes: b,
+                packets: b / 1000,
+                drops: 1,
+                overlimits: 0,
+                requeues: 0,
+                backlog: 3000,
+                qlen: 2,
+                xstats: Xstats::None,
+            }),
+        }
+    }
+
+    /// Two workers' copies of a class: the counters and the leaf's are summed; the tokens and
+    /// the names stay the first copy's; a leaf only the second has is taken whole.
+    #[test]
+    fn copies_of_a_class_add_their_counters_and_keep_the_first_ones_state() {
+        let mut a = class(10_000, 700, Some(10_000));
+        a.add_counts(&class(4_000, -50, Some(4_000)));
+        assert_eq!(
+            (a.bytes, a.packets, a.drops, a.overlimits),
+            (14_000, 14, 2, 4)
+        );
+        assert_eq!((a.backlog, a.qlen, a.lended, a.borrowed), (6000, 4, 10, 12));
+        assert_eq!(
+            (a.tokens, a.ctokens, a.classid.as_str()),
+            (700, 700, "1:11")
+        );
+        let q = a.leaf_qdisc.expect("leaf");
+        assert_eq!(
+            (q.bytes, q.packets, q.drops, q.backlog, q.qlen),
+            (14_000, 14, 2, 6000, 4)
+        );
+        let mut idle = class(0, 100, None);
+        idle.add_counts(&class(2_000, 100, Some(2_000)));
+        assert_eq!(idle.leaf_qdisc.map(|q| q.bytes), Some(2_000));
+    }
 }

@@ -475,9 +475,13 @@ impl Gateway {
                     Err(e) => format!("error: {e}\n"),
                 }
             } else if let Some(id) = req.line.strip_prefix("circuit-json ") {
-                self.circuit_stats(id.trim(), true)
+                let id = id.trim().to_string();
+                self.ask_circuit(req, &id, true); // answered once every worker has
+                continue;
             } else if let Some(id) = req.line.strip_prefix("circuit ") {
-                self.circuit_stats(id.trim(), false)
+                let id = id.trim().to_string();
+                self.ask_circuit(req, &id, false);
+                continue;
             } else if req.line == "json" {
                 serde_json::to_string_pretty(&self.snapshot()).unwrap_or_default() + "\n"
             } else {

@@ -3,6 +3,7 @@
 //! needs from frames on the way (GSO segmentation, checksums, the TCP handshake log), and the
 //! forwarding loop that drives two paths from real interfaces ([`forward::Gateway`]).
 
+pub mod circuit_asks;
 mod circuits;
 pub mod csum;
 pub mod forward;

@@ -61,6 +61,8 @@ pub struct Shards {
     /// Per worker, per direction: the demand on each leaf of an htb tree, in the tree's leaf
     /// order ([`crate::htb_split`]); written and read at the splits, never on the packet path.
     leaves: Vec<[Mutex<Vec<Demand>>; 2]>,
+    /// `gateway stats --circuit ID`: the first worker's asks for a class, the others' answers.
+    pub class_asks: crate::circuit_asks::ClassAsks,
 }
 
 /// One shard's demand in one direction, as [`split`] takes it.
@@ -82,6 +84,7 @@ impl Shards {
             reloads: (0..n).map(|_| Mutex::new(None)).collect(),
             reload_waiting: (0..n).map(|_| AtomicBool::new(false)).collect(),
             leaves: (0..n).map(|_| Default::default()).collect(),
+            class_asks: crate::circuit_asks::ClassAsks::new(n),
             totals: Default::default(),
         }
     }

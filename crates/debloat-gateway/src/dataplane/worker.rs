@@ -59,6 +59,8 @@ pub struct ShardRole {
     htb: [Option<crate::htb_split::Watch>; 2],
     /// Per direction: the share last set on the shaper.
     share: [Option<u64>; 2],
+    /// `--circuit` requests waiting for the other workers' answers (the first worker).
+    pub(crate) circuits_waiting: Vec<crate::circuit_asks::Waiting>,
 }
 
 impl ShardRole {
@@ -94,6 +96,10 @@ impl Gateway {
             return;
         };
         role.split_at = now + SPLIT_EVERY_NS;
+        self.circuit_asks_tick(now);
+        let Some(role) = self.shard.as_mut() else {
+            return;
+        };
         if let Some(cfg) = role.shards.take_reload(role.index) {
             let index = role.index;
             if let Err(e) = self.apply(for_worker(cfg, index)) {
@@ -313,6 +319,7 @@ fn role(index: usize, shards: Arc<Shards>, cpu: Option<usize>) -> ShardRole {
         constrained: [0.0; 2],
         htb: [None, None],
         share: [None; 2],
+        circuits_waiting: Vec::new(),
     }
 }
 

@@ -228,21 +228,32 @@ impl<P: Packet + 'static> Htb<P> {
 
     /// Class `i` runs at `rate_bps` and `ceil_bps` (at least 8 kbit/s, the ceil at least the
     /// rate) with its configured bursts and quantum: its buckets are the words' at the new
-    /// rates, as `tc class change` would make them, and its tokens are kept (held to the smaller
-    /// bucket). The spec is not changed.
+    /// rates, as `tc class change` would make them. The spec is not changed.
+    ///
+    /// Where this differs from `tc class change`: the tokens keep what they hold in bytes, not
+    /// in time (held to the new bucket), and the class's mode and its place in the event queue
+    /// follow at once. HTB keeps a bucket as nanoseconds of sending at the class's rate, and a
+    /// change leaves them as they are; that is harmless when a person changes a rate now and
+    /// then, but a worker's part of a split tree (`set_class_rates`) moves every half
+    /// millisecond, from a floor of a few kbit/s to megabits: a packet charged at 25 kbit/s is
+    /// 0.48 s of debt, which at 8 Mbit/s would still hold the class for 0.48 s rather than
+    /// 1.5 ms. Under two workers that stalled a LibreQoS circuit's TCP upload on one worker at
+    /// 0.1 Mbit/s of its 8 (2026-11-29).
     fn run_at(&mut self, i: usize, rate_bps: u64, ceil_bps: u64) {
         let s = &self.spec.classes[i];
         let rate_bps = rate_bps.max(8_000);
         let ceil_bps = ceil_bps.max(rate_bps);
         let c = &mut self.tree.classes[i];
+        let (rate0, ceil0) = (c.rate.rate_bytes_ps, c.ceil.rate_bytes_ps);
         c.rate =
             crate::qdisc::ratecfg::RateCfg::with_link(rate_bps / 8, s.overhead, s.mpu, s.linklayer);
         c.ceil =
             crate::qdisc::ratecfg::RateCfg::with_link(ceil_bps / 8, s.overhead, s.mpu, s.linklayer);
         c.buffer = build::bucket(rate_bps, s.burst, s.mtu);
         c.cbuffer = build::bucket(ceil_bps, s.cburst, s.mtu);
-        c.tokens = c.tokens.min(c.buffer);
-        c.ctokens = c.ctokens.min(c.cbuffer);
+        c.tokens = same_bytes(c.tokens, rate0, c.rate.rate_bytes_ps).min(c.buffer);
+        c.ctokens = same_bytes(c.ctokens, ceil0, c.ceil.rate_bytes_ps).min(c.cbuffer);
+        self.tree.remode(i as u32);
     }
 
     /// Leaves whose discipline exists, and entries waiting in the idle queue.
@@ -560,6 +571,16 @@ impl<P: Packet + 'static> Qdisc<P> for Htb<P> {
         self.qlen = 0;
         self.backlog = 0;
     }
+}
+
+/// A bucket of `t` ns of sending at `from` bytes/s, as ns at `to` bytes/s: the same bytes of
+/// credit or debt (debt no deeper than `mbuffer`).
+fn same_bytes(t: i64, from: u64, to: u64) -> i64 {
+    if from == to || from == 0 || to == 0 {
+        return t;
+    }
+    let v = i128::from(t) * i128::from(from) / i128::from(to);
+    v.clamp(i128::from(1 - class::MBUFFER), i128::from(i64::MAX)) as i64
 }
 
 #[cfg(test)]

@@ -567,3 +567,50 @@ fn a_removed_default_class_drains_under_another_minor() {
     }
     assert_eq!((q.qlen(), q.class(0xfffe).expect("draining").qlen), (5, 5));
 }
+
+/// A class run at a floor of 25 kbit/s for a moment (a worker's part while its leaf looked
+/// idle) owes what it sent then in bytes, not in time: raised to 8 Mbit/s, its next packets
+/// leave within milliseconds. In time (as `tc class change` keeps the tokens) each 1500-byte
+/// packet charged at 25 kbit/s would hold it 0.48 s.
+#[test]
+fn a_class_raised_from_a_floor_owes_bytes_not_seconds() {
+    let mut q = htb(TWO);
+    assert!(q.set_class_rates(0x1, 25_000, 25_000));
+    assert!(q.set_class_rates(0x10, 25_000, 25_000));
+    for i in 0..10 {
+        q.enqueue(from(1, i, 1500), 0);
+    }
+    let (mut now, mut sent) = (0, 0);
+    while now < 10_000_000 {
+        match q.dequeue(now) {
+            Dequeue::Packet(_) => sent += 1,
+            Dequeue::NotBefore(t) => now = t,
+            Dequeue::Empty => break,
+        }
+    }
+    assert!(sent < 10, "the floor held the class back: {sent} sent");
+    let at = 10_000_000;
+    assert!(q.set_class_rates(0x1, 8_000_000, 8_000_000));
+    assert!(q.set_class_rates(0x10, 8_000_000, 8_000_000));
+    let mut now = at;
+    let mut left = Vec::new();
+    while q.qlen() > 0 && now < at + S {
+        match q.dequeue(now) {
+            Dequeue::Packet(_) => left.push(now - at),
+            Dequeue::NotBefore(t) => now = t,
+            Dequeue::Empty => break,
+        }
+    }
+    assert_eq!(
+        left.len(),
+        10 - sent,
+        "every packet left within a second: {left:?}"
+    );
+    // 1500 bytes at 8 Mbit/s is 1.5 ms: the debt of the packets charged at the floor is a
+    // packet's time at the new rate, not 0.48 s each.
+    let last = left.last().copied().unwrap_or(0);
+    assert!(
+        last < 20_000_000,
+        "the last packet left {last} ns after the change: {left:?}"
+    );
+}

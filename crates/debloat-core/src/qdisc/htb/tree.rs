@@ -227,6 +227,22 @@ impl Tree {
         }
     }
 
+    /// A class whose buckets changed in place (run at other rates): its mode at `now` from
+    /// them, and its event moved to when that mode next changes (`htb_charge_class`'s steps,
+    /// with nothing charged).
+    pub(crate) fn remode(&mut self, c: u32) {
+        let old = self.classes[c as usize].mode;
+        let mut diff = self.classes[c as usize].since_charge(self.now);
+        self.change_mode(c, &mut diff);
+        let cl = &self.classes[c as usize];
+        if old != Mode::CanSend {
+            self.wait[cl.level as usize].remove(cl.row_rank);
+        }
+        if cl.mode != Mode::CanSend {
+            self.add_to_wait(c, diff);
+        }
+    }
+
     /// `htb_add_to_wait_tree`: the class changes mode in `delay` ns.
     fn add_to_wait(&mut self, c: u32, delay: i64) {
         let cl = &self.classes[c as usize];
