@@ -19,10 +19,17 @@ struct Row {
     gateway: f64,
     kernel: f64,
     ok: [bool; 3],
+    /// Whether the kernel's figure is judged: not when it is outside the band while the host
+    /// stole 5 % of a CPU or more from the guest (`HostStalls::decides_timing`).
+    kernel_judged: bool,
+    /// What the host took away while the lab ran this check's run.
+    host: Option<String>,
 }
 
 fn row(e: &Experiment, c: &Check, gateway: f64, kernel: f64) -> Row {
     Row {
+        kernel_judged: true,
+        host: None,
         experiment: e.id,
         check: c.what.clone(),
         unit: c.unit,
@@ -67,16 +74,8 @@ pub fn run(chosen: &[&'static Experiment], json: bool) -> Result<()> {
                 r.plan.up,
                 r.plan.seconds
             );
-            let s = side::in_lab(&lab, &r.plan, &exe).map_err(|m| anyhow!("{}: {m}", e.id))?;
-            for (name, metric) in &r.checks {
-                let c = sim
-                    .checks
-                    .iter()
-                    .find(|c| &c.what == name)
-                    .ok_or_else(|| anyhow!("{}: the simulator has no check `{name}`", e.id))?;
-                let gw = metric.of_after(&s.debloat, &gw_runs);
-                all.push(row(e, c, gw, metric.of_after(&s.kernel, &k_runs)));
-            }
+            let (s, rows) = measured(&lab, &exe, e, r, &sim.checks, (&gw_runs, &k_runs))?;
+            all.extend(rows);
             gw_runs.push(s.debloat);
             k_runs.push(s.kernel);
         }
@@ -89,7 +88,7 @@ pub fn run(chosen: &[&'static Experiment], json: bool) -> Result<()> {
     }
     let missed: Vec<String> = all
         .iter()
-        .filter(|r| !(r.ok[0] && r.ok[2]))
+        .filter(|r| !r.ok[0] || !(r.ok[2] || !r.kernel_judged))
         .map(|r| format!("{}: {}", r.experiment, r.check))
         .collect();
     if !missed.is_empty() {
@@ -99,6 +98,46 @@ pub fn run(chosen: &[&'static Experiment], json: bool) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// One kernel run of row `e` in the lab and its checks' rows. When a kernel figure is outside
+/// its band and the host stalled the guest enough to void the run (`HostStalls::voids`), the
+/// run is made once more; a figure still outside while the host stole 5 % of a CPU or more is
+/// shown but not judged (docs/kernel-lab.md, "the host stealing the CPU").
+fn measured(
+    lab: &Lab,
+    exe: &std::path::Path,
+    e: &Experiment,
+    r: &rows::Run,
+    sim: &[Check],
+    (gw_runs, k_runs): (&[side::Measured], &[side::Measured]),
+) -> Result<(side::SideBySide, Vec<Row>)> {
+    let mut again = true;
+    loop {
+        let s = side::in_lab(lab, &r.plan, exe).map_err(|m| anyhow!("{}: {m}", e.id))?;
+        let mut out = Vec::new();
+        for (name, metric) in &r.checks {
+            let c = sim
+                .iter()
+                .find(|c| &c.what == name)
+                .ok_or_else(|| anyhow!("{}: the simulator has no check `{name}`", e.id))?;
+            let gw = metric.of_after(&s.debloat, gw_runs);
+            let mut x = row(e, c, gw, metric.of_after(&s.kernel, k_runs));
+            x.host = s.host.as_ref().map(ToString::to_string);
+            x.kernel_judged = x.ok[2] || !s.host.as_ref().is_some_and(|h| h.decides_timing());
+            out.push(x);
+        }
+        if let Some(h) = &s.host {
+            eprintln!("{}: meanwhile {h}", e.id);
+        }
+        let outside = out.iter().any(|x| !x.ok[2]);
+        if outside && again && s.host.as_ref().is_some_and(|h| h.voids()) {
+            eprintln!("{}: a kernel figure is outside its band and the host stalled the guest: the run once more …", e.id);
+            again = false;
+            continue;
+        }
+        return Ok((s, out));
+    }
 }
 
 /// An error naming the first kernel check that is not one of the simulator's.
@@ -121,6 +160,10 @@ fn print_table(e: &Experiment, rows: &[Row], kernel: &str, secs: f64) {
         "check", "published", "band", "simulator", "gateway", "kernel"
     );
     let mark = |v: f64, ok: bool| format!("{v:.2}{}", if ok { "" } else { " ✗" });
+    let kernel = |r: &Row| match (r.ok[2], r.kernel_judged) {
+        (false, false) => format!("{:.2} ✗ (host)", r.kernel),
+        _ => mark(r.kernel, r.ok[2]),
+    };
     for r in rows.iter().filter(|r| r.experiment == e.id) {
         println!(
             "  {:<40} {:>12} {:>14} {:>12} {:>12} {:>12}",
@@ -129,10 +172,10 @@ fn print_table(e: &Experiment, rows: &[Row], kernel: &str, secs: f64) {
             r.band,
             mark(r.simulator, r.ok[0]),
             mark(r.gateway, r.ok[1]),
-            mark(r.kernel, r.ok[2]),
+            kernel(r),
         );
     }
-    println!("  (✗: outside the band; units as the band's)\n");
+    println!("  (✗: outside the band; ✗ (host): outside while the host stole 5 % of a CPU or more, not judged; units as the band's)\n");
 }
 
 #[cfg(test)]
