@@ -116,19 +116,7 @@ impl ClassStats {
             *a += b;
         }
         match (&mut self.leaf_qdisc, &o.leaf_qdisc) {
-            (Some(a), Some(b)) => {
-                for (x, y) in [
-                    (&mut a.bytes, b.bytes),
-                    (&mut a.packets, b.packets),
-                    (&mut a.drops, b.drops),
-                    (&mut a.overlimits, b.overlimits),
-                    (&mut a.requeues, b.requeues),
-                    (&mut a.backlog, b.backlog),
-                    (&mut a.qlen, b.qlen),
-                ] {
-                    *x += y;
-                }
-            }
+            (Some(a), Some(b)) => a.add_counts(b),
             (a @ None, Some(b)) => *a = Some(b.clone()),
             _ => {}
         }

@@ -275,6 +275,18 @@ pub struct TinStats {
 }
 
 impl QdiscStats {
+    /// Add another copy's counters (another worker's): bytes, packets, drops, overlimits,
+    /// requeues, backlog and qlen; the kind, options and `xstats` stay this copy's.
+    pub fn add_counts(&mut self, o: &QdiscStats) {
+        self.bytes += o.bytes;
+        self.packets += o.packets;
+        self.drops += o.drops;
+        self.overlimits += o.overlimits;
+        self.requeues += o.requeues;
+        self.backlog += o.backlog;
+        self.qlen += o.qlen;
+    }
+
     /// The `tc -s qdisc show` rendering.
     pub fn to_tc_string(&self) -> String {
         self.to_tc_string_at("1: root refcnt 2")

@@ -310,18 +310,7 @@ impl DirectionStats {
         ] {
             *a += b;
         }
-        let (s, t) = (&mut self.stats, &o.stats);
-        for (a, b) in [
-            (&mut s.bytes, t.bytes),
-            (&mut s.packets, t.packets),
-            (&mut s.drops, t.drops),
-            (&mut s.overlimits, t.overlimits),
-            (&mut s.requeues, t.requeues),
-            (&mut s.backlog, t.backlog),
-            (&mut s.qlen, t.qlen),
-        ] {
-            *a += b;
-        }
+        self.stats.add_counts(&o.stats);
         let (i, j) = (&mut self.intake, &o.intake);
         for (a, b) in [
             (&mut i.oversized, j.oversized),
