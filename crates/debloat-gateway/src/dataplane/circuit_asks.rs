@@ -1,4 +1,5 @@
-//! `gateway stats --circuit ID` under several workers (`--workers N` with LibreQoS's circuits).
+//! `gateway stats --circuit ID`'s answer, on one worker or several (`--workers N` with
+//! LibreQoS's circuits).
 //!
 //! Every worker runs the whole circuit tree over its own hosts' frames (a circuit whose
 //! devices hash to different workers has a part of its class on each, `crate::htb_split`), so
@@ -138,7 +139,7 @@ impl Gateway {
                     since: now,
                 });
             }
-            None => req.answer(super::circuits::render(&circuit, &[(0, mine)], 1)),
+            None => req.answer(render(&circuit, &[(0, mine)], 1)),
         }
     }
 
@@ -169,15 +170,86 @@ impl Gateway {
                 continue;
             }
             w.parts.sort_by_key(|p| p.0);
-            w.req
-                .answer(super::circuits::render(&w.circuit, &w.parts, workers));
+            w.req.answer(render(&w.circuit, &w.parts, workers));
         }
     }
 }
 
+/// `gateway stats --circuit ID`'s answer: the circuit's class in both trees as tc's text (class
+/// and leaf) or JSON, every worker's copy summed; under several workers, each one's part too.
+/// `parts` are the copies answered (worker, class pair), the first worker's first.
+pub(crate) fn render(c: &Circuit, parts: &[(usize, ClassPair)], workers: usize) -> String {
+    let mut sum: ClassPair = [None, None];
+    for (_, pair) in parts {
+        for (total, one) in sum.iter_mut().zip(pair) {
+            match (total.as_mut(), one) {
+                (Some(t), Some(o)) => t.add_counts(o),
+                (None, Some(o)) => *total = Some(o.clone()),
+                _ => {}
+            }
+        }
+    }
+    let missing: Vec<usize> = (0..workers)
+        .filter(|w| !parts.iter().any(|p| p.0 == *w))
+        .collect();
+    let [up, down] = sum;
+    if c.json {
+        let mut v = serde_json::json!({
+            "circuit": c.id, "name": c.name, "class": format!("1:{:x}", c.minor),
+            "upload": up, "download": down,
+        });
+        if workers > 1 {
+            v["workers"] = workers.into();
+            v["workers_not_answering"] = serde_json::json!(missing);
+            v["per_worker"] = parts
+                .iter()
+                .map(|(w, [u, d])| serde_json::json!({"worker": w, "upload": u, "download": d}))
+                .collect();
+        }
+        return serde_json::to_string_pretty(&v).unwrap_or_default() + "\n";
+    }
+    let mut t = format!("circuit {} ({}), class 1:{:x}\n", c.id, c.name, c.minor);
+    if workers > 1 {
+        t.push_str(&format!(
+            "summed over {} of {workers} workers (tokens and the leaf's own statistics: the first worker's){}\n",
+            parts.len(),
+            if missing.is_empty() { String::new() } else { format!("; no answer within 1 s from worker {}", missing.iter().map(usize::to_string).collect::<Vec<_>>().join(", ")) }
+        ));
+    }
+    for (dir, c) in [("upload", &up), ("download", &down)] {
+        let Some(c) = c else { continue };
+        t.push_str(&format!("{dir}:\n{}", c.to_tc_string()));
+        match (&c.leaf_qdisc, &c.leaf) {
+            (Some(q), Some(h)) => {
+                t.push_str(&q.to_tc_string_at(&format!("{h} parent {}", c.classid)))
+            }
+            _ => t.push_str(" (its queues are released while idle)\n"),
+        }
+    }
+    if workers > 1 {
+        for (w, pair) in parts {
+            let part = |c: &Option<ClassStats>| {
+                c.as_ref().map_or("-".to_string(), |c| {
+                    format!(
+                        "{} bytes {} pkt (dropped {}, backlog {}b {}p)",
+                        c.bytes, c.packets, c.drops, c.backlog, c.qlen
+                    )
+                })
+            };
+            t.push_str(&format!(
+                "worker {w}: upload {}; download {}\n",
+                part(&pair[0]),
+                part(&pair[1])
+            ));
+        }
+    }
+    t
+}
+
 #[cfg(test)]
 mod tests {
-    use super::ClassAsks;
+    use super::{render, Circuit, ClassAsks};
+    use debloat_core::qdisc::class_stats::ClassStats;
 
     /// An ask reaches every worker but the first, once; answers are taken by their ask's
     /// number and no other.
@@ -197,5 +269,68 @@ mod tests {
         assert_eq!(got, vec![1, 2]);
         assert_eq!(a.take_answers(m).len(), 1);
         assert!(a.take_answers(n).is_empty());
+    }
+
+    fn class(bytes: u64) -> ClassStats {
+        ClassStats {
+            kind: "htb".into(),
+            id: 0x1_0011,
+            classid: "1:11".into(),
+            parent: Some("1:1".into()),
+            leaf: None,
+            options: "rate 12Mbit ceil 12Mbit".into(),
+            bytes,
+            packets: bytes / 1000,
+            drops: 0,
+            overlimits: 0,
+            backlog: 0,
+            qlen: 0,
+            lended: 0,
+            borrowed: 0,
+            giants: 0,
+            tokens: 0,
+            ctokens: 0,
+            leaf_qdisc: None,
+        }
+    }
+
+    /// Under three workers, two answering: the reply sums their copies, lists each one's part
+    /// and names the worker that did not answer; under one, no worker is mentioned.
+    #[test]
+    fn a_circuits_answer_sums_the_workers_that_answered_and_names_the_others() {
+        let c = Circuit {
+            id: "7".into(),
+            name: "seven".into(),
+            minor: 0x11,
+            json: true,
+        };
+        let parts = [
+            (0, [Some(class(5_000)), Some(class(1_000))]),
+            (2, [Some(class(3_000)), None]),
+        ];
+        let v: serde_json::Value = serde_json::from_str(&render(&c, &parts, 3)).expect("JSON");
+        assert_eq!(v["upload"]["bytes"], 8_000);
+        assert_eq!(v["download"]["bytes"], 1_000);
+        assert_eq!(v["workers_not_answering"], serde_json::json!([1]));
+        assert_eq!(v["per_worker"][1]["worker"], 2);
+        assert_eq!(v["per_worker"][1]["upload"]["bytes"], 3_000);
+        let text = render(&Circuit { json: false, ..c }, &parts, 3);
+        assert!(text.contains("summed over 2 of 3 workers"), "{text}");
+        assert!(
+            text.contains("no answer within 1 s from worker 1\n"),
+            "{text}"
+        );
+        assert!(text.contains("worker 2: upload 3000 bytes 3 pkt"), "{text}");
+        let c1 = Circuit {
+            id: "7".into(),
+            name: "seven".into(),
+            minor: 0x11,
+            json: false,
+        };
+        let one = render(&c1, &parts[..1], 1);
+        assert!(
+            one.contains("Sent 5000 bytes") && !one.contains("worker"),
+            "{one}"
+        );
     }
 }

@@ -1,14 +1,12 @@
-//! The gateway's side of LibreQoS's circuits: which classify stage a direction runs, one
-//! circuit's numbers for `gateway stats --circuit ID`, and the busiest circuits' counters for the
-//! statistics and Prometheus (docs/circuits.md).
+//! The gateway's side of LibreQoS's circuits: which classify stage a direction runs, the circuit
+//! an ID names (`gateway stats --circuit ID`, answered in `circuit_asks`), and the busiest
+//! circuits' counters for the statistics and Prometheus (docs/circuits.md).
 
-use super::circuit_asks::{Circuit, ClassPair};
 use super::forward::Gateway;
 use crate::snapshot::CircuitTraffic;
 use debloat_core::classify::circuits::Circuits;
 use debloat_core::classify::qosify::{Classifier, Direction};
 use debloat_core::classify::Classify;
-use debloat_core::qdisc::class_stats::ClassStats;
 use debloat_core::qdisc::stats::ClassCounters;
 
 /// The classify stage a direction runs: the circuits', else qosify's marking, else none.
@@ -75,146 +73,5 @@ impl Gateway {
             rows.truncate(self.cfg.circuit_metrics);
         }
         rows
-    }
-}
-
-/// `gateway stats --circuit ID`'s answer: the circuit's class in both trees as tc's text (class
-/// and leaf) or JSON, every worker's copy summed; under several workers, each one's part too.
-/// `parts` are the copies answered (worker, class pair), the first worker's first.
-pub(crate) fn render(c: &Circuit, parts: &[(usize, ClassPair)], workers: usize) -> String {
-    let mut sum: ClassPair = [None, None];
-    for (_, pair) in parts {
-        for (total, one) in sum.iter_mut().zip(pair) {
-            match (total.as_mut(), one) {
-                (Some(t), Some(o)) => t.add_counts(o),
-                (None, Some(o)) => *total = Some(o.clone()),
-                _ => {}
-            }
-        }
-    }
-    let missing: Vec<usize> = (0..workers)
-        .filter(|w| !parts.iter().any(|p| p.0 == *w))
-        .collect();
-    let [up, down] = sum;
-    if c.json {
-        let mut v = serde_json::json!({
-            "circuit": c.id, "name": c.name, "class": format!("1:{:x}", c.minor),
-            "upload": up, "download": down,
-        });
-        if workers > 1 {
-            v["workers"] = workers.into();
-            v["workers_not_answering"] = serde_json::json!(missing);
-            v["per_worker"] = parts
-                .iter()
-                .map(|(w, [u, d])| serde_json::json!({"worker": w, "upload": u, "download": d}))
-                .collect();
-        }
-        return serde_json::to_string_pretty(&v).unwrap_or_default() + "\n";
-    }
-    let mut t = format!("circuit {} ({}), class 1:{:x}\n", c.id, c.name, c.minor);
-    if workers > 1 {
-        t.push_str(&format!(
-            "summed over {} of {workers} workers (tokens and the leaf's own statistics: the first worker's){}\n",
-            parts.len(),
-            if missing.is_empty() { String::new() } else { format!("; no answer within 1 s from worker {}", missing.iter().map(usize::to_string).collect::<Vec<_>>().join(", ")) }
-        ));
-    }
-    for (dir, c) in [("upload", &up), ("download", &down)] {
-        let Some(c) = c else { continue };
-        t.push_str(&format!("{dir}:\n{}", c.to_tc_string()));
-        match (&c.leaf_qdisc, &c.leaf) {
-            (Some(q), Some(h)) => {
-                t.push_str(&q.to_tc_string_at(&format!("{h} parent {}", c.classid)))
-            }
-            _ => t.push_str(" (its queues are released while idle)\n"),
-        }
-    }
-    if workers > 1 {
-        for (w, pair) in parts {
-            let part = |c: &Option<ClassStats>| {
-                c.as_ref().map_or("-".to_string(), |c| {
-                    format!(
-                        "{} bytes {} pkt (dropped {}, backlog {}b {}p)",
-                        c.bytes, c.packets, c.drops, c.backlog, c.qlen
-                    )
-                })
-            };
-            t.push_str(&format!(
-                "worker {w}: upload {}; download {}\n",
-                part(&pair[0]),
-                part(&pair[1])
-            ));
-        }
-    }
-    t
-}
-
-#[cfg(test)]
-mod tests {
-    use super::render;
-    use crate::circuit_asks::Circuit;
-    use debloat_core::qdisc::class_stats::ClassStats;
-
-    fn class(bytes: u64) -> ClassStats {
-        ClassStats {
-            kind: "htb".into(),
-            id: 0x1_0011,
-            classid: "1:11".into(),
-            parent: Some("1:1".into()),
-            leaf: None,
-            options: "rate 12Mbit ceil 12Mbit".into(),
-            bytes,
-            packets: bytes / 1000,
-            drops: 0,
-            overlimits: 0,
-            backlog: 0,
-            qlen: 0,
-            lended: 0,
-            borrowed: 0,
-            giants: 0,
-            tokens: 0,
-            ctokens: 0,
-            leaf_qdisc: None,
-        }
-    }
-
-    /// Under three workers, two answering: the reply sums their copies, lists each one's part
-    /// and names the worker that did not answer; under one, no worker is mentioned.
-    #[test]
-    fn a_circuits_answer_sums_the_workers_that_answered_and_names_the_others() {
-        let c = Circuit {
-            id: "7".into(),
-            name: "seven".into(),
-            minor: 0x11,
-            json: true,
-        };
-        let parts = [
-            (0, [Some(class(5_000)), Some(class(1_000))]),
-            (2, [Some(class(3_000)), None]),
-        ];
-        let v: serde_json::Value = serde_json::from_str(&render(&c, &parts, 3)).expect("JSON");
-        assert_eq!(v["upload"]["bytes"], 8_000);
-        assert_eq!(v["download"]["bytes"], 1_000);
-        assert_eq!(v["workers_not_answering"], serde_json::json!([1]));
-        assert_eq!(v["per_worker"][1]["worker"], 2);
-        assert_eq!(v["per_worker"][1]["upload"]["bytes"], 3_000);
-        let text = render(&Circuit { json: false, ..c }, &parts, 3);
-        assert!(text.contains("summed over 2 of 3 workers"), "{text}");
-        assert!(
-            text.contains("no answer within 1 s from worker 1\n"),
-            "{text}"
-        );
-        assert!(text.contains("worker 2: upload 3000 bytes 3 pkt"), "{text}");
-        let c1 = Circuit {
-            id: "7".into(),
-            name: "seven".into(),
-            minor: 0x11,
-            json: false,
-        };
-        let one = render(&c1, &parts[..1], 1);
-        assert!(
-            one.contains("Sent 5000 bytes") && !one.contains("worker"),
-            "{one}"
-        );
     }
 }
