@@ -246,6 +246,7 @@ fn netem_words_shape_a_real_ping_and_prometheus_counts_the_losses() {
         ],
     );
     let sent: u32 = 300;
+    let watch = Watch::start();
     let o = testbed::in_ns(
         &ns(&bed, "client"),
         &[
@@ -260,6 +261,7 @@ fn netem_words_shape_a_real_ping_and_prometheus_counts_the_losses() {
     )
     .output()
     .expect("ping runs");
+    let host = watch.stop();
     let rtts: Vec<f64> = String::from_utf8_lossy(&o.stdout)
         .split("time=")
         .skip(1)
@@ -276,9 +278,16 @@ fn netem_words_shape_a_real_ping_and_prometheus_counts_the_losses() {
     );
     // Binomial(300, 0.81): sd 2.3 points; the band is about ±4 sd.
     assert!((0.72..0.90).contains(&answered), "answered {answered:.3}");
-    assert!((19.0..22.5).contains(&mean), "RTT mean {mean:.2} ms");
+    // A delay is the host's to decide when it steals the CPU (common::stalls); the share
+    // answered, netem's loss, is judged whatever it did.
+    let mean_ok = (19.0..22.5).contains(&mean);
+    judge_timing(mean_ok, &host, &format!("RTT mean {mean:.2} ms"));
     // The sample sd of ~240 normal draws is within ±15% of 5.66 ms at 4 sd.
-    assert!((4.6..6.9).contains(&sd), "RTT sd {sd:.2} ms");
+    judge_timing(
+        (4.6..6.9).contains(&sd),
+        &host,
+        &format!("RTT sd {sd:.2} ms"),
+    );
     // The gateway publishes its numbers once a second.
     std::thread::sleep(std::time::Duration::from_millis(1500));
     let o = testbed::in_ns(

@@ -246,7 +246,16 @@ fn circuits_hold_their_ceilings_across_two_workers() {
         n.to_string_lossy().into_owned(),
         d.to_string_lossy().into_owned(),
     );
-    let extra = ["--network", &ns_, "--devices", &ds, "--workers", "2"];
+    let extra = [
+        "--network",
+        &ns_,
+        "--devices",
+        &ds,
+        "--workers",
+        "2",
+        "--metrics",
+        "9464",
+    ];
     let bed = up_extra("w", "40Mbit", "20ms", "fq_codel", "fq_codel", &extra);
     let client = ns(&bed, "client");
     for a in ["198.18.1.3/24", "198.18.1.4/24"] {
@@ -274,6 +283,8 @@ fn circuits_hold_their_ceilings_across_two_workers() {
         let figure = format!("{got:.2} Mbit/s for a {ceil} Mbit/s circuit");
         judge_timing((got - want).abs() <= 0.05 * want, &host, &figure);
     }
+    // The metrics are published once a second: let them catch up with the finished uploads.
+    std::thread::sleep(Duration::from_millis(1500));
     let st = gateway_stats(&bed);
     assert_eq!(st["workers"], 2, "{st}");
     assert!(
@@ -299,6 +310,13 @@ fn circuits_hold_their_ceilings_across_two_workers() {
     // Both workers carried the circuit, and the answer is their sum.
     assert!(parts.iter().all(|p| bytes(p) > 1_000_000), "{c}");
     assert_eq!(bytes(&c), parts.iter().map(bytes).sum::<u64>(), "{c}");
+    // Prometheus has the same sum (each worker's list of busiest circuits merged).
+    let page = scrape(&bed);
+    let key = "debloat_circuit_bytes_total{circuit=\"1\",direction=\"egress\"} ";
+    let prom: Option<u64> = page
+        .lines()
+        .find_map(|l| l.strip_prefix(key)?.trim().parse().ok());
+    assert_eq!(prom, Some(bytes(&c)), "{key} in\n{page}");
     let text_reply = Command::new(EXE)
         .args(["gateway", "stats", "--circuit", "1", "--control"])
         .arg(testbed::control_socket(&bed.prefix))
@@ -336,3 +354,18 @@ const TWO_WORKERS: &str = "Circuit ID,Circuit Name,Device ID,Device Name,Parent 
      1,first,1,a,AP,,198.18.1.2,,1,1,12,12,\n\
      1,first,4,d,AP,,198.18.1.4,,1,1,12,12,\n\
      2,second,2,b,AP,,198.18.1.3,,1,1,4,4,\n";
+
+/// The gateway's Prometheus page, from inside its namespace (`--metrics 9464`).
+fn scrape(bed: &Bed) -> String {
+    let o = testbed::in_ns(
+        &ns(bed, "gw"),
+        &[
+            "bash",
+            "-c",
+            "exec 3<>/dev/tcp/127.0.0.1/9464; printf 'GET /metrics HTTP/1.0\\r\\n\\r\\n' >&3; cat <&3",
+        ],
+    )
+    .output()
+    .expect("bash runs");
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
