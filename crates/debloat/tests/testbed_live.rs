@@ -7,7 +7,9 @@
 
 mod common;
 use common::bed::*;
+use common::stalls::judge_timing;
 use common::text;
+use debloat_gateway::tools::host_stalls::Watch;
 use std::time::Duration;
 
 /// The number in the element with this id (`<span id="egress-rate">8.97</span>`).
@@ -44,6 +46,7 @@ fn the_live_page_shows_rates_and_tin_delays_of_a_loaded_gateway() {
         "fq_codel",
         &["--http", "9471"],
     );
+    let watch = Watch::start();
     let sink = spawn_sink(&bed, 5201, 14, &[]);
     std::thread::sleep(Duration::from_millis(300));
     let mut send = tcp_send(
@@ -81,6 +84,8 @@ fn the_live_page_shows_rates_and_tin_delays_of_a_loaded_gateway() {
     .expect("chromium ran once");
     let _ = sender.join();
     let _ = sink.wait_with_output();
+    let host = watch.stop();
+    println!("meanwhile {host}");
     let err = String::from_utf8_lossy(&dom.stderr);
     assert!(
         !err.contains("Uncaught") && !err.contains(":CONSOLE"),
@@ -91,9 +96,12 @@ fn the_live_page_shows_rates_and_tin_delays_of_a_loaded_gateway() {
     let shaper = number_in(&dom, "egress-shaper");
     println!("live view: egress {rate} Mbit/s of {shaper} shaped");
     assert_eq!(shaper, 9.0, "cake's bandwidth");
-    assert!(
+    // Rates and delays are the host's to decide when it steals the CPU (common::stalls); what
+    // the page shows and that it updated are judged whatever it did.
+    judge_timing(
         (0.8 * shaper..=1.05 * shaper).contains(&rate),
-        "egress {rate} Mbit/s"
+        &host,
+        &format!("egress {rate} Mbit/s"),
     );
     let be = tin_cells(&dom, "Best Effort");
     println!("Best Effort tin: {be:?}");
@@ -103,15 +111,14 @@ fn the_live_page_shows_rates_and_tin_delays_of_a_loaded_gateway() {
         be[3].parse().expect("peak"),
         be[4].parse().expect("target"),
     );
-    assert!(
+    judge_timing(
         tin_rate > 0.8 * shaper,
-        "the Best Effort tin carries the uploads: {be:?}"
+        &host,
+        &format!("the Best Effort tin carries the uploads: {be:?}"),
     );
     assert_eq!(target, 5.0, "cake's target: {be:?}");
-    assert!(
-        avg > 0.0 && avg < 3.0 * target && peak >= avg,
-        "tin delays: {be:?}"
-    );
+    assert!(avg > 0.0 && peak >= avg, "tin delays: {be:?}");
+    judge_timing(avg < 3.0 * target, &host, &format!("tin delays: {be:?}"));
     assert_eq!(tin_cells(&dom, "Bulk")[1], "0.00", "nothing in Bulk");
     assert!(dom.contains("id=\"status\">updated "), "the page updated");
     let drawn = dom
