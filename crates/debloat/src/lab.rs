@@ -450,7 +450,7 @@ fn compare(lab: &Lab, c: &CompareArgs) -> Result<()> {
         if !unjudged.is_empty() {
             eprintln!("not judged, since the host stole the guest's CPU: {unjudged}");
         }
-        match &s.host {
+        match &s.stalls() {
             Some(h) if h.voids() && attempt < c.attempts => eprintln!(
                 "{h}: the run measured the host as much as the discipline; again (attempt {} of {}) …",
                 attempt + 1,

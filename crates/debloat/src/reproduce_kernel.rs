@@ -131,7 +131,7 @@ fn measured(
             eprintln!("{}: meanwhile {h}", e.id);
         }
         let outside = out.iter().any(|x| !x.ok[2]);
-        if outside && again && s.host.as_ref().is_some_and(|h| h.voids()) {
+        if outside && again && s.stalls().is_some_and(|h| h.voids()) {
             eprintln!("{}: a kernel figure is outside its band and the host stalled the guest: the run once more …", e.id);
             again = false;
             continue;

@@ -82,6 +82,18 @@ impl HostStalls {
         self.stolen_share().unwrap_or(0.0) >= TIMING_UNJUDGED_FROM
     }
 
+    /// These stalls and `other`'s as one watch: the stalls of both (overlapping ones joined),
+    /// the longer pause; the steal and the time are this one's.
+    pub fn with_stalls_of(&self, other: &HostStalls) -> HostStalls {
+        let mut all = self.stalls.clone();
+        all.extend_from_slice(&other.stalls);
+        HostStalls {
+            stalls: merged(all),
+            longest_pause_ms: self.longest_pause_ms.max(other.longest_pause_ms),
+            ..self.clone()
+        }
+    }
+
     /// Whether a stall overlaps `[from, to]` (seconds since the epoch) widened by `margin_s`
     /// either side.
     pub fn touches(&self, from: f64, to: f64, margin_s: f64) -> bool {
@@ -141,8 +153,16 @@ pub struct Watch {
 }
 
 impl Watch {
-    /// Start watching, one thread on each CPU the process may use.
+    /// Start watching, one thread on each CPU the process may use, at SCHED_FIFO 1 where the
+    /// process may.
     pub fn start() -> Watch {
+        Watch::start_at(1)
+    }
+
+    /// The same at SCHED_FIFO `priority`: above the realtime threads of what is measured, so
+    /// that their own work is not taken for a stall (the kernel lab's guest, whose gateway
+    /// runs at 50, watches at 99).
+    pub fn start_at(priority: i32) -> Watch {
         let stop = Arc::new(AtomicBool::new(false));
         let threads = allowed_cpus()
             .into_iter()
@@ -150,7 +170,7 @@ impl Watch {
                 let flag = Arc::clone(&stop);
                 std::thread::Builder::new()
                     .name(format!("host-stalls-{cpu}"))
-                    .spawn(move || sleeper(cpu, &flag))
+                    .spawn(move || sleeper(cpu, priority, &flag))
                     .ok()
             })
             .collect();
@@ -214,9 +234,9 @@ fn epoch_s() -> f64 {
 }
 
 /// On `cpu`, sleep 1 ms at a time until told to stop, noting each oversleep from [`STALL_MS`].
-fn sleeper(cpu: usize, stop: &AtomicBool) -> Seen {
+fn sleeper(cpu: usize, priority: i32, stop: &AtomicBool) -> Seen {
     pin_to(cpu);
-    let realtime = realtime_if_allowed();
+    let realtime = realtime_if_allowed(priority);
     let tick = Duration::from_millis(1);
     let (mut stalls, mut longest) = (Vec::new(), Duration::ZERO);
     while !stop.load(Ordering::Relaxed) {
@@ -257,8 +277,10 @@ fn pin_to(cpu: usize) {
 }
 
 /// SCHED_FIFO at the lowest real-time priority, where the process may (root); whether it did.
-fn realtime_if_allowed() -> bool {
-    let p = libc::sched_param { sched_priority: 1 };
+fn realtime_if_allowed(priority: i32) -> bool {
+    let p = libc::sched_param {
+        sched_priority: priority,
+    };
     // SAFETY: sets this thread's policy from a valid sched_param; failure changes nothing.
     unsafe { libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &p) == 0 }
 }
@@ -267,6 +289,32 @@ fn realtime_if_allowed() -> bool {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    /// The guest's stalls join the host's: overlapping ones become one, the longer pause
+    /// counts, the steal stays the host's.
+    #[test]
+    fn two_watches_stalls_join() {
+        let host = HostStalls {
+            steal_ms: Some(10.0),
+            longest_pause_ms: 12.0,
+            stalls: vec![[10.0, 10.012], [20.0, 20.005]],
+            realtime: true,
+            seconds: 60.0,
+        };
+        let guest = HostStalls {
+            longest_pause_ms: 68.6,
+            stalls: vec![[10.010, 10.030], [30.0, 30.0686]],
+            ..HostStalls::default()
+        };
+        let both = host.with_stalls_of(&guest);
+        assert_eq!(
+            both.stalls,
+            vec![[10.0, 10.030], [20.0, 20.005], [30.0, 30.0686]]
+        );
+        assert_eq!((both.longest_pause_ms, both.steal_ms), (68.6, Some(10.0)));
+        assert!(both.touches(30.05, 30.06, 0.0) && !host.touches(30.05, 30.06, 0.0));
+        assert!(both.voids() && !host.voids());
+    }
 
     #[test]
     fn steal_is_the_eighth_number_of_the_cpu_line() {

@@ -278,9 +278,18 @@ pub fn table(s: &SideBySide, checks: &[Check]) -> String {
     if let Some(h) = &s.host {
         t.push_str(&format!("  meanwhile {h}\n"));
     }
+    if let Some(g) = &s.guest {
+        let total: f64 = g.stalls.iter().map(|x| x[1] - x[0]).fold(0.0, |a, b| a + b);
+        t.push_str(&format!(
+            "  the guest's own watch (SCHED_FIFO 99 on its CPU): {} stalls of 2 ms or more, {:.0} ms in all, the longest {:.1} ms\n",
+            g.stalls.len(),
+            total * 1e3,
+            g.longest_pause_ms
+        ));
+    }
     if let Some([k, d]) = s.left_out {
         t.push_str(&format!(
-            "  pings in flight while the host stalled, left out: {} of {} / {} of {} (kernel / debloat)\n",
+            "  pings in flight while the host or the guest stalled, left out: {} of {} / {} of {} (kernel / debloat)\n",
             k.stalled, k.of, d.stalled, d.of
         ));
     }
@@ -338,6 +347,7 @@ mod tests {
                 ..HostStalls::default()
             }),
             left_out: None,
+            guest: None,
         }
     }
 

@@ -204,6 +204,25 @@ pub struct SideBySide {
     /// stalled while they flew ([`stalled`]; None inside the guest).
     #[serde(default)]
     pub left_out: Option<[stalled::LeftOut; 2]>,
+    /// What the guest's own watch saw while both sides ran ([`run`]: a SCHED_FIFO 99 thread on
+    /// the guest's CPU, above the gateway's 50): the guest's CPU taken from everything in it,
+    /// by its own kernel or by the host, in stalls the host's watch may not see (a CI run of
+    /// 2026-11-29 read a frame waiting 68.6 ms in the gateway's receive ring while the host's
+    /// longest noted stall was 18.9 ms). None from results written before.
+    #[serde(default)]
+    pub guest: Option<HostStalls>,
+}
+
+impl SideBySide {
+    /// The stalls that void a tail: the host's and the guest's together (None without the
+    /// host's, inside the guest).
+    pub fn stalls(&self) -> Option<HostStalls> {
+        let host = self.host.as_ref()?;
+        Some(match &self.guest {
+            Some(g) => host.with_stalls_of(g),
+            None => host.clone(),
+        })
+    }
 }
 
 /// Whether a spec shapes by itself (cake with a bandwidth, tbf), so needs no HTB or link rate.
@@ -231,6 +250,7 @@ pub fn run(plan: &Plan, exe: &std::path::Path, prefix: &str) -> Result<SideBySid
     testbed::build_namespaces(prefix)?;
     let _down = Teardown(prefix.to_string());
     hosts::prepare(plan, prefix)?;
+    let watch = host_stalls::Watch::start_at(99);
     // The gateway first, for its idle round trip: under User-Mode Linux a userspace forwarder
     // adds a millisecond or two each way, and TCP's dynamics (and so the drop rate) follow the
     // round trip. With `match_rtt` the kernel's run gets that much more netem delay.
@@ -242,6 +262,7 @@ pub fn run(plan: &Plan, exe: &std::path::Path, prefix: &str) -> Result<SideBySid
         let (kernel, added_ms) = kernel_run(plan, exe, prefix, debloat.idle_ms)?;
         (kernel?, debloat, added_ms)
     };
+    let guest = watch.stop();
     let kernel_release = sh(&["uname", "-r"]).unwrap_or_default().trim().to_string();
     Ok(SideBySide {
         plan: plan.clone(),
@@ -251,6 +272,7 @@ pub fn run(plan: &Plan, exe: &std::path::Path, prefix: &str) -> Result<SideBySid
         kernel_release,
         host: None,
         left_out: None,
+        guest: Some(guest),
     })
 }
 

@@ -58,9 +58,10 @@ pub fn leave_out(m: &mut Measured, host: &HostStalls) -> LeftOut {
     LeftOut { stalled, of }
 }
 
-/// [`leave_out`] on both sides, recorded in the result.
+/// [`leave_out`] on both sides, recorded in the result: the stalls the host's watch noted and
+/// those the guest's own noted ([`SideBySide::stalls`]).
 pub fn apply(s: &mut SideBySide) {
-    let Some(host) = s.host.clone() else { return };
+    let Some(host) = s.stalls() else { return };
     s.left_out = Some([
         leave_out(&mut s.kernel, &host),
         leave_out(&mut s.debloat, &host),
