@@ -10,8 +10,9 @@
 
 mod common;
 use common::bed::*;
+use common::rx::Rate;
 use common::rx::RxSamples;
-use common::stalls::{again_if_the_host_stalled, judge_timing};
+use common::stalls::{again_if_the_host_stalled, judge_rate};
 use common::text;
 use debloat_gateway::testbed;
 use debloat_gateway::tools::host_stalls::Watch;
@@ -108,16 +109,16 @@ fn host_shares_and_the_rate(bed: &Bed, what: &str) {
     let ((ma, mb, wire, _), host) = again_if_the_host_stalled(
         what,
         || uploads_and_the_wire(bed, [5201, 5202], ["8", "1"]),
-        |r| half(r.0, r.1) && rate_ok(r.2),
+        |r| half(r.0, r.1) && rate_ok(&r.2),
     );
     let share_a = ma / (ma + mb);
     println!(
         "{what}, cake 20Mbit dual-srchost: host A (8 uploads) {ma:.2} Mbit/s, host B (1) {mb:.2} Mbit/s, A's share {:.1} %; shaped rate {:.3} Mbit/s",
         share_a * 100.0,
-        wire / 1e6
+        wire.bps / 1e6
     );
     assert!(half(ma, mb), "A's share {share_a:.3}");
-    judge_timing(rate_ok(wire), &host, &format!("shaped at {wire:.0} bit/s"));
+    judge_rate(&wire, RATE, 0.01, &host, "shaped");
     let j = gateway_stats(bed);
     for dir in ["egress", "ingress"] {
         assert!(accounted(&j[dir]), "{dir}: {}", j[dir]);
@@ -130,8 +131,8 @@ fn host_shares_and_the_rate(bed: &Bed, what: &str) {
 }
 
 /// The wire's rate within 1 % of [`RATE`].
-fn rate_ok(wire_bps: f64) -> bool {
-    (wire_bps / RATE - 1.0).abs() <= 0.01
+fn rate_ok(wire: &Rate) -> bool {
+    (wire.bps / RATE - 1.0).abs() <= 0.01
 }
 
 /// For 11 s, uploads from host A (`streams[0]` of them, to 198.18.2.2) and host B (to
@@ -141,7 +142,7 @@ fn uploads_and_the_wire(
     bed: &Bed,
     ports: [u16; 2],
     streams: [&str; 2],
-) -> (f64, f64, f64, serde_json::Value) {
+) -> (f64, f64, Rate, serde_json::Value) {
     let c = ns(bed, "client");
     let sinks = ports.map(|p| spawn_sink(bed, p, 14, &[]));
     std::thread::sleep(Duration::from_millis(300));
@@ -160,7 +161,7 @@ fn uploads_and_the_wire(
         assert!(o.status.success(), "tcp-send: {}", text(&o));
     }
     let [ma, mb] = sinks.map(sink_mbps);
-    (ma, mb, rx.rate_bps(t0, t1), j)
+    (ma, mb, rx.rate(t0, t1), j)
 }
 
 /// CUBIC uploads from the client's address `from` to `to` for `secs`, on a thread.
@@ -268,7 +269,7 @@ fn two_workers_take_a_reload_together() {
         std::thread::sleep(from);
         let t0 = SystemTime::now();
         std::thread::sleep(len);
-        rx.rate_bps(t0, SystemTime::now())
+        rx.rate(t0, SystemTime::now())
     };
     let before = rate(Duration::from_secs(2), Duration::from_secs(2));
     file("20Mbit");
@@ -294,20 +295,11 @@ fn two_workers_take_a_reload_together() {
     let host = watch.stop();
     println!(
         "2 workers, reload 10 → 20 Mbit/s: shaped {:.3} then {:.3} Mbit/s; hosts {ma:.2} and {mb:.2} Mbit/s; meanwhile {host}",
-        before / 1e6,
-        after / 1e6
+        before.bps / 1e6,
+        after.bps / 1e6
     );
-    let within_2 = |bps: f64, of: f64| (bps / of - 1.0).abs() <= 0.02;
-    judge_timing(
-        within_2(before, 10e6),
-        &host,
-        &format!("before: {before:.0} bit/s"),
-    );
-    judge_timing(
-        within_2(after, 20e6),
-        &host,
-        &format!("after: {after:.0} bit/s"),
-    );
+    judge_rate(&before, 10e6, 0.02, &host, "before");
+    judge_rate(&after, 20e6, 0.02, &host, "after");
     let share = ma / (ma + mb);
     assert!((share - 0.5).abs() <= 0.05, "A's share {share:.3}");
     let j = gateway_stats(&bed);
@@ -513,7 +505,7 @@ fn two_workers_split_an_htb_tree_class_by_class() {
     let ((ma, mb, wire, j), host) = again_if_the_host_stalled(
         "htb tree",
         || uploads_and_the_wire(&bed, [5221, 5222], ["2", "2"]),
-        |r| quarter(r.0, r.1) && rate_ok(r.2),
+        |r| quarter(r.0, r.1) && rate_ok(&r.2),
     );
     let share_a = ma / (ma + mb);
     let parts: Vec<String> = j["shards"]
@@ -526,10 +518,10 @@ fn two_workers_split_an_htb_tree_class_by_class() {
     println!(
         "2 workers, {TREE}: host A {ma:.2} Mbit/s, host B {mb:.2} Mbit/s, A's share {:.1} %; shaped rate {:.3} Mbit/s; the workers' parts {parts:?} bit/s",
         share_a * 100.0,
-        wire / 1e6
+        wire.bps / 1e6
     );
     assert!(quarter(ma, mb), "A's share {share_a:.3}");
-    judge_timing(rate_ok(wire), &host, &format!("shaped at {wire:.0} bit/s"));
+    judge_rate(&wire, RATE, 0.01, &host, "shaped");
     let sink = spawn_sink(&bed, 5223, 9, &[]);
     std::thread::sleep(Duration::from_millis(300));
     let o = upload(&c, "198.18.2.2:5223", A, "2", 7)

@@ -60,6 +60,10 @@ pub struct HostStalls {
     /// can delay them too, and the stalls over-state the host's).
     #[serde(default)]
     pub realtime: bool,
+    /// Each watched CPU's own stalls, `[from, to]` as in `stalls`, one list a CPU (not
+    /// serialized: `stalls` says when; this, how much of the machine).
+    #[serde(skip)]
+    pub per_cpu: Vec<Vec<[f64; 2]>>,
     /// How long the watch ran, s.
     pub seconds: f64,
 }
@@ -87,8 +91,11 @@ impl HostStalls {
     pub fn with_stalls_of(&self, other: &HostStalls) -> HostStalls {
         let mut all = self.stalls.clone();
         all.extend_from_slice(&other.stalls);
+        let mut per_cpu = self.per_cpu.clone();
+        per_cpu.extend(other.per_cpu.iter().cloned());
         HostStalls {
             stalls: merged(all),
+            per_cpu,
             longest_pause_ms: self.longest_pause_ms.max(other.longest_pause_ms),
             ..self.clone()
         }
@@ -101,6 +108,24 @@ impl HostStalls {
         // `stalls` is in time order: the first stall ending after `a` decides.
         let i = self.stalls.partition_point(|s| s[1] < a);
         self.stalls.get(i).is_some_and(|s| s[0] <= b)
+    }
+
+    /// How much of the machine the stalls took from `[from, to]` (seconds since the epoch),
+    /// s: the CPU time they covered in it divided by the CPUs watched (a 30 ms stall of one of
+    /// two vCPUs counts 15 ms, of both 30 ms). A rate read over the window ran for that much
+    /// less. Without the per-CPU lists (a watch read back from JSON), the joined stalls count
+    /// whole.
+    pub fn stalled_within(&self, from: f64, to: f64) -> f64 {
+        let over = |v: &[[f64; 2]]| -> f64 {
+            v.iter()
+                .map(|s| (s[1].min(to) - s[0].max(from)).max(0.0))
+                .sum()
+        };
+        if self.per_cpu.is_empty() {
+            return over(&self.stalls);
+        }
+        let all: f64 = self.per_cpu.iter().map(|v| over(v)).sum();
+        all / self.per_cpu.len() as f64
     }
 }
 
@@ -186,9 +211,11 @@ impl Watch {
     pub fn stop(mut self) -> HostStalls {
         self.stop.store(true, Ordering::Relaxed);
         let (mut stalls, mut longest, mut realtime) = (Vec::new(), Duration::ZERO, true);
+        let mut per_cpu = Vec::new();
         for t in self.threads.drain(..) {
             if let Ok((s, l, rt)) = t.join() {
-                stalls.extend(s);
+                stalls.extend_from_slice(&s);
+                per_cpu.push(s);
                 longest = longest.max(l);
                 realtime &= rt;
             }
@@ -203,6 +230,7 @@ impl Watch {
             longest_pause_ms: longest.as_secs_f64() * 1e3,
             stalls: merged(stalls),
             realtime,
+            per_cpu,
             seconds: self.start.elapsed().as_secs_f64(),
         }
     }
@@ -300,6 +328,7 @@ mod tests {
             stalls: vec![[10.0, 10.012], [20.0, 20.005]],
             realtime: true,
             seconds: 60.0,
+            per_cpu: Vec::new(),
         };
         let guest = HostStalls {
             longest_pause_ms: 68.6,
@@ -372,6 +401,21 @@ mod tests {
         assert!(!h.touches(5.01, 6.99, 0.001), "between two stalls");
         assert!(!h.touches(10.03, 11.0, 0.005), "after the last");
         assert!(!h.touches(1.0, 4.99, 0.005), "before the first");
+        let within = |a: f64, b: f64| (h.stalled_within(a, b) * 1e6).round();
+        assert_eq!(within(4.0, 11.0), 3.0e3 + 2.0e3 + 20.0e3, "all three, µs");
+        assert_eq!(
+            within(5.001, 10.01),
+            2.0e3 + 2.0e3 + 10.0e3,
+            "cut at both ends"
+        );
+        assert_eq!(within(5.5, 6.5), 0.0, "between two stalls");
+        // Two CPUs: the first stalled 20 ms alone, then both 10 ms: 10 + 10 of the machine.
+        let two = HostStalls {
+            per_cpu: vec![vec![[1.0, 1.03]], vec![[1.02, 1.03]]],
+            ..HostStalls::default()
+        };
+        assert_eq!((two.stalled_within(0.0, 2.0) * 1e6).round(), 20.0e3);
+        assert_eq!((two.stalled_within(1.025, 2.0) * 1e6).round(), 5.0e3);
     }
 
     /// The watch sees a pause of the whole process as a pause of the machine would look from

@@ -14,6 +14,17 @@ use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+/// A rate read off the samples, and the window it was read over.
+#[derive(Clone, Copy, Debug)]
+pub struct Rate {
+    /// Bits per second.
+    pub bps: f64,
+    /// The window's first and last sample's stamps, seconds since the epoch (the clock of
+    /// `host_stalls`' stalls).
+    pub from: f64,
+    pub to: f64,
+}
+
 /// Samples of `eth0`'s received bytes in one namespace: (seconds since the epoch, bytes).
 pub struct RxSamples {
     child: Child,
@@ -65,9 +76,18 @@ impl RxSamples {
 
     /// Bits per second received between the samples at `t0` and `t1`, over their own stamps.
     pub fn rate_bps(&self, t0: SystemTime, t1: SystemTime) -> f64 {
+        self.rate(t0, t1).bps
+    }
+
+    /// The rate between the samples at `t0` and `t1`, with the window it was read over.
+    pub fn rate(&self, t0: SystemTime, t1: SystemTime) -> Rate {
         let ((s0, b0), (s1, b1)) = (self.at(t0), self.at(t1));
         assert!(s1 > s0, "samples at {s0} and {s1}: the interval is empty");
-        (b1 - b0) as f64 * 8.0 / (s1 - s0)
+        Rate {
+            bps: (b1 - b0) as f64 * 8.0 / (s1 - s0),
+            from: s0,
+            to: s1,
+        }
     }
 }
 
