@@ -320,10 +320,12 @@ fn irtt_records(pr: &Probe, offset_s: f64, t0: f64) -> Vec<Value> {
         .iter()
         .map(|t| {
             let ts = t0 + shift + t.send_mono as f64 / 1e9;
+            // How late the send left against its slot, ms (irtt's timer error, one a send).
+            let timer = (t.send_mono - t.scheduled).abs() as f64 / 1e6;
             match t.rtt_ns() {
                 Some(rtt) => {
                     let rtt = rtt as f64 / 1e6;
-                    let mut r = json!({"t": ts, "val": rtt, "seq": t.seq});
+                    let mut r = json!({"t": ts, "val": rtt, "seq": t.seq, "timer_error": timer});
                     if let Some(up) = t.send_delay_ns() {
                         r["owd_up"] = json!(up as f64 / 1e6);
                     }
@@ -338,7 +340,7 @@ fn irtt_records(pr: &Probe, offset_s: f64, t0: f64) -> Vec<Value> {
                 }
                 None => {
                     prev = None;
-                    json!({"t": ts, "seq": t.seq, "lost": true, "lost_dir": pr.lost_direction(t.seq)})
+                    json!({"t": ts, "seq": t.seq, "timer_error": timer, "lost": true, "lost_dir": pr.lost_direction(t.seq)})
                 }
             }
         })

@@ -3,11 +3,27 @@
 
 use super::common::{self, stalls, summary_json, text};
 use super::{exe_for_nobody, root_with_setpriv, run_test, server_alone, Server, NOBODY};
+use debloat_gateway::tools::host_stalls::{HostStalls, Watch};
 use std::process::Command;
 
-/// Each UDP probe's timer error in µs (name, mean, median) from one rrul run against `srv`,
-/// with `extra` options; the summary also says the load ran and what priority the probes had.
-fn rrul_timer_errors(srv: &Server, extra: &[&str]) -> (serde_json::Value, Vec<(String, f64, f64)>) {
+/// One UDP probe's timer error over one rrul run, µs.
+struct Timer {
+    name: String,
+    /// Over every send, as the probe's statistics give it.
+    mean: f64,
+    median: f64,
+    /// Over the sends no noted host stall touched (from the send's slot to its leaving, ±1
+    /// ms), and how many of the sends those were.
+    unstalled: f64,
+    kept: usize,
+    sent: usize,
+}
+
+/// Each UDP probe's timer error from one rrul run against `srv`, with `extra` options, under a
+/// host-stall watch: the summary (which also says the load ran and the probes' priority), the
+/// probes' figures, and what the host did meanwhile. Each send's own error and time come from
+/// the flent file's raw records (`timer_error`, `t`).
+fn rrul_timers(srv: &Server, extra: &[&str]) -> (serde_json::Value, Vec<Timer>, HostStalls) {
     let dir = tempfile::tempdir().expect("tmp");
     let mut args = vec![
         "rrul",
@@ -19,34 +35,73 @@ fn rrul_timer_errors(srv: &Server, extra: &[&str]) -> (serde_json::Value, Vec<(S
         "--no-report",
     ];
     args.extend_from_slice(extra);
+    let watch = Watch::start();
     run_test(dir.path(), &args);
+    let host = watch.stop();
     let s = summary_json(dir.path());
     assert_eq!(s["errors"].as_array().map(Vec::len), Some(0), "{s}");
     let down = common::bytes_down(&s);
     assert!(down > 1e8, "the load ran: {down} bytes down");
+    let flent = read_flent(&common::output_file(dir.path(), ".flent.gz"));
     let probes = s["udp_probes"].as_array().expect("udp probes");
     assert_eq!(probes.len(), 3);
-    let errs = probes
+    let timers = probes
         .iter()
         .map(|p| {
+            let name = p["name"].as_str().expect("a probe's name").to_string();
             let t = &p["stats_ns"]["timer_error"];
             let us = |k: &str| t[k].as_f64().expect("timer error") / 1e3;
-            (p["name"].to_string(), us("mean"), us("median"))
+            let raw = flent["raw_values"][&name].as_array().cloned();
+            let raw = raw.unwrap_or_default();
+            let sends: Vec<(f64, f64)> = raw
+                .iter()
+                .filter_map(|r| Some((r["t"].as_f64()?, r["timer_error"].as_f64()? * 1e3)))
+                .collect();
+            assert_eq!(sends.len() as u64, t["n"].as_u64().unwrap_or(0), "{name}");
+            let all = sends.iter().map(|x| x.1).sum::<f64>() / sends.len().max(1) as f64;
+            assert!(
+                (all - us("mean")).abs() < 0.5,
+                "{name}: {all} µs per record"
+            );
+            let kept: Vec<f64> = sends
+                .iter()
+                .filter(|(at, e)| !host.touches(at - e / 1e6, *at, 1e-3))
+                .map(|x| x.1)
+                .collect();
+            Timer {
+                unstalled: kept.iter().sum::<f64>() / kept.len().max(1) as f64,
+                kept: kept.len(),
+                sent: sends.len(),
+                mean: us("mean"),
+                median: us("median"),
+                name,
+            }
         })
         .collect();
-    (s, errs)
+    (s, timers, host)
+}
+
+fn read_flent(p: &std::path::Path) -> serde_json::Value {
+    let f = std::fs::File::open(p).expect("open");
+    let mut s = String::new();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(f), &mut s).expect("gzip");
+    serde_json::from_str(&s).expect("json")
 }
 
 /// `--realtime` keeps the probes' timers on time under load: rrul's eight loopback flows keep
 /// both CPUs busy, and the same rrul runs twice, its probes at normal priority and then under
 /// SCHED_FIFO 50. In the same run, on the same load, realtime must cut every probe's mean timer
-/// error at least fourfold (measured here: 390–530 µs against 1.5–7.4 µs) and keep its median
-/// within irtt's 100 µs loopback bound. The bound on the mean itself is a property of an
-/// otherwise idle machine (a VM's stolen time or another process's softirqs show up in a mean
-/// of 800 samples: 103.9 µs seen once in CI), so it is checked by the long tier's
-/// `realtime_probes_mean_timer_error_is_within_irtts_bound` below. Without the privilege the
-/// option is refused before the test starts, saying what is needed. Root only; it takes the
-/// CPUs alone.
+/// error at least fourfold (measured: 390–530 µs against 1.5–7.4 µs; on 2026-11-29, Intel, 194–539
+/// against 3.4–40.7) and keep its median
+/// within irtt's 100 µs loopback bound. SCHED_FIFO holds off the machine's own load, not the
+/// hypervisor taking the vCPU away, and a probe sends only 30 times in the run, so one send a
+/// host stall held back 4 ms moves its mean by 130 µs (CI read 139 µs so, median 1.4): the
+/// means compared leave out the sends a noted stall touched (`common::stalls`, at least 20 of
+/// 30 kept), and a cut that still fails while the host stole 5 % of a CPU or more is shown, not
+/// judged. The bound on the mean itself is a property of an otherwise idle machine, so it is
+/// checked by the long tier's `realtime_probes_mean_timer_error_is_within_irtts_bound` below.
+/// Without the privilege the option is refused before the test starts, saying what is needed.
+/// Root only; it takes the CPUs alone.
 #[test]
 fn realtime_probes_keep_their_timer_under_load() {
     if !root_with_setpriv("realtime-probe") {
@@ -55,27 +110,38 @@ fn realtime_probes_keep_their_timer_under_load() {
     // The load is this test's own: another test's flows beside it (and their servers' threads
     // at the same priority) are a condition the comparison does not speak of.
     let srv = server_alone();
-    let (_, normal) = rrul_timer_errors(&srv, &[]);
-    // SCHED_FIFO holds off the machine's own load, not the hypervisor taking the vCPU away: a
-    // mean the host decided (common::stalls) is measured once more, then shown, not judged.
-    let cut = |rt: &[(String, f64, f64)]| rt.iter().zip(&normal).all(|(r, n)| r.1 * 4.0 <= n.1);
-    let ((s, rt), host) = stalls::again_if_the_host_stalled(
-        "rrul under SCHED_FIFO 50",
-        || rrul_timer_errors(&srv, &["--realtime", "50"]),
-        |(_, rt)| cut(rt),
-    );
+    let (_, normal, n_host) = rrul_timers(&srv, &[]);
+    println!("rrul at normal priority: meanwhile {n_host}");
+    let (s, rt, host) = rrul_timers(&srv, &["--realtime", "50"]);
+    println!("rrul under SCHED_FIFO 50: meanwhile {host}");
     assert_eq!(s["probes_realtime_priority"], 50);
-    for ((name, n_mean, n_median), (_, mean, median)) in normal.iter().zip(&rt) {
+    for (n, r) in normal.iter().zip(&rt) {
         println!(
-            "{name}: timer error under rrul, mean {n_mean:.1} µs (median {n_median:.1}) at \
-             normal priority, {mean:.1} µs (median {median:.1}) under SCHED_FIFO 50"
+            "{}: timer error under rrul, mean {:.1} µs (median {:.1}; {:.1} over the {} of {} \
+             sends no stall touched) at normal priority, {:.1} µs (median {:.1}; {:.1} over {} \
+             of {}) under SCHED_FIFO 50",
+            n.name,
+            n.mean,
+            n.median,
+            n.unstalled,
+            n.kept,
+            n.sent,
+            r.mean,
+            r.median,
+            r.unstalled,
+            r.kept,
+            r.sent
         );
+        let ok = r.kept >= 20 && n.kept >= 20 && r.unstalled * 4.0 <= n.unstalled;
         stalls::judge_timing(
-            mean * 4.0 <= *n_mean,
-            &host,
-            &format!("{name}: realtime {mean:.1} µs against {n_mean:.1} µs at normal priority"),
+            ok,
+            &host.with_stalls_of(&n_host),
+            &format!(
+                "{}: realtime {:.1} µs over {} sends against {:.1} µs over {} at normal priority",
+                n.name, r.unstalled, r.kept, n.unstalled, n.kept
+            ),
         );
-        assert!(median <= &100.0, "{name}: median {median:.1} µs");
+        assert!(r.median <= 100.0, "{}: median {:.1} µs", r.name, r.median);
     }
 
     let dir = tempfile::tempdir().expect("tmp");
@@ -110,9 +176,12 @@ fn realtime_probes_mean_timer_error_is_within_irtts_bound() {
         return;
     }
     let srv = server_alone();
-    let (_, rt) = rrul_timer_errors(&srv, &["--realtime", "50"]);
-    for (name, mean, _) in rt {
-        println!("{name}: mean timer error {mean:.1} µs under rrul, SCHED_FIFO 50");
-        assert!(mean <= 100.0, "{name}: {mean:.1} µs");
+    let (_, rt, host) = rrul_timers(&srv, &["--realtime", "50"]);
+    for t in rt {
+        println!(
+            "{}: mean timer error {:.1} µs under rrul, SCHED_FIFO 50 (meanwhile {host})",
+            t.name, t.mean
+        );
+        assert!(t.mean <= 100.0, "{}: {:.1} µs", t.name, t.mean);
     }
 }
