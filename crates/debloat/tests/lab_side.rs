@@ -106,7 +106,13 @@ fn fq_codel_without_ecn_drops_as_the_kernels_on_pi_55s_link() {
     }
 }
 
+/// In the long tier since 2026-11-29, session 20 (≈ 78 s of a CI run that had reached 32.9
+/// minutes on an Intel host). In CI the kernel stays compared through cake besteffort below,
+/// `tests/lab.rs` compares fq_codel's words and statistics with `tc`'s, and fq_codel's ECN
+/// marking by the core's tests (`debloat-core/tests/fq_codel.rs`) and over simulated TCP
+/// (`with_ecn_and_fq_codel_a_flow_sees_marks_and_no_drops`).
 #[test]
+#[ignore = "long tier: scripts/long-tests.sh; dated results in docs/testing.md"]
 fn fq_codel_with_ecn_marks_as_the_kernels() {
     let Some(v) = compare(
         "fq_codel ecn",
@@ -158,7 +164,14 @@ fn codel_and_a_short_fifo_behave_as_the_kernels() {
 /// class, for what no match takes, holds only the pings). Each keeps its rate and the spare is
 /// shared by quanta (rate / r2q: 1 : 3), so the shares are 25 % and 75 % — on both sides,
 /// within 5 points of each other, the goodput within 3 %.
+///
+/// In the long tier since 2026-11-29, session 20 (≈ 78 s of a CI run that had reached 32.9
+/// minutes; also the comparison a stall inside the guest, which the host's watch cannot see,
+/// failed twice in CI: docs/kernel-lab.md). In CI, HTB stays checked by the core's conformance
+/// tests, `tests/lab.rs`'s words and statistics against `tc`'s, and through the gateway on real
+/// TCP (`testbed_workers`: an htb tree split over two workers).
 #[test]
+#[ignore = "long tier: scripts/long-tests.sh; dated results in docs/testing.md"]
 fn htb_borrowing_shares_as_the_kernels() {
     let tree = "htb default 30 class 1:1 rate 10Mbit \
         class 1:10 parent 1:1 rate 2Mbit ceil 10Mbit match src 198.18.1.2 qdisc fq_codel \

@@ -231,8 +231,10 @@ fn part_a_fifo_depth_bbr_on_real_tcp() {
 /// PI-55's drop band on real kernel TCP: fq_codel without ECN drops 5–12 % of offered packets.
 /// The band is this test's own measurement of Linux 6.18 (7.0–7.4 %, 2026-11-23), beside the
 /// simulator's 8.1 %; the Pi's 2016 kernel dropped 19 % (not GSO super-packets: its counters
-/// show maxpacket 1514). docs/experiments.md, PI-55, has the evidence.
+/// show maxpacket 1514). docs/experiments.md, PI-55, has the evidence. In the long tier since
+/// 2026-11-29 (≈ 26 s of CI's 30 minutes); in CI the simulator's PI-55 row keeps the band.
 #[test]
+#[ignore = "long tier: scripts/long-tests.sh; dated results in docs/testing.md"]
 fn part_a_pi_55_drop_band_on_real_tcp() {
     let Some(_one) = guard() else { return };
     let fq = pi_55_bed("t", "fq_codel limit 1001 noecn");
