@@ -301,15 +301,17 @@ fn bad_specs_and_rates_say_how_to_fix_them() {
 }
 
 /// Spinning at real-time priority would starve the kernel's packet processing on that core:
-/// the gateway refuses the pair before touching any interface, and says why.
+/// the gateway refuses the pair before touching any interface, and says why. Its ports are
+/// named apart from the next test's: a gateway claims its ports (a lock each) before it checks
+/// the rest, and the two tests run at once (CI saw the other one refused as "already forwarded").
 #[test]
 fn busy_poll_and_realtime_together_are_refused() {
     let o = debloat(&[
         "gateway",
         "--lan",
-        "nosuch0",
+        "nosuch2",
         "--wan",
-        "nosuch1",
+        "nosuch3",
         "--busy-poll",
         "--realtime",
         "50",
