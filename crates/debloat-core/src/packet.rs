@@ -100,6 +100,12 @@ impl TcpInfo {
 }
 
 /// Per-packet metadata read and written by the disciplines.
+///
+/// The TCP details CAKE's ACK filter reads are not here: a packet gives them on demand
+/// ([`Packet::tcp`]), from its bytes where it has them, as Linux's `cake_ack_filter` reads the
+/// TCP headers of the queued skbs. That keeps this record at 96 bytes, and a gateway frame
+/// (this, its buffer and two bytes) at 128, which the compiler moves between the stages with
+/// a few vector loads and stores instead of a call to `memcpy` (issue 42).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PacketMeta {
     /// Length in bytes as a Linux qdisc counts it: the whole L2 frame, Ethernet header included.
@@ -133,8 +139,6 @@ pub struct PacketMeta {
     pub gso_size: u16,
     /// Header bytes (L2 + L3 + L4) repeated in every GSO segment.
     pub hdr_len: u16,
-    /// TCP details for the ACK filter; `None` for non-TCP or when unknown.
-    pub tcp: Option<TcpInfo>,
     /// The earliest departure time a local sender stamped on the packet (Linux's `skb->tstamp`
     /// under the EDT model TCP has used since 4.20: the socket's pacing turned into a time),
     /// 0 when unset. `fq` holds a packet until then; forwarding clears it, as `ip_forward` does.
@@ -162,7 +166,6 @@ impl PacketMeta {
             gso_segs: 1,
             gso_size: 0,
             hdr_len: 0,
-            tcp: None,
             tstamp: 0,
             socket: 0,
         }
@@ -228,6 +231,15 @@ pub trait Packet {
         None
     }
 
+    /// The TCP details CAKE's ACK filter compares (flags, ACK number, payload length,
+    /// options), `None` for anything not TCP. A packet with bytes reads them from its headers
+    /// each time it is asked, as Linux's `cake_get_tcphdr` does; the rest keep them beside
+    /// their metadata.
+    fn tcp(&self) -> Option<TcpInfo> {
+        let (bytes, link) = self.frame()?;
+        crate::classify::tcp_info(bytes, link)
+    }
+
     /// Split the first segment off a GSO super-packet, shrinking `self` to the rest.
     /// Returns `None` when the packet is a single segment or cannot be split.
     fn split_first_segment(&mut self) -> Option<Self>
@@ -238,19 +250,31 @@ pub trait Packet {
     }
 }
 
-/// The packet record used by the simulator, `debloat replay` and the tests: metadata plus an id.
+/// The packet record used by `debloat replay` and the tests: metadata, the TCP details it has
+/// no bytes to read them from, and an id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Record {
     /// Caller's identifier (e.g. row number of a trace).
     pub id: u64,
     /// Metadata.
     pub meta: PacketMeta,
+    /// TCP details for the ACK filter; `None` for non-TCP or when unknown.
+    pub tcp: Option<TcpInfo>,
 }
 
 impl Record {
-    /// A record with id and metadata.
+    /// A record with id and metadata, no TCP details.
     pub fn new(id: u64, meta: PacketMeta) -> Record {
-        Record { id, meta }
+        Record {
+            id,
+            meta,
+            tcp: None,
+        }
+    }
+
+    /// The same record carrying these TCP details.
+    pub fn with_tcp(self, tcp: Option<TcpInfo>) -> Record {
+        Record { tcp, ..self }
     }
 }
 
@@ -260,6 +284,9 @@ impl Packet for Record {
     }
     fn meta_mut(&mut self) -> &mut PacketMeta {
         &mut self.meta
+    }
+    fn tcp(&self) -> Option<TcpInfo> {
+        self.tcp
     }
     fn split_first_segment(&mut self) -> Option<Record> {
         let m = &mut self.meta;

@@ -33,7 +33,5 @@ pub fn ect(mut r: Record) -> Record {
 /// A 66-byte pure TCP ACK with acknowledgement number `ack_seq` on one fixed connection.
 pub fn ack(id: u64, ack_seq: u32) -> Record {
     let flow = FlowKey::ip(addr(0, 1), addr(1, 1), 40000, 80, 6);
-    let mut m = PacketMeta::new(66, flow);
-    m.tcp = Some(TcpInfo::pure_ack(ack_seq));
-    Record::new(id, m)
+    Record::new(id, PacketMeta::new(66, flow)).with_tcp(Some(TcpInfo::pure_ack(ack_seq)))
 }

@@ -179,8 +179,7 @@ fn packet(id: u64, len: u32, flow: u8, host: u8, ecn: u8, dscp: u8, ack: Option<
     m.ecn = Ecn::from_bits(ecn);
     m.dscp = dscp;
     m.priority = u32::from(dscp); // every pfifo_fast band
-    m.tcp = ack.map(|a| TcpInfo::pure_ack(u32::from(a) * 1000));
-    Record::new(id, m)
+    Record::new(id, m).with_tcp(ack.map(|a| TcpInfo::pure_ack(u32::from(a) * 1000)))
 }
 
 proptest! {

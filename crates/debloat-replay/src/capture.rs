@@ -6,7 +6,7 @@
 
 use crate::error::{bail, Context, Result};
 use crate::{Input, Trace};
-use debloat_core::classify::{classify, rewrite_ds_field, LinkType};
+use debloat_core::classify::{classify_tcp, rewrite_ds_field, LinkType};
 use debloat_core::flow::FlowKey;
 use debloat_core::Record;
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
@@ -66,14 +66,14 @@ pub fn read(bytes: &[u8]) -> Result<Trace> {
         let ts = p.timestamp.as_nanos() as u64;
         let t0 = *epoch.get_or_insert(ts);
         let id = packets.len() as u64;
-        match classify(&p.data, p.orig_len, link) {
-            Ok(mut meta) => {
+        match classify_tcp(&p.data, p.orig_len, link) {
+            Ok((mut meta, tcp)) => {
                 if link == LinkType::RawIp {
                     meta.network_offset = 0;
                 }
                 packets.push(Some(Input {
                     t_ns: ts.saturating_sub(t0),
-                    record: Record::new(id, meta),
+                    record: Record::new(id, meta).with_tcp(tcp),
                     frame: Some(p.data.into_owned()),
                 }));
             }

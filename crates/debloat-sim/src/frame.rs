@@ -126,7 +126,7 @@ fn ack(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use debloat_core::classify::{classify, LinkType};
+    use debloat_core::classify::{classify_tcp, LinkType};
     use debloat_core::packet::{Ecn, PacketMeta};
 
     #[test]
@@ -152,9 +152,9 @@ mod tests {
         };
         let f = frame(&d, 65535);
         assert_eq!(f.len(), crate::packet::DATA_FRAME as usize);
-        let got = classify(&f, f.len() as u32, LinkType::Ethernet).expect("parses");
+        let (got, tcp) = classify_tcp(&f, f.len() as u32, LinkType::Ethernet).expect("parses");
         assert_eq!(
-            (got.dscp, got.ecn, got.tcp.map(|t| t.payload_len)),
+            (got.dscp, got.ecn, tcp.map(|t| t.payload_len)),
             (46, Ecn::Ce, Some(MSS))
         );
         let a = SimPacket {
@@ -170,9 +170,9 @@ mod tests {
             },
         };
         let f = frame(&a, 65535);
-        let t = classify(&f, f.len() as u32, LinkType::Ethernet)
+        let t = classify_tcp(&f, f.len() as u32, LinkType::Ethernet)
             .expect("parses")
-            .tcp
+            .1
             .expect("tcp");
         assert_eq!(t.ack_seq, bytes(2));
         assert_eq!((t.sack_len, t.sack[0]), (1, (bytes(3), bytes(4))));

@@ -1,7 +1,7 @@
 //! What travels through the simulated network: core [`PacketMeta`] (what the disciplines see)
 //! plus the transport contents the endpoints need.
 
-use debloat_core::packet::{Nanos, Packet, PacketMeta};
+use debloat_core::packet::{Nanos, Packet, PacketMeta, TcpInfo};
 
 /// TCP payload per full segment (MSS 1448 with timestamps, as Linux on Ethernet).
 pub const MSS: u32 = 1448;
@@ -78,5 +78,35 @@ impl Packet for SimPacket {
     }
     fn meta_mut(&mut self) -> &mut PacketMeta {
         &mut self.meta
+    }
+    /// What CAKE's ACK filter would read in the headers: an ACK's number, SACK blocks and
+    /// ECE flag (sequence numbers count segments); a data segment's MSS of payload.
+    fn tcp(&self) -> Option<TcpInfo> {
+        match self.body {
+            Body::Ack {
+                ack,
+                sack,
+                sack_len,
+                ece,
+                ..
+            } => {
+                let mut tcp = TcpInfo::pure_ack(ack as u32);
+                tcp.sack_len = sack_len;
+                for (k, b) in sack.iter().enumerate() {
+                    tcp.sack[k] = (b.0 as u32, b.1 as u32);
+                }
+                if ece {
+                    tcp.flags |= TcpInfo::ECE;
+                }
+                Some(tcp)
+            }
+            Body::Data { .. } => {
+                let mut tcp = TcpInfo::pure_ack(0);
+                tcp.payload_len = MSS;
+                tcp.flags |= TcpInfo::PSH;
+                Some(tcp)
+            }
+            Body::Ping { .. } => None,
+        }
     }
 }

@@ -16,7 +16,7 @@ use crate::flow::FlowKey;
 use crate::packet::{PacketMeta, TcpInfo};
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-const TCP: u8 = 6;
+const TCP_PROTO: u8 = 6;
 const UDP: u8 = 17;
 
 fn be16(d: &[u8], o: usize) -> u16 {
@@ -71,7 +71,7 @@ fn ip(d: &[u8], o: usize) -> Option<(IpFields, usize)> {
         6 => {
             let h = d.get(o..o + 40)?;
             let payload = usize::from(be16(h, 4));
-            if payload == 0 || !matches!(h[6], TCP | UDP) {
+            if payload == 0 || !matches!(h[6], TCP_PROTO | UDP) {
                 return None;
             }
             let fields = IpFields {
@@ -89,8 +89,13 @@ fn ip(d: &[u8], o: usize) -> Option<(IpFields, usize)> {
     }
 }
 
-/// Classify `data` if it is the common case; `None` sends it down etherparse's path.
-pub(super) fn classify(data: &[u8], wire_len: u32, link: LinkType) -> Option<PacketMeta> {
+/// Classify `data` if it is the common case, with its TCP details when `TCP` asks for them;
+/// `None` sends it down etherparse's path.
+pub(super) fn classify<const TCP: bool>(
+    data: &[u8],
+    wire_len: u32,
+    link: LinkType,
+) -> Option<(PacketMeta, Option<TcpInfo>)> {
     let (ip, t) = ip(data, network_offset(data, link)?)?;
     // The transport header must lie within both the bytes present and the IP length.
     let avail = ip.payload.min(data.len() - t);
@@ -98,21 +103,24 @@ pub(super) fn classify(data: &[u8], wire_len: u32, link: LinkType) -> Option<Pac
         wire_len.max(data.len() as u32),
         FlowKey::NonIp { ethertype: 0 },
     );
+    let mut tcp = None;
     let (sport, dport) = match ip.proto {
-        TCP => {
+        TCP_PROTO => {
             let doff = usize::from(*data.get(t + 12)? >> 4) * 4;
             if doff < 20 || doff > avail {
                 return None;
             }
-            let mut info = TcpInfo {
-                flags: (u16::from(data[t + 12] & 0x0f) << 8) | u16::from(data[t + 13]),
-                ack_seq: be32(data, t + 8),
-                payload_len: ip.payload.saturating_sub(doff) as u32,
-                options_droppable: true,
-                ..TcpInfo::default()
-            };
-            parse_options(&data[t + 20..t + doff], &mut info);
-            meta.tcp = Some(info);
+            if TCP {
+                let mut info = TcpInfo {
+                    flags: (u16::from(data[t + 12] & 0x0f) << 8) | u16::from(data[t + 13]),
+                    ack_seq: be32(data, t + 8),
+                    payload_len: ip.payload.saturating_sub(doff) as u32,
+                    options_droppable: true,
+                    ..TcpInfo::default()
+                };
+                parse_options(&data[t + 20..t + doff], &mut info);
+                tcp = Some(info);
+            }
             (be16(data, t), be16(data, t + 2))
         }
         UDP => {
@@ -126,7 +134,7 @@ pub(super) fn classify(data: &[u8], wire_len: u32, link: LinkType) -> Option<Pac
         _ => return None,
     };
     ip.fill(&mut meta, sport, dport);
-    Some(meta)
+    Some((meta, tcp))
 }
 
 #[cfg(test)]
@@ -198,9 +206,11 @@ mod tests {
 
     /// The answer `classify` gives (fast path first) is etherparse's answer.
     fn check(frame: &[u8], wire_len: u32, link: LinkType) {
-        if let Some(fast) = classify(frame, wire_len, link) {
+        if let Some(fast) = classify::<true>(frame, wire_len, link) {
             let general = classify_general(frame, wire_len, link);
             assert_eq!(Ok(fast), general, "frame {frame:02x?}");
+            let without = classify::<false>(frame, wire_len, link);
+            assert_eq!(without, Some((fast.0, None)), "frame {frame:02x?}");
         }
     }
 
@@ -209,7 +219,7 @@ mod tests {
         let f = frames();
         let taken = f
             .iter()
-            .filter(|b| classify(b, b.len() as u32, LinkType::Ethernet).is_some())
+            .filter(|b| classify::<true>(b, b.len() as u32, LinkType::Ethernet).is_some())
             .count();
         // Everything but the ICMP frames.
         assert_eq!(taken, f.len() - 3, "frames taken by the fast path");

@@ -27,25 +27,45 @@ pub struct ClassifyError(pub String);
 pub use crate::packet::LinkType;
 
 /// Classify one frame. `wire_len` is the length on the wire (may exceed `data.len()` when a
-/// capture truncated it); it becomes [`PacketMeta::len`].
+/// capture truncated it); it becomes [`PacketMeta::len`]. The TCP details are not read here:
+/// [`classify_tcp`] reads them too, [`tcp_info`] alone.
 ///
 /// The common frame (TCP or UDP over IPv4 or IPv6, untagged or one VLAN tag) is read directly
 /// (`fast.rs`, about a third of the time); every other one by etherparse.
 pub fn classify(data: &[u8], wire_len: u32, link: LinkType) -> Result<PacketMeta, ClassifyError> {
-    match fast::classify(data, wire_len, link) {
-        Some(meta) => Ok(meta),
+    match fast::classify::<false>(data, wire_len, link) {
+        Some((meta, _)) => Ok(meta),
+        None => classify_general(data, wire_len, link).map(|(meta, _)| meta),
+    }
+}
+
+/// [`classify`], and the TCP details CAKE's ACK filter reads (`None` for anything not TCP).
+pub fn classify_tcp(
+    data: &[u8],
+    wire_len: u32,
+    link: LinkType,
+) -> Result<(PacketMeta, Option<TcpInfo>), ClassifyError> {
+    match fast::classify::<true>(data, wire_len, link) {
+        Some(both) => Ok(both),
         None => classify_general(data, wire_len, link),
     }
 }
 
-/// [`classify`] through etherparse's lax slicing, for any frame. Public so that the
+/// The TCP details of a frame (what [`crate::packet::Packet::tcp`] gives for a packet with
+/// bytes); `None` for a frame that is not TCP or does not parse. The payload length comes from
+/// the IP header, so a frame cut short by a capture gives the same as the whole one.
+pub fn tcp_info(data: &[u8], link: LinkType) -> Option<TcpInfo> {
+    classify_tcp(data, data.len() as u32, link).ok()?.1
+}
+
+/// [`classify_tcp`] through etherparse's lax slicing, for any frame. Public so that the
 /// `classify_fast` fuzz target can hold the two paths to the same answer.
 #[doc(hidden)]
 pub fn classify_general(
     data: &[u8],
     wire_len: u32,
     link: LinkType,
-) -> Result<PacketMeta, ClassifyError> {
+) -> Result<(PacketMeta, Option<TcpInfo>), ClassifyError> {
     let parsed = match link {
         LinkType::Ethernet => {
             LaxSlicedPacket::from_ethernet(data).map_err(|e| ClassifyError(e.to_string()))?
@@ -62,17 +82,17 @@ pub fn classify_general(
         Net::Ip(ip) => ip,
         Net::Other { ethertype } => {
             meta.flow = FlowKey::NonIp { ethertype };
-            return Ok(meta);
+            return Ok((meta, None));
         }
     };
-    let (mut sport, mut dport) = (0, 0);
+    let (mut sport, mut dport, mut tcp) = (0, 0, None);
     match &parsed.transport {
         Some(TransportSlice::Tcp(t)) => {
             sport = t.source_port();
             dport = t.destination_port();
-            let mut info = tcp_info(t);
+            let mut info = tcp_details(t);
             info.payload_len = ip.payload.saturating_sub(usize::from(t.data_offset()) * 4) as u32;
-            meta.tcp = Some(info);
+            tcp = Some(info);
         }
         Some(TransportSlice::Udp(u)) => {
             sport = u.source_port();
@@ -81,7 +101,7 @@ pub fn classify_general(
         _ => {}
     }
     ip.fill(&mut meta, sport, dport);
-    Ok(meta)
+    Ok((meta, tcp))
 }
 
 /// What the IP header says.
@@ -167,7 +187,7 @@ fn network(parsed: &LaxSlicedPacket, start: usize) -> Result<Net, ClassifyError>
     }
 }
 
-fn tcp_info(t: &etherparse::TcpSlice<'_>) -> TcpInfo {
+fn tcp_details(t: &etherparse::TcpSlice<'_>) -> TcpInfo {
     let s = t.slice();
     let flags = (u16::from(s[12] & 0x0f) << 8) | u16::from(s[13]);
     let mut info = TcpInfo {
@@ -324,9 +344,11 @@ mod tests {
         let mut buf = Vec::new();
         b.write(&mut buf, &[]).expect("write");
         buf[15] = (46 << 2) | 2; // DSCP EF, ECT(0)
-        let m = classify(&buf, buf.len() as u32, LinkType::Ethernet).expect("parses");
+        let (m, t) = classify_tcp(&buf, buf.len() as u32, LinkType::Ethernet).expect("parses");
         assert_eq!((m.dscp, m.ecn, m.network_offset), (46, Ecn::Ect0, 14));
-        let t = m.tcp.expect("tcp");
+        assert_eq!(classify(&buf, buf.len() as u32, LinkType::Ethernet), Ok(m));
+        assert_eq!(tcp_info(&buf, LinkType::Ethernet), t);
+        let t = t.expect("tcp");
         assert_eq!(
             (t.ack_seq, t.payload_len, t.timestamp, t.options_droppable),
             (777, 0, Some((5, 6)), true)
@@ -350,10 +372,11 @@ mod tests {
             .ack(5);
         let mut buf = Vec::new();
         b.write(&mut buf, &[0u8; 1448]).expect("write");
-        let m = classify(&buf[..96], 1514, LinkType::Ethernet).expect("parses");
+        let (m, t) = classify_tcp(&buf[..96], 1514, LinkType::Ethernet).expect("parses");
         assert_eq!(m.len, 1514);
+        assert_eq!(tcp_info(&buf[..96], LinkType::Ethernet), t);
         assert_eq!(
-            m.tcp.map(|t| t.payload_len),
+            t.map(|t| t.payload_len),
             Some(1448),
             "payload from the IP total length"
         );

@@ -27,7 +27,7 @@ use debloat_core::classify::Classify;
 use debloat_core::link::{Emulation, LinkLayer};
 use debloat_core::path::{DataPath, Event};
 use debloat_core::Direction;
-use debloat_core::{FlowHasher, Packet, Qdisc, QdiscSpec};
+use debloat_core::{FlowHasher, Qdisc, QdiscSpec};
 use serde::Serialize;
 
 /// What happened to the frames of one direction.
@@ -74,7 +74,7 @@ pub struct Path {
 /// Note a TCP data frame the discipline released.
 fn log_sent(log: &mut Option<Vec<(TcpSeen, bool)>>, e: &Event<'_, Frame>) {
     if let (Some(log), Event::Sent { packet, start, .. }) = (log.as_mut(), e) {
-        if let Some((s, true)) = crate::tcp_seen::seen(packet.meta(), *start) {
+        if let Some((s, true)) = crate::tcp_seen::seen(*packet, *start) {
             log.push((s, true));
         }
     }
@@ -272,8 +272,11 @@ impl Path {
             return;
         };
         let log = &mut self.tcp_log;
-        if let (Some(l), Some((seen, _))) = (log.as_mut(), crate::tcp_seen::seen(f.meta(), now)) {
-            l.push((seen, false));
+        // The TCP details are read from the bytes, so only when a controller asks for them.
+        if let Some(l) = log.as_mut() {
+            if let Some((seen, _)) = crate::tcp_seen::seen(&f, now) {
+                l.push((seen, false));
+            }
         }
         let mut out = |e: Event<'_, Frame>| log_sent(log, &e);
         match marker {

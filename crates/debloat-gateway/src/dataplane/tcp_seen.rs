@@ -3,7 +3,7 @@
 //! frames enter and leave the discipline; [`crate::autorate`] turns them into round trips.
 
 use debloat_core::flow::FlowKey;
-use debloat_core::packet::{Nanos, PacketMeta};
+use debloat_core::packet::{Nanos, Packet};
 use std::hash::{Hash, Hasher};
 
 /// What a TCP frame told the controller (its connection, TSval, TSecr, ACK number, when).
@@ -30,11 +30,11 @@ fn connection(flow: &FlowKey) -> u64 {
 }
 
 /// A TCP frame with timestamps: what the controller needs of it (None for anything else).
-pub fn seen(meta: &PacketMeta, at: Nanos) -> Option<(TcpSeen, bool)> {
-    let tcp = meta.tcp.as_ref()?;
+pub fn seen(packet: &impl Packet, at: Nanos) -> Option<(TcpSeen, bool)> {
+    let tcp = packet.tcp()?;
     let (tsval, tsecr) = tcp.timestamp?;
     let s = TcpSeen {
-        key: connection(&meta.flow),
+        key: connection(&packet.meta().flow),
         tsval,
         tsecr,
         ack: tcp.ack_seq,

@@ -427,15 +427,6 @@ impl World {
         let mut m = PacketMeta::new(ACK_FRAME, key);
         m.dscp = f.dscp;
         m.priority = tos_priority(f.dscp);
-        let mut tcp = debloat_core::packet::TcpInfo::pure_ack(a.ack as u32);
-        tcp.sack_len = a.sack_len;
-        for (k, b) in a.sack.iter().enumerate().take(3) {
-            tcp.sack[k] = (b.0 as u32, b.1 as u32);
-        }
-        if a.ece {
-            tcp.flags |= debloat_core::packet::TcpInfo::ECE;
-        }
-        m.tcp = Some(tcp);
         m.socket = i as u32 + 1;
         let body = Body::Ack {
             flow: i as u32,
@@ -478,10 +469,6 @@ impl World {
                 (_, true) => Ecn::Ect0,
                 _ => Ecn::NotEct,
             };
-            let mut tcp = debloat_core::packet::TcpInfo::pure_ack(0);
-            tcp.payload_len = MSS;
-            tcp.flags |= debloat_core::packet::TcpInfo::PSH;
-            m.tcp = Some(tcp);
             let body = Body::Data {
                 flow: i as u32,
                 seq: seg.seq,

@@ -118,7 +118,7 @@ pub fn find<P: Packet>(pool: &Pool<P>, flow: &Fifo, mode: AckFilter) -> Option<u
         return None;
     }
     let trig_pkt = pool.back(flow)?;
-    let trig = trig_pkt.meta().tcp?;
+    let trig = trig_pkt.tcp()?;
     if trig.flags & (TcpInfo::ACK | TcpInfo::SYN) != TcpInfo::ACK {
         return None;
     }
@@ -131,7 +131,7 @@ pub fn find<P: Packet>(pool: &Pool<P>, flow: &Fifo, mode: AckFilter) -> Option<u
     let mut elig: Option<(usize, u16)> = None;
     let mut num_found = 0;
     for (i, p) in pool.iter(flow).take(flow.len() - 1).enumerate() {
-        let Some(c) = p.meta().tcp else { continue };
+        let Some(c) = p.tcp() else { continue };
         if !same_connection(&p.meta().flow, &trig_pkt.meta().flow) {
             continue;
         }
@@ -202,7 +202,7 @@ mod tests {
     #[test]
     fn data_segments_and_later_acks_are_never_dropped() {
         let mut data = ack(1, 1000);
-        if let Some(t) = data.meta.tcp.as_mut() {
+        if let Some(t) = data.tcp.as_mut() {
             t.payload_len = 1448;
         }
         let flow = vec![data, ack(2, 5000), ack(3, 3000)];
@@ -219,7 +219,7 @@ mod tests {
     #[test]
     fn sack_information_is_preserved() {
         let mut older = ack(1, 1000);
-        if let Some(t) = older.meta.tcp.as_mut() {
+        if let Some(t) = older.tcp.as_mut() {
             t.sack_len = 1;
             t.sack[0] = (5000, 6000);
         }

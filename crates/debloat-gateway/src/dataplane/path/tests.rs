@@ -366,3 +366,42 @@ fn reordered_frames_skip_slots() {
     let out = slot_releases("delay 10ms reorder 100% slot 50ms", 5, 1000);
     assert_eq!(out, [1_000_000; 5]);
 }
+
+/// A pure TCP ACK of one connection, acknowledging `ack`.
+fn tcp_ack(ack: u32) -> Vec<u8> {
+    let b = PacketBuilder::ethernet2([1; 6], [2; 6])
+        .ipv4([198, 18, 2, 2], [198, 18, 1, 2], 64)
+        .tcp(5201, 40000, 1, 65535)
+        .ack(ack);
+    let mut buf = Vec::new();
+    b.write(&mut buf, &[]).expect("write");
+    buf
+}
+
+/// The ACK numbers of the frames that left, in order.
+fn acks_sent(p: &mut Path) -> Vec<u32> {
+    drain(p)
+        .iter()
+        .map(|(_, f)| u32::from_be_bytes([f[42], f[43], f[44], f[45]]))
+        .collect()
+}
+
+#[test]
+fn cakes_ack_filter_reads_the_tcp_header_of_each_queued_frame() {
+    // The first ACK leaves at once; the shaper holds the rest. When the fourth arrives, two
+    // queued ACKs are made redundant by it, and the filter drops the older (Linux's
+    // `cake_ack_filter`, normal mode); without the filter all four leave.
+    for (spec, want) in [
+        ("cake bandwidth 1Mbit ack-filter", vec![1000, 3000, 4000]),
+        ("cake bandwidth 1Mbit", vec![1000, 2000, 3000, 4000]),
+    ] {
+        let mut p = path(spec, "");
+        for a in [1000, 2000, 3000, 4000] {
+            p.on_frame(tcp_ack(a), 0);
+        }
+        assert!(p.accounted());
+        assert_eq!(acks_sent(&mut p), want, "{spec}");
+        assert_eq!(p.counters().qdisc_dropped, 4 - want.len() as u64, "{spec}");
+        assert!(p.accounted());
+    }
+}
