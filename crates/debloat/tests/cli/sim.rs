@@ -2,7 +2,7 @@
 //! flags' errors, captures as pcap, Wi-Fi stations, and what it prints. Part of `tests/cli.rs`
 //! (one test binary).
 
-use super::common::{debloat, text};
+use super::common::{debloat, read_flent, text};
 use std::path::Path;
 use std::process::Command;
 
@@ -27,13 +27,6 @@ pub(super) fn flent(file: &Path, format: &str, what: &str) -> Option<String> {
         String::from_utf8_lossy(&out.stderr)
     );
     Some(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-pub(super) fn read_flent(p: &Path) -> serde_json::Value {
-    let f = std::fs::File::open(p).expect("open");
-    let mut s = String::new();
-    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(f), &mut s).expect("gzip");
-    serde_json::from_str(&s).expect("json")
 }
 
 #[test]

@@ -2,8 +2,8 @@
 //! is installed), Wi-Fi stations, a slow trace's counts, and a closed pipe. Part of
 //! `tests/cli.rs` (one test binary).
 
-use super::common::{self, debloat, text};
-use super::sim::{flent, read_flent};
+use super::common::{self, debloat, read_flent, text};
+use super::sim::flent;
 use pcap_file::pcap::PcapReader;
 use std::process::Command;
 

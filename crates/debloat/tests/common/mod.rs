@@ -8,6 +8,14 @@ pub mod stalls;
 use std::path::Path;
 use std::process::{Command, Output};
 
+/// A gzipped flent data file (`*.flent.gz`) as JSON.
+pub fn read_flent(p: &Path) -> serde_json::Value {
+    let f = std::fs::File::open(p).expect("open");
+    let mut s = String::new();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(f), &mut s).expect("gzip");
+    serde_json::from_str(&s).expect("json")
+}
+
 /// Run the `debloat` binary with these arguments.
 pub fn debloat(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_debloat"))

@@ -42,7 +42,7 @@ fn rrul_timers(srv: &Server, extra: &[&str]) -> (serde_json::Value, Vec<Timer>, 
     assert_eq!(s["errors"].as_array().map(Vec::len), Some(0), "{s}");
     let down = common::bytes_down(&s);
     assert!(down > 1e8, "the load ran: {down} bytes down");
-    let flent = read_flent(&common::output_file(dir.path(), ".flent.gz"));
+    let flent = common::read_flent(&common::output_file(dir.path(), ".flent.gz"));
     let probes = s["udp_probes"].as_array().expect("udp probes");
     assert_eq!(probes.len(), 3);
     let timers = probes
@@ -79,13 +79,6 @@ fn rrul_timers(srv: &Server, extra: &[&str]) -> (serde_json::Value, Vec<Timer>, 
         })
         .collect();
     (s, timers, host)
-}
-
-fn read_flent(p: &std::path::Path) -> serde_json::Value {
-    let f = std::fs::File::open(p).expect("open");
-    let mut s = String::new();
-    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(f), &mut s).expect("gzip");
-    serde_json::from_str(&s).expect("json")
 }
 
 /// `--realtime` keeps the probes' timers on time under load: rrul's eight loopback flows keep
