@@ -17,9 +17,6 @@
 //! drift falls on all of them alike. A machine this noisy is compared only within one run.
 
 use anyhow::{bail, Context, Result};
-use debloat_core::link::Emulation;
-use debloat_core::FlowHasher;
-use debloat_gateway::path::Path;
 use debloat_gateway::testbed::{self, in_ns, sh, Setup};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -517,35 +514,7 @@ fn pct(sorted: &[f64], p: f64) -> f64 {
 /// discipline's enqueue and dequeue (nanoseconds per 64-byte frame over 64 flows).
 fn path_cost(qdisc: &str) -> Result<f64> {
     let spec: debloat_core::QdiscSpec = qdisc.parse()?;
-    let blast = debloat_gateway::loadgen::Blast {
-        frame_len: 60,
-        flows: 64,
-        pps: 0,
-        duration: Duration::ZERO,
-        src_mac: [2, 0, 0, 0, 0, 1],
-        dst_mac: [2, 0xdb, 0, 0, 0, 9],
-        src_ip: [198, 18, 1, 2],
-        dst_ip: [198, 18, 2, 2],
-        spread_sources: false,
-    };
-    let frames = blast.frames()?;
-    let mut path = Path::new(&spec, Emulation::default(), FlowHasher::new([1, 2]), 1);
-    let n = 2_000_000u64;
-    let start = Instant::now();
-    let mut out = 0u64;
-    let mut now = 0;
-    for i in 0..n {
-        // The clock once per 64 frames: this times the path, not the clock (which costs a
-        // system call where there is no vDSO, as under User-Mode Linux).
-        if i % 64 == 0 {
-            now = start.elapsed().as_nanos() as u64;
-        }
-        path.on_frame(frames[(i % 64) as usize].clone(), now);
-        path.poll(now, &mut |f| out += f.len() as u64);
-    }
-    let ns = start.elapsed().as_nanos() as f64 / n as f64;
-    std::hint::black_box(out);
-    Ok(ns)
+    Ok(debloat_gateway::tools::path_cost::PathCost::new(&spec, 60)?.run(2_000_000))
 }
 
 /// What the bed charges a userspace forwarder: one system call (`getpid`) and one read of the
