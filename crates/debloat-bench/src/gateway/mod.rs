@@ -46,6 +46,8 @@ pub struct Config {
     pub latency_only: bool,
     /// Also measure the idle latency with `gateway --realtime PRIO` (0: skip).
     pub realtime: u8,
+    /// Both forwarders of the same-rate comparison with `--realtime PRIO` (0: without).
+    pub same_rate_realtime: u8,
     /// Skip the runs of `gateway --busy-poll` (throughput and idle latency).
     pub no_busy_poll: bool,
     /// Also measure the kernel's bridge with the same discipline on its ports (`tc qdisc

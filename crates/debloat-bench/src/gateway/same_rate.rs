@@ -57,6 +57,10 @@ pub(super) fn measure(rig: &Rig, a: &Config, rows: &[Row]) -> Result<Vec<SameRat
             for _ in 0..TURNS {
                 for passthrough in [true, false] {
                     let mut extra = vec!["--io".to_string(), nothing.io.clone()];
+                    if a.same_rate_realtime > 0 {
+                        extra.push("--realtime".into());
+                        extra.push(a.same_rate_realtime.to_string());
+                    }
                     if passthrough {
                         extra.push("--passthrough".into());
                     }

@@ -85,6 +85,11 @@ struct GatewayArgs {
     /// (the cost of sharding), and on N cores of their own where the machine has them (0: skip).
     #[arg(long, value_name = "N", default_value_t = 2)]
     workers: usize,
+    /// Run both forwarders of the same-rate comparison (the do-nothing forwarder and the
+    /// gateway, in turns) with `--realtime PRIO`, so that the kernel's NAPI thread on their core
+    /// waits for them to sleep rather than preempting them (0: as a user runs them).
+    #[arg(long, value_name = "PRIO", default_value_t = 0)]
+    same_rate_realtime: u8,
 }
 
 /// Run the benchmark.
@@ -110,6 +115,7 @@ pub fn run(a: &Args) -> anyhow::Result<()> {
             loss: g.loss,
             latency_only: g.latency_only,
             realtime: g.realtime,
+            same_rate_realtime: g.same_rate_realtime,
             no_busy_poll: g.no_busy_poll,
             kernel_qdisc: g.kernel_qdisc,
             one_cpu: g.one_cpu,
