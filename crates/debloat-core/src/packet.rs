@@ -232,12 +232,12 @@ pub trait Packet {
     }
 
     /// The TCP details CAKE's ACK filter compares (flags, ACK number, payload length,
-    /// options), `None` for anything not TCP. A packet with bytes reads them from its headers
-    /// each time it is asked, as Linux's `cake_get_tcphdr` does; the rest keep them beside
-    /// their metadata.
+    /// options), `None` for anything not TCP or a packet that does not know them. A packet
+    /// with bytes reads them from its headers each time it is asked
+    /// ([`crate::classify::tcp_info`]), as Linux's `cake_get_tcphdr` does; the rest keep them
+    /// beside their metadata.
     fn tcp(&self) -> Option<TcpInfo> {
-        let (bytes, link) = self.frame()?;
-        crate::classify::tcp_info(bytes, link)
+        None
     }
 
     /// Split the first segment off a GSO super-packet, shrinking `self` to the rest.

@@ -3,7 +3,7 @@
 //! writes that back into the IP header, fixing IPv4's checksum, just before the frame is sent.
 
 use debloat_core::classify::{classify, rewrite_ds_field, ClassifyError, LinkType};
-use debloat_core::packet::{Ecn, Packet, PacketMeta};
+use debloat_core::packet::{Ecn, Packet, PacketMeta, TcpInfo};
 
 /// One frame in flight through the gateway.
 #[derive(Debug, Clone)]
@@ -80,12 +80,15 @@ impl Packet for Frame {
     fn frame(&self) -> Option<(&[u8], debloat_core::classify::LinkType)> {
         Some((&self.data, debloat_core::classify::LinkType::Ethernet))
     }
+    /// Read from the TCP header each time, as Linux's `cake_get_tcphdr` reads a queued skb's.
+    fn tcp(&self) -> Option<TcpInfo> {
+        debloat_core::classify::tcp_info(&self.data, LinkType::Ethernet)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use debloat_core::packet::TcpInfo;
     use etherparse::{PacketBuilder, SlicedPacket};
 
     fn tcp_frame(ecn: u8) -> Vec<u8> {
