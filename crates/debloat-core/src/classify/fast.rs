@@ -106,22 +106,9 @@ pub(super) fn classify<const TCP: bool>(
     let mut tcp = None;
     let (sport, dport) = match ip.proto {
         TCP_PROTO => {
-            let doff = usize::from(*data.get(t + 12)? >> 4) * 4;
-            if doff < 20 || doff > avail {
-                return None;
-            }
-            if TCP {
-                let mut info = TcpInfo {
-                    flags: (u16::from(data[t + 12] & 0x0f) << 8) | u16::from(data[t + 13]),
-                    ack_seq: be32(data, t + 8),
-                    payload_len: ip.payload.saturating_sub(doff) as u32,
-                    options_droppable: true,
-                    ..TcpInfo::default()
-                };
-                parse_options(&data[t + 20..t + doff], &mut info);
-                tcp = Some(info);
-            }
-            (be16(data, t), be16(data, t + 2))
+            let (ports, info) = tcp_header::<TCP>(data, t, avail, ip.payload)?;
+            tcp = info;
+            ports
         }
         UDP => {
             // etherparse's lax UDP reading has its own rules for a length field that
@@ -135,6 +122,47 @@ pub(super) fn classify<const TCP: bool>(
     };
     ip.fill(&mut meta, sport, dport);
     Some((meta, tcp))
+}
+
+/// The TCP header at `t`, whole within both the bytes present and the IP length (`avail`
+/// bytes from `t`; `ip_payload` is the IP length's): its ports, and its details when `TCP`
+/// asks. `None` sends the frame down etherparse's path.
+fn tcp_header<const TCP: bool>(
+    data: &[u8],
+    t: usize,
+    avail: usize,
+    ip_payload: usize,
+) -> Option<((u16, u16), Option<TcpInfo>)> {
+    let doff = usize::from(*data.get(t + 12)? >> 4) * 4;
+    if doff < 20 || doff > avail {
+        return None;
+    }
+    let info = TCP.then(|| {
+        let mut info = TcpInfo {
+            flags: (u16::from(data[t + 12] & 0x0f) << 8) | u16::from(data[t + 13]),
+            ack_seq: be32(data, t + 8),
+            payload_len: ip_payload.saturating_sub(doff) as u32,
+            options_droppable: true,
+            ..TcpInfo::default()
+        };
+        parse_options(&data[t + 20..t + doff], &mut info);
+        info
+    });
+    Some(((be16(data, t), be16(data, t + 2)), info))
+}
+
+/// The TCP details alone, as [`super::tcp_info`] gives them, for the common frame: what CAKE's
+/// ACK filter asks of each packet queued in an ACK's flow, as Linux's `cake_get_tcphdr` reads
+/// the queued skbs' headers. No metadata is built. `Some(None)`: IP carrying something else
+/// than TCP (whatever else the frame holds, it has no TCP details); `None`: not the common
+/// frame, for etherparse's path.
+pub(super) fn tcp_info(data: &[u8], link: LinkType) -> Option<Option<TcpInfo>> {
+    let (ip, t) = ip(data, network_offset(data, link)?)?;
+    if ip.proto != TCP_PROTO {
+        return Some(None);
+    }
+    let avail = ip.payload.min(data.len() - t);
+    tcp_header::<true>(data, t, avail, ip.payload).map(|(_, info)| info)
 }
 
 #[cfg(test)]
@@ -204,8 +232,17 @@ mod tests {
         out
     }
 
-    /// The answer `classify` gives (fast path first) is etherparse's answer.
+    /// The answer `classify` gives (fast path first) is etherparse's answer, and so are the
+    /// TCP details read alone.
     fn check(frame: &[u8], wire_len: u32, link: LinkType) {
+        let details = classify_general(frame, frame.len() as u32, link)
+            .ok()
+            .and_then(|(_, t)| t);
+        assert_eq!(
+            super::super::tcp_info(frame, link),
+            details,
+            "frame {frame:02x?}"
+        );
         if let Some(fast) = classify::<true>(frame, wire_len, link) {
             let general = classify_general(frame, wire_len, link);
             assert_eq!(Ok(fast), general, "frame {frame:02x?}");

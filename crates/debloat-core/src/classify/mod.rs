@@ -55,7 +55,10 @@ pub fn classify_tcp(
 /// bytes); `None` for a frame that is not TCP or does not parse. The payload length comes from
 /// the IP header, so a frame cut short by a capture gives the same as the whole one.
 pub fn tcp_info(data: &[u8], link: LinkType) -> Option<TcpInfo> {
-    classify_tcp(data, data.len() as u32, link).ok()?.1
+    match fast::tcp_info(data, link) {
+        Some(details) => details,
+        None => classify_general(data, data.len() as u32, link).ok()?.1,
+    }
 }
 
 /// [`classify_tcp`] through etherparse's lax slicing, for any frame. Public so that the
