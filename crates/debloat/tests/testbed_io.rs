@@ -29,6 +29,8 @@ fn af_xdp_shapes_real_tcp_and_accounts_for_every_frame() {
         // veth has native XDP and no zero-copy.
         assert_eq!(d["xdp"]["mode"], "native", "{d}");
         assert_eq!(d["xdp"]["zero_copy"], false, "{d}");
+        // Both sides on one UMEM: a forwarded frame is sent from where it was received.
+        assert_eq!(d["xdp"]["shared_umem"], true, "{d}");
     }
     let v6 = ping(&bed, testbed::SERVER_V6, 3);
     assert_eq!(v6.len(), 3, "IPv6 (neighbour discovery through XDP)");
@@ -45,7 +47,9 @@ fn af_xdp_shapes_real_tcp_and_accounts_for_every_frame() {
     assert!(got > 5_000, "egress received only {got} frames");
     let t = gateway_stats_text(&bed);
     assert!(
-        t.contains("io: lan0 af_xdp (native XDP, copy mode, multi-buffer frames)"),
+        t.contains(
+            "io: lan0 af_xdp (native XDP, copy mode, multi-buffer frames, UMEM shared with the other side)"
+        ),
         "{t}"
     );
 }
@@ -104,12 +108,12 @@ fn jumbo_frames_cross_af_xdp_in_several_umem_frames() {
     jumbo_through(
         "af_xdp",
         "jn",
-        "af_xdp (native XDP, copy mode, multi-buffer frames)",
+        "af_xdp (native XDP, copy mode, multi-buffer frames, UMEM shared with the other side)",
     );
     jumbo_through(
         "af_xdp_generic",
         "js",
-        "af_xdp (skb XDP, copy mode, multi-buffer frames)",
+        "af_xdp (skb XDP, copy mode, multi-buffer frames, UMEM shared with the other side)",
     );
 }
 
@@ -221,7 +225,9 @@ fn generic_xdp_with_two_workers_forwards_and_says_so() {
     }
     let t = gateway_stats_text(&bed);
     assert!(
-        t.contains("af_xdp (skb XDP, copy mode, multi-buffer frames)"),
+        t.contains(
+            "af_xdp (skb XDP, copy mode, multi-buffer frames, UMEM shared with the other side)"
+        ),
         "{t}"
     );
 }

@@ -191,8 +191,9 @@ fn af_xdp_workers(tag: &str) -> Bed {
     bed
 }
 
-/// The same on the AF_XDP back end: both workers' sockets on each veth's one queue, sharing
-/// its UMEM, the XDP program handing each its hosts.
+/// The same on the AF_XDP back end: both workers' sockets on each veth's one queue, all on one
+/// UMEM with the other veth's (a forwarded frame is not copied), the XDP program handing each
+/// worker its hosts.
 #[test]
 fn two_workers_on_af_xdp_keep_host_fairness_and_the_rate() {
     let Some(_one) = guard() else { return };
@@ -205,7 +206,9 @@ fn two_workers_on_af_xdp_keep_host_fairness_and_the_rate() {
     let t = gateway_stats_text(&bed);
     assert!(t.contains("; 2 workers"), "{t}");
     assert!(
-        t.contains("af_xdp (native XDP, copy mode, multi-buffer frames)"),
+        t.contains(
+            "af_xdp (native XDP, copy mode, multi-buffer frames, UMEM shared with the other side)"
+        ),
         "{t}"
     );
 }

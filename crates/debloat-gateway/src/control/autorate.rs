@@ -380,7 +380,7 @@ mod tests {
             bounds: Bounds::parse("min=1mbit,base=10mbit,max=20mbit").expect("bounds"),
         };
         let mut c = Control::new(cfg, &mut egress, 0, None);
-        let mut sink = |_: Vec<u8>| {};
+        let mut sink = |_: crate::io::buf::Buf| {};
         // Two data segments 1 ms apart (a pair), stamped 100 and 101; the ACK echoing 101
         // comes back 30 ms after the second left.
         egress.on_frame(tcp(true, 1000, (100, 7), 1), 0);

@@ -180,6 +180,12 @@ impl Snapshot {
                 d.intake.super_frames,
                 d.intake.super_segments
             ));
+            if d.io.xdp.is_some() {
+                s.push_str(&format!(
+                    " UMEM: {} frames held where they were received, {} copied (no frame to spare, or over several)\n",
+                    d.intake.umem_held, d.intake.umem_copied
+                ));
+            }
         }
         for w in &self.shards {
             let rate = |r: Option<u64>| {
@@ -320,6 +326,8 @@ impl DirectionStats {
             (&mut i.super_segments, j.super_segments),
             (&mut i.link_errors, j.link_errors),
             (&mut i.passed, j.passed),
+            (&mut i.umem_held, j.umem_held),
+            (&mut i.umem_copied, j.umem_copied),
             (&mut i.reopened, j.reopened),
             (&mut i.ring_wait.frames, j.ring_wait.frames),
             (&mut i.ring_wait.total_us, j.ring_wait.total_us),

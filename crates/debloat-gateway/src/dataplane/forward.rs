@@ -11,6 +11,7 @@
 //! other frame pass through the disciplines as their own flows, so the hosts on either side
 //! address each other directly.
 
+use super::send::{pass_through, send_due, SEND_BATCH};
 use crate::control::ControlServer;
 use crate::intake::{receive, Intake};
 use crate::metrics::Exporter;
@@ -138,8 +139,7 @@ const BUSY_CONTROL_EVERY_NS: u64 = 1_000_000;
 impl Gateway {
     /// Open the interfaces and the control socket.
     pub fn open(cfg: Config) -> io::Result<Gateway> {
-        let lan = Port::open(&cfg.lan, cfg.io, cfg.busy_poll)?;
-        let wan = Port::open(&cfg.wan, cfg.io, cfg.busy_poll)?;
+        let [lan, wan] = Port::open_pair(&cfg.lan, &cfg.wan, cfg.io, cfg.busy_poll)?;
         Self::open_with(cfg, lan, wan, None)
     }
 
@@ -222,8 +222,9 @@ impl Gateway {
                 self.clock.resync();
                 links_at = now + LINK_CHECK_EVERY_NS;
             }
-            send_due(&mut self.egress, &mut self.wan, now, &mut batch);
-            send_due(&mut self.ingress, &mut self.lan, now, &mut batch);
+            let (e, i) = (&mut self.egress, &mut self.ingress);
+            e.tx_errors += send_due(&mut e.path, &mut self.wan, now, &mut batch);
+            i.tx_errors += send_due(&mut i.path, &mut self.lan, now, &mut batch);
             self.shard_tick(now);
             if let Some(m) = &self.metrics {
                 if now >= publish_at {
@@ -348,6 +349,7 @@ impl Gateway {
         let (cfg, lan, wan) = (&self.cfg, &mut self.lan, &mut self.wan);
         let worker = self.shard.is_some();
         let [lan_why, wan_why] = &mut self.fallback;
+        let mut reopened = false;
         let sides = [
             (lan, &cfg.lan, &mut self.egress, lan_why),
             (wan, &cfg.wan, &mut self.ingress, wan_why),
@@ -374,9 +376,16 @@ impl Gateway {
                     *sock = s;
                     *fallback = why;
                     side.intake.reopened += 1;
+                    reopened = true;
                 }
                 Err(e) => eprintln!("{name} was made again but cannot be opened yet: {e}"),
             }
+        }
+        if reopened {
+            // A port opened again has a UMEM of its own: the other no longer shares it.
+            let shared = self.lan.shares_umem(&self.wan);
+            self.lan.mark_shared_umem(shared);
+            self.wan.mark_shared_umem(shared);
         }
     }
 
@@ -530,69 +539,4 @@ impl Gateway {
             )),
         }
     }
-}
-
-/// Frames handed to the kernel per `sendmmsg`.
-const SEND_BATCH: usize = 64;
-
-fn send_due(side: &mut Side, out: &mut Port, now: u64, batch: &mut Vec<Vec<u8>>) {
-    let mut errors = 0;
-    side.path.poll(now, &mut |f| {
-        batch.push(f);
-        if batch.len() == SEND_BATCH {
-            errors += send_all(out, batch);
-        }
-    });
-    errors += send_all(out, batch);
-    side.tx_errors += errors;
-}
-
-/// The do-nothing forwarder: what waits on `from` (a batch at most) straight to `to`, counted
-/// in `intake.passed`. Returns the frames the kernel refused.
-fn pass_through(
-    from: &mut Port,
-    to: &mut Port,
-    intake: &mut crate::intake::Intake,
-) -> io::Result<u64> {
-    let mut batch = Vec::with_capacity(SEND_BATCH);
-    let mut errors = 0;
-    for _ in 0..256 {
-        match from.recv_frame()? {
-            Some(crate::sys::Received::Frame(f)) => batch.push(f),
-            Some(_) => intake.oversized += 1,
-            None => break,
-        }
-        if batch.len() == SEND_BATCH {
-            intake.passed += batch.len() as u64;
-            errors += send_all(to, &mut batch);
-        }
-    }
-    intake.passed += batch.len() as u64;
-    Ok(errors + send_all(to, &mut batch))
-}
-
-/// Send the batch (emptying it); returns how many frames the kernel refused.
-fn send_all(out: &mut Port, batch: &mut Vec<Vec<u8>>) -> u64 {
-    let (mut errors, mut from, mut retried) = (0, 0, false);
-    while from < batch.len() {
-        let slices: Vec<&[u8]> = batch[from..].iter().map(Vec::as_slice).collect();
-        match out.send_batch(&slices) {
-            // sendmmsg stops at the first frame it refuses: count it, go on after it.
-            Ok(n) if n < slices.len() => {
-                errors += 1;
-                from += n + 1;
-            }
-            Ok(n) => from += n,
-            // An error the kernel left on the socket when its interface went down (or was
-            // down when the socket was bound) fails the next send once, even after the
-            // interface came back: try that frame again before counting it.
-            Err(e) if e.raw_os_error() == Some(libc::ENETDOWN) && !retried => retried = true,
-            Err(_) => {
-                errors += 1;
-                from += 1;
-            }
-        }
-    }
-    batch.clear();
-    errors
 }

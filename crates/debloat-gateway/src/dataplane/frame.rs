@@ -2,6 +2,7 @@
 //! from them. A discipline's CE mark (or cake's wash) changes the metadata; [`Frame::finish`]
 //! writes that back into the IP header, fixing IPv4's checksum, just before the frame is sent.
 
+use crate::io::buf::Buf;
 use debloat_core::classify::{classify, rewrite_ds_field, ClassifyError, LinkType};
 use debloat_core::packet::{Ecn, Packet, PacketMeta, TcpInfo};
 
@@ -9,8 +10,9 @@ use debloat_core::packet::{Ecn, Packet, PacketMeta, TcpInfo};
 #[derive(Debug, Clone)]
 pub struct Frame {
     meta: PacketMeta,
-    /// The frame's bytes, Ethernet header first, no FCS.
-    pub data: Vec<u8>,
+    /// The frame's bytes, Ethernet header first, no FCS: in the heap, or held in the AF_XDP
+    /// UMEM it was received into ([`Buf`]).
+    pub data: Buf,
     dscp_in: u8,
     ecn_in: Ecn,
 }
@@ -19,10 +21,12 @@ impl Frame {
     /// Classify a frame; an error means it is malformed and must be counted and dropped: too
     /// short for Ethernet, an IP header that does not parse, or an IP packet longer than the
     /// frame that carries it (truncated).
-    pub fn parse(data: Vec<u8>) -> Result<Frame, ClassifyError> {
+    pub fn parse(data: impl Into<Buf>) -> Result<Frame, ClassifyError> {
+        let data = data.into();
         let mut meta = classify(&data, data.len() as u32, LinkType::Ethernet)?;
         // What this frame really costs: its buffer plus the Frame around it (memory limits
-        // count this, as Linux counts skb->truesize).
+        // count this, as Linux counts skb->truesize). A frame held in a UMEM counts as its
+        // copy in the heap would, so that limits act alike on both back ends.
         meta.truesize = (data.capacity() + std::mem::size_of::<Frame>()) as u32;
         if meta.flow.is_ip() {
             check_ip_length(&data, usize::from(meta.network_offset))?;

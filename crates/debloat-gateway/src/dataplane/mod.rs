@@ -11,6 +11,7 @@ pub mod frame;
 pub mod gso;
 pub mod htb_split;
 pub mod path;
+mod send;
 pub mod shards;
 pub mod tcp_seen;
 pub mod worker;

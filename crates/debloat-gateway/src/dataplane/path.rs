@@ -22,6 +22,7 @@
 
 use crate::control::ChangeError;
 use crate::frame::Frame;
+use crate::io::buf::Buf;
 use crate::tcp_seen::TcpSeen;
 use debloat_core::classify::Classify;
 use debloat_core::link::{Emulation, LinkLayer};
@@ -253,7 +254,7 @@ impl Path {
     }
 
     /// A frame arrived at `now`.
-    pub fn on_frame(&mut self, data: Vec<u8>, now: u64) {
+    pub fn on_frame(&mut self, data: impl Into<Buf>, now: u64) {
         self.on_frame_marked(data, now, None);
     }
 
@@ -262,7 +263,7 @@ impl Path {
     /// [`DataPath::arrive_classified`], as the simulator and replay run it.
     pub fn on_frame_marked(
         &mut self,
-        data: Vec<u8>,
+        data: impl Into<Buf>,
         now: u64,
         marker: Option<(&mut dyn Classify, Direction)>,
     ) {
@@ -286,7 +287,7 @@ impl Path {
     }
 
     /// Hand out every frame due by `now`.
-    pub fn poll(&mut self, now: u64, out: &mut impl FnMut(Vec<u8>)) {
+    pub fn poll(&mut self, now: u64, out: &mut impl FnMut(Buf)) {
         let log = &mut self.tcp_log;
         self.path.poll(now, &mut |e| {
             log_sent(log, &e);

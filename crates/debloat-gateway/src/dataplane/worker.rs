@@ -229,6 +229,18 @@ fn group(side: u16) -> u16 {
 /// Each worker's LAN and WAN ports, and why an interface is not on AF_XDP where `auto` fell
 /// back: worker `i` is fanout member `i`, or has the `i`th AF_XDP socket, on both interfaces.
 fn open_ports(cfg: &Config) -> io::Result<Vec<((Port, Port), Fallback)>> {
+    if cfg.io != IoChoice::Packet {
+        // Both sides on one UMEM where both take AF_XDP; else each side on its own (which
+        // says why a side is not on AF_XDP).
+        let modes = cfg.io.xdp_modes();
+        if let Ok(pairs) = XdpSocket::open_pair(&cfg.lan, &cfg.wan, cfg.workers, modes) {
+            let port = |s, name: &str| Port::xdp(s, name, cfg.busy_poll).map_err(io::Error::other);
+            return pairs
+                .into_iter()
+                .map(|(l, w)| Ok(((port(l, &cfg.lan)?, port(w, &cfg.wan)?), [None, None])))
+                .collect();
+        }
+    }
     let (lan, lan_why) = side_ports(cfg, &cfg.lan, 0, HostIs::Source)?;
     let (wan, wan_why) = side_ports(cfg, &cfg.wan, 1, HostIs::Destination)?;
     Ok(lan

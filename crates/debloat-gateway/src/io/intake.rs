@@ -41,6 +41,12 @@ pub struct Intake {
     pub link_errors: u64,
     /// Frames forwarded untouched by a `--passthrough` gateway (no discipline counted them).
     pub passed: u64,
+    /// AF_XDP: frames held in the UMEM they were received into until sent or dropped (no copy).
+    pub umem_held: u64,
+    /// AF_XDP: frames copied into the heap: the UMEM had no frame to spare for the fill ring
+    /// (copy on pressure: the discipline holds as many as it may), or a frame spanned several
+    /// UMEM frames.
+    pub umem_copied: u64,
     /// Times the interface was deleted and made again under its name, and the gateway
     /// opened a socket on the new one.
     pub reopened: u64,
@@ -55,6 +61,17 @@ pub struct RingWait {
     pub total_us: u64,
     /// The longest, µs.
     pub max_us: u64,
+}
+
+impl Intake {
+    /// Count whether an AF_XDP frame was held in its UMEM or copied.
+    pub(crate) fn count_umem(&mut self, port: &Port, f: &crate::io::buf::Buf) {
+        match (port, f.is_held()) {
+            (_, true) => self.umem_held += 1,
+            (Port::Xdp(..), false) => self.umem_copied += 1,
+            (Port::Packet(_), false) => {}
+        }
+    }
 }
 
 impl RingWait {
@@ -161,6 +178,9 @@ pub(crate) fn receive(
             intake
                 .ring_wait
                 .record(clock.wall(now).saturating_sub(stamp));
+        }
+        if let Received::Frame(f) = &got {
+            intake.count_umem(sock, f);
         }
         match got {
             Received::Frame(mut f) if f.len() <= MAX_FRAME => {

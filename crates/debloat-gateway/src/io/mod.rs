@@ -4,6 +4,7 @@
 //! is in those two folders. Frames are read in batches by [`intake`], with the interfaces'
 //! offloads turned off while the gateway runs ([`offload`]).
 
+pub mod buf;
 pub mod intake;
 pub mod offload;
 pub mod port;

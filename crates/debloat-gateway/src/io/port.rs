@@ -4,6 +4,7 @@
 //! and says why once. What the rest of the gateway sees is the same: frames in, frames out,
 //! a descriptor to wait on.
 
+use crate::io::buf::Buf;
 use crate::io::xdp::{XdpInfo, XdpMode, XdpSocket};
 use crate::sys::{PacketSocket, Received};
 use serde::Serialize;
@@ -94,7 +95,7 @@ impl std::fmt::Display for Backend {
         match self.xdp {
             Some(x) => write!(
                 f,
-                "af_xdp ({} XDP, {}{}{}{})",
+                "af_xdp ({} XDP, {}{}{}{}{})",
                 x.mode,
                 if x.zero_copy {
                     "zero-copy"
@@ -113,6 +114,11 @@ impl std::fmt::Display for Backend {
                 },
                 if x.multi_buffer {
                     ", multi-buffer frames"
+                } else {
+                    ""
+                },
+                if x.shared_umem {
+                    ", UMEM shared with the other side"
                 } else {
                     ""
                 }
@@ -162,6 +168,31 @@ impl Port {
         }
     }
 
+    /// Open both interfaces of a path: on AF_XDP together, one UMEM for both, so that a
+    /// forwarded frame is sent from where it was received ([`XdpSocket::open_pair`]); where
+    /// that cannot be (TPACKET asked for, or either interface refuses AF_XDP), each on its own
+    /// as [`Port::open`] opens it, which says why.
+    pub fn open_pair(
+        lan: &str,
+        wan: &str,
+        choice: IoChoice,
+        busy_poll: bool,
+    ) -> io::Result<[(Port, Option<String>); 2]> {
+        if choice != IoChoice::Packet {
+            if let Ok(mut v) = XdpSocket::open_pair(lan, wan, 1, choice.xdp_modes()) {
+                if let Some((l, w)) = v.pop() {
+                    let l = Port::xdp(l, lan, busy_poll).map_err(io::Error::other)?;
+                    let w = Port::xdp(w, wan, busy_poll).map_err(io::Error::other)?;
+                    return Ok([(l, None), (w, None)]);
+                }
+            }
+        }
+        Ok([
+            Port::open(lan, choice, busy_poll)?,
+            Port::open(wan, choice, busy_poll)?,
+        ])
+    }
+
     /// A port on an AF_XDP socket already bound to `name` (one of several workers' sockets);
     /// `busy_poll` as in [`Port::open`].
     pub fn xdp(mut s: XdpSocket, name: &str, busy_poll: bool) -> Result<Port, String> {
@@ -175,6 +206,21 @@ impl Port {
             }
         }
         Ok(Port::Xdp(Box::new(s), name.to_string(), ifindex))
+    }
+
+    /// Whether both ports are AF_XDP sockets on one UMEM.
+    pub fn shares_umem(&self, other: &Port) -> bool {
+        match (self, other) {
+            (Port::Xdp(a, ..), Port::Xdp(b, ..)) => a.shares_umem(b),
+            _ => false,
+        }
+    }
+
+    /// Say in the statistics whether the port shares its UMEM with the other side.
+    pub fn mark_shared_umem(&mut self, shared: bool) {
+        if let Port::Xdp(s, ..) = self {
+            s.set_shared(shared);
+        }
     }
 
     /// The back end, for the statistics.
@@ -259,10 +305,15 @@ impl Port {
         }
     }
 
-    /// Send frames; returns how many the kernel took (see [`PacketSocket::send_batch`]).
-    pub fn send_batch(&mut self, frames: &[&[u8]]) -> io::Result<usize> {
+    /// Send frames; returns how many the kernel took, from the first (see
+    /// [`PacketSocket::send_batch`]). AF_XDP sends a frame held in its own UMEM as it is,
+    /// leaving it empty in `frames` ([`XdpSocket::send_batch`]).
+    pub fn send_batch(&mut self, frames: &mut [Buf]) -> io::Result<usize> {
         match self {
-            Port::Packet(s) => s.send_batch(frames),
+            Port::Packet(s) => {
+                let slices: Vec<&[u8]> = frames.iter().map(|f| &**f).collect();
+                s.send_batch(&slices)
+            }
             Port::Xdp(s, ..) => s.send_batch(frames),
         }
     }

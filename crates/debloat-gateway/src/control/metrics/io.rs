@@ -31,6 +31,10 @@ impl Collect {
                         "multi_buffer",
                         d.io.xdp.is_some_and(|x| x.multi_buffer).to_string(),
                     ),
+                    (
+                        "shared_umem",
+                        d.io.xdp.is_some_and(|x| x.shared_umem).to_string(),
+                    ),
                 ];
                 (l, 1.0)
             })

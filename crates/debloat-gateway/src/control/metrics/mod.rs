@@ -6,11 +6,15 @@
 //! latest one. Metrics (labels `direction` = egress | ingress, and `qdisc` = the discipline's kind):
 //! - `debloat_gateway_uptime_seconds`, `debloat_gateway_info{…, from, to, qdisc, link} 1`;
 //! - `debloat_gateway_io_info{direction, interface, io, xdp_mode, zero_copy, rx_queues,
-//!   multi_buffer} 1` (the back end frames of the direction arrive on; `multi_buffer` says whether
-//!   an AF_XDP socket takes frames over several UMEM frames) and `debloat_gateway_workers`;
+//!   multi_buffer, shared_umem} 1` (the back end frames of the direction arrive on;
+//!   `multi_buffer` says whether an AF_XDP socket takes frames over several UMEM frames,
+//!   `shared_umem` whether both interfaces share one UMEM, so that frames are forwarded without
+//!   a copy) and `debloat_gateway_workers`;
 //! - `debloat_gateway_frames_total{direction, fate}` — fate is received, malformed, oversized,
 //!   qdisc_dropped, lost, ecn_marked, duplicated, corrupted, reordered, overlimit,
 //!   buffer_dropped, sent, tx_error;
+//! - `debloat_gateway_umem_frames_total{direction, how}` — AF_XDP frames held in the UMEM they
+//!   arrived in until sent (`held`) or copied into the heap (`copied`);
 //! - `debloat_gateway_on_wire_frames`, `debloat_gateway_in_buffer_frames` — frames on the
 //!   emulated wire and in the link's own buffer now;
 //! - `debloat_qdisc_{bytes,packets,drops,overlimits,ecn_marks}_total` and
@@ -185,6 +189,21 @@ impl Collect {
             "debloat_gateway_partial_checksum_frames",
             "Frames whose TCP/UDP checksum the sender left for a NIC to finish (checksum offload), completed by the gateway or left as they came.",
             &csum,
+        )?;
+        let mut umem = Vec::new();
+        for (dir, d) in dirs(s) {
+            for (how, v) in [
+                ("held", d.intake.umem_held),
+                ("copied", d.intake.umem_copied),
+            ] {
+                umem.push((vec![("direction", dir.to_string()), ("how", how.into())], v));
+            }
+        }
+        counter(
+            enc,
+            "debloat_gateway_umem_frames",
+            "AF_XDP frames kept in the UMEM they were received into until sent (held), or copied into the heap because the UMEM had no frame to spare (copied).",
+            &umem,
         )?;
         let wait: Vec<(Labels, f64)> = dirs(s)
             .into_iter()
@@ -436,6 +455,7 @@ pub(crate) mod tests {
                     busy_poll: false,
                     queues: 2,
                     multi_buffer: true,
+                    shared_umem: true,
                 }),
                 fallback: None,
             },
@@ -449,6 +469,8 @@ pub(crate) mod tests {
             intake: crate::intake::Intake {
                 oversized: 1,
                 csum_completed: 3,
+                umem_held: 7,
+                umem_copied: 2,
                 ..Default::default()
             },
             tx_errors: 0,
@@ -473,8 +495,10 @@ pub(crate) mod tests {
         let page = render(snapshot("cake bandwidth 10Mbit diffserv4"));
         for want in [
             "debloat_gateway_uptime_seconds 3.5",
-            r#"debloat_gateway_io_info{direction="egress",interface="lan0",io="af_xdp",xdp_mode="native",zero_copy="false",rx_queues="2",multi_buffer="true"} 1"#,
+            r#"debloat_gateway_io_info{direction="egress",interface="lan0",io="af_xdp",xdp_mode="native",zero_copy="false",rx_queues="2",multi_buffer="true",shared_umem="true"} 1"#,
             "debloat_gateway_workers 1",
+            r#"debloat_gateway_umem_frames_total{direction="egress",how="held"} 7"#,
+            r#"debloat_gateway_umem_frames_total{direction="ingress",how="copied"} 2"#,
             r#"debloat_gateway_frames_total{direction="egress",fate="received"} 10"#,
             r#"debloat_gateway_frames_total{direction="ingress",fate="lost"} 2"#,
             r#"debloat_gateway_frames_total{direction="egress",fate="oversized"} 1"#,

@@ -56,7 +56,7 @@ pub struct PacketSocket {
 #[derive(Debug, PartialEq, Eq)]
 pub enum Received {
     /// A whole frame (its VLAN tag, if it had one, back in place).
-    Frame(Vec<u8>),
+    Frame(crate::io::buf::Buf),
     /// A super-frame (a host's segmentation offload) whole, with the header that says how to
     /// cut it ([`crate::gso::segment`]).
     Super(VnetHdr, Vec<u8>),
@@ -210,7 +210,7 @@ impl PacketSocket {
         Ok(match r.take() {
             None => None,
             Some(Slot::Frame(f, Some(h))) if h.is_gso() => Some(Received::Super(h, f)),
-            Some(Slot::Frame(f, _)) => Some(Received::Frame(f)),
+            Some(Slot::Frame(f, _)) => Some(Received::Frame(f.into())),
             Some(Slot::Oversized(n)) => Some(Received::Oversized(n)),
             Some(Slot::Copied(n)) => Some(self.recv_copy(n)),
         })
@@ -243,7 +243,7 @@ impl PacketSocket {
         if let Some(r) = self.ring.as_mut() {
             r.csum_not_ready = h.flags & VIRTIO_NET_HDR_F_NEEDS_CSUM != 0;
         }
-        Received::Frame(buf)
+        Received::Frame(buf.into())
     }
 
     /// When the kernel received the frame `recv_frame` last returned: ns since the Unix epoch

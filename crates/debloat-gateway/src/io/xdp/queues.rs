@@ -6,9 +6,11 @@
 //! needs a socket on each queue to see all of its hosts' frames. The map's entry for a frame is
 //! `queue × workers + worker` ([`super::bpf`]): with one worker, the queue itself.
 //!
-//! Each queue has its own UMEM, fill and completion rings ([`super::socket`]): queues are
-//! served by different kernel contexts, and a ring the kernel fills from two of them would
-//! need a lock the kernel does not take. The worker reads its sockets in turn, at most a batch
+//! Each queue has its own fill and completion rings ([`super::setup`]): queues are served by
+//! different kernel contexts, and a ring the kernel fills from two of them would need a lock
+//! the kernel does not take. All of them share one UMEM: the interface's, or the path's when
+//! both interfaces are opened together ([`XdpSocket::open_pair`]), so that a frame received on
+//! one is sent on the other from where it landed. The worker reads its sockets in turn, at most a batch
 //! from one before the next, and sends on one of them (queue `worker mod queues`), which spreads
 //! the workers' sending over the queues. It waits on all of them through one epoll descriptor,
 //! so the forwarding loop still waits on one descriptor per interface.
@@ -16,7 +18,9 @@
 
 use super::bpf::{Redirect, Steer, XdpMode};
 use super::limits::{rx_queues, usable};
+use super::setup::Setup;
 use super::socket::{QueueSocket, XdpInfo};
+use crate::io::buf::Buf;
 use crate::sys::HostIs;
 use std::ffi::CString;
 use std::io;
@@ -52,8 +56,44 @@ impl XdpSocket {
     /// queues. Err says why not, in words (the caller falls back to the TPACKET back end and
     /// says so). `modes`: where the program may run, in the order tried.
     pub fn open(ifname: &str, modes: &[XdpMode]) -> Result<XdpSocket, String> {
-        let mut v = open_on(ifname, 1, Steer::ByQueue, modes)?;
-        v.pop().ok_or_else(|| "no socket".to_string())
+        let mut v = open_on(&[(ifname, Steer::ByQueue)], 1, modes)?;
+        v.pop()
+            .and_then(|mut s| s.pop())
+            .ok_or_else(|| "no socket".to_string())
+    }
+
+    /// The LAN's and the WAN's sockets on one UMEM, for `n` workers (`n` = 1: steered by
+    /// queue; more: by the host, the LAN's source and the WAN's destination address), so that
+    /// a frame received on one is sent on the other without a copy. The `i`-th pair is
+    /// worker `i`'s.
+    pub fn open_pair(
+        lan: &str,
+        wan: &str,
+        n: usize,
+        modes: &[XdpMode],
+    ) -> Result<Vec<(XdpSocket, XdpSocket)>, String> {
+        let n = n.max(1);
+        let steer = |host| match n {
+            1 => Steer::ByQueue,
+            _ => Steer::ByHost(host, n as u32),
+        };
+        let sides = [
+            (lan, steer(HostIs::Source)),
+            (wan, steer(HostIs::Destination)),
+        ];
+        let mut by_side = open_on(&sides, n, modes)?.into_iter();
+        let (Some(l), Some(w)) = (by_side.next(), by_side.next()) else {
+            return Err("no sockets".into());
+        };
+        Ok(l.into_iter()
+            .zip(w)
+            .map(|(mut l, mut w)| {
+                let shared = l.shares_umem(&w);
+                l.set_shared(shared);
+                w.set_shared(shared);
+                (l, w)
+            })
+            .collect())
     }
 
     /// `n` workers' sockets on every receive queue of `ifname`, and the program that hands
@@ -66,7 +106,20 @@ impl XdpSocket {
         modes: &[XdpMode],
     ) -> Result<Vec<XdpSocket>, String> {
         let n = n.max(1);
-        open_on(ifname, n, Steer::ByHost(host, n as u32), modes)
+        let mut v = open_on(&[(ifname, Steer::ByHost(host, n as u32))], n, modes)?;
+        v.pop().ok_or_else(|| "no sockets".to_string())
+    }
+
+    /// Whether this worker's sockets and `other`'s are on one UMEM.
+    pub fn shares_umem(&self, other: &XdpSocket) -> bool {
+        self.queues[0].shares_umem(&other.queues[0])
+    }
+
+    /// Say in [`XdpSocket::info`] whether the other interface shares this one's UMEM.
+    pub fn set_shared(&mut self, shared: bool) {
+        for q in &mut self.queues {
+            q.info.shared_umem = shared;
+        }
     }
 
     fn new(queues: Vec<QueueSocket>, worker: usize) -> Result<XdpSocket, String> {
@@ -126,13 +179,13 @@ impl XdpSocket {
 
     /// The next frame, taking the queues in turn (at most [`TURN`] from one while others
     /// wait); None when every queue is empty.
-    pub fn recv_frame(&mut self) -> Option<Vec<u8>> {
+    pub fn recv_frame(&mut self) -> Option<Buf> {
         let q = &mut self.queues;
         self.turns.next(q.len(), |i| q[i].recv_frame())
     }
 
     /// Put frames on this worker's sending queue's TX ring ([`QueueSocket::send_batch`]).
-    pub fn send_batch(&mut self, frames: &[&[u8]]) -> io::Result<usize> {
+    pub fn send_batch(&mut self, frames: &mut [Buf]) -> io::Result<usize> {
         self.queues[self.sending].send_batch(frames)
     }
 }
@@ -168,40 +221,59 @@ impl Turns {
     }
 }
 
-/// The program on `ifname`, and `n` workers' sockets on each of its receive queues, grouped by
-/// worker.
+/// The program on each interface of `sides` (with how it steers), and `n` workers' sockets on
+/// each of their receive queues, all on one UMEM; grouped by interface, then by worker.
 fn open_on(
-    ifname: &str,
+    sides: &[(&str, Steer)],
     n: usize,
-    steer: Steer,
     modes: &[XdpMode],
-) -> Result<Vec<XdpSocket>, String> {
-    let multi_buffer = usable(ifname)?;
-    let name = CString::new(ifname).map_err(|_| format!("bad interface name {ifname:?}"))?;
-    let mut iface = IfInfo::invalid();
-    iface
-        .from_name(&name)
-        .map_err(|e| format!("interface {ifname}: {e}"))?;
-    let queues = rx_queues(ifname);
-    let redirect = Arc::new(Redirect::attach(
-        iface.ifindex(),
-        queues * n as u32,
-        steer,
-        modes,
-        multi_buffer,
-    )?);
-    let mut by_worker: Vec<Vec<QueueSocket>> = (0..n).map(|_| Vec::new()).collect();
-    for q in 0..queues {
-        iface.set_queue(q);
-        let socks = QueueSocket::open_queue(&iface, ifname, n, &redirect, multi_buffer)?;
-        for (w, s) in socks.into_iter().enumerate() {
-            by_worker[w].push(s);
-        }
+) -> Result<Vec<Vec<XdpSocket>>, String> {
+    let mut attached = Vec::new();
+    for &(ifname, steer) in sides {
+        let multi_buffer = usable(ifname)?;
+        let name = CString::new(ifname).map_err(|_| format!("bad interface name {ifname:?}"))?;
+        let mut iface = IfInfo::invalid();
+        iface
+            .from_name(&name)
+            .map_err(|e| format!("interface {ifname}: {e}"))?;
+        let queues = rx_queues(ifname);
+        let redirect = Arc::new(Redirect::attach(
+            iface.ifindex(),
+            queues * n as u32,
+            steer,
+            modes,
+            multi_buffer,
+        )?);
+        attached.push((ifname, iface, queues, redirect, multi_buffer));
     }
-    by_worker
+    let total: u32 = attached.iter().map(|a| a.2).sum();
+    let mut setup = Setup::new(total as usize)?;
+    // Each side's sockets' indices among the setup's, by worker.
+    let mut placed: Vec<Vec<Vec<usize>>> = Vec::new();
+    for (ifname, iface, queues, redirect, multi_buffer) in &mut attached {
+        let mut by_worker: Vec<Vec<usize>> = (0..n).map(|_| Vec::new()).collect();
+        for q in 0..*queues {
+            iface.set_queue(q);
+            let ids = setup.add_queue(iface, ifname, n, redirect, *multi_buffer)?;
+            for (w, id) in ids.into_iter().enumerate() {
+                by_worker[w].push(id);
+            }
+        }
+        placed.push(by_worker);
+    }
+    let mut sockets: Vec<Option<QueueSocket>> = setup.finish()?.into_iter().map(Some).collect();
+    placed
         .into_iter()
-        .enumerate()
-        .map(|(w, q)| XdpSocket::new(q, w))
+        .map(|by_worker| {
+            by_worker
+                .into_iter()
+                .enumerate()
+                .map(|(w, ids)| {
+                    let q = ids.iter().filter_map(|&i| sockets[i].take()).collect();
+                    XdpSocket::new(q, w)
+                })
+                .collect()
+        })
         .collect()
 }
 

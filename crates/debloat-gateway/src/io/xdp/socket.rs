@@ -1,78 +1,36 @@
-//! AF_XDP sockets on one receive queue of an interface, with the UMEM they share: the frames
-//! the kernel writes (the fill ring hands it empty frames, each socket's RX ring hands them
-//! back full) and the frames the gateway sends (each socket's TX ring, and the completion ring
-//! that returns them). Rings and UMEM are set up through xdpilone (pure Rust, no libbpf); the
-//! UMEM's memory is an anonymous mapping owned here. An interface with several receive queues
-//! has one such set per queue ([`super::queues`]).
+//! An AF_XDP socket on one receive queue of an interface: the frames the kernel wrote (its RX
+//! ring) and the frames the gateway sends (its TX ring). The UMEM behind it, with the fill
+//! and completion rings, is shared ([`super::umem`]): by every worker's socket on the queue,
+//! by the interface's other queues, and by the other interface of the path where both are on
+//! AF_XDP ([`super::setup`]). Rings and UMEM are set up through xdpilone (pure Rust, no libbpf).
 //!
-//! One worker has one socket on the queue. N workers have one socket each on it, bound with
-//! `XDP_SHARED_UMEM`: the XDP program picks the socket by the LAN host
-//! ([`super::bpf::Steer::ByHost`]), and the kernel gives such sockets one fill ring and one
-//! completion ring between them. Those two rings, and the free send frames, are therefore
-//! behind a mutex ([`Pool`]), taken once per batch — when 64 received frames go back to the
-//! fill ring, when a socket's own cache of send frames runs short — never per frame. Each
-//! socket's RX and TX rings are its worker's alone.
+//! N workers have one socket each on a queue: the XDP program picks the socket by the LAN host
+//! ([`super::bpf::Steer::ByHost`]), and the kernel gives them one fill ring and one completion
+//! ring between them. Those rings and the free frames are therefore behind a mutex
+//! ([`super::umem::Pool`]), taken once per batch — when 64 received frames go back to the fill
+//! ring, when a socket's cache of frames runs short, once per batch sent — never per frame.
+//! Each socket's RX and TX rings are its worker's alone.
 //!
-//! Half of the UMEM's frames feed the receive side (always on the fill ring or in a worker's
-//! hands for the length of one copy), half are for sending (free, or on a TX ring until the
-//! completion ring returns them). Frames are copied out of the UMEM into the data path's own
-//! buffers and into it again on the way out, as the TPACKET back end copies them out of its
-//! ring and `sendmmsg` into the kernel's skbs: the discipline holds frames for as long as its
-//! queues are deep, longer than a receive ring can spare them. (So the two interfaces of a path
-//! do not share one UMEM: a forwarded frame is copied anyway.)
+//! A received frame is held where it landed ([`Buf::Umem`]) while the UMEM has frames to spare
+//! for the fill ring in its place, and copied into the heap otherwise (copy on pressure,
+//! [`super::umem`]). A held frame sent on a socket of the same UMEM goes out as it is: its
+//! descriptor on the TX ring, no copy. Any other frame is copied into a free UMEM frame, as
+//! the TPACKET back end's `sendmmsg` copies into the kernel's skbs.
 #![allow(unsafe_code)]
 
-use super::bpf::{Redirect, XdpMode};
+use super::bpf::XdpMode;
 use super::limits::{FRAME, MAX_SEGS};
+use super::umem::{Umem, UmemFrame};
+use crate::io::buf::Buf;
 use std::io;
-use std::num::NonZeroU32;
-use std::ptr::NonNull;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use xdpilone::xdp::XdpDesc;
-use xdpilone::{DeviceQueue, IfInfo, RingRx, RingTx, Socket, SocketConfig, Umem, UmemConfig, User};
+use xdpilone::{RingRx, RingTx, User};
 
-/// `XDP_USE_SG` (linux/if_xdp.h, Linux ≥ 6.6): the socket takes and gives frames that span
-/// several UMEM frames, each descriptor but the last marked `XDP_PKT_CONTD`.
-const XDP_USE_SG: u16 = 1 << 4;
 /// A descriptor's `options` bit: the frame goes on in the next descriptor.
 const XDP_PKT_CONTD: u32 = 1;
-/// Frames per ring, and per half of the UMEM.
-const RING: u32 = 2048;
-
-/// The UMEM's memory: an anonymous, page-aligned mapping.
-struct Area {
-    base: NonNull<u8>,
-    len: usize,
-}
-
-impl Area {
-    fn new(len: usize) -> io::Result<Area> {
-        // SAFETY: a fresh private anonymous mapping; no address is given.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let base = NonNull::new(p.cast()).ok_or_else(|| io::Error::other("mmap gave null"))?;
-        Ok(Area { base, len })
-    }
-}
-
-impl Drop for Area {
-    fn drop(&mut self) {
-        // SAFETY: `base` and `len` are what mmap returned; the sockets using it are dropped
-        // first (field order of `QueueSocket`).
-        unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
-    }
-}
+/// Descriptors per ring; the UMEM has three times as many frames per queue ([`super::setup`]).
+pub(super) const RING: u32 = 2048;
 
 /// How the socket was bound.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -89,29 +47,10 @@ pub struct XdpInfo {
     /// Whether frames may span several UMEM frames (`XDP_USE_SG`, Linux ≥ 6.6; needed for an
     /// MTU over 3,822 bytes).
     pub multi_buffer: bool,
+    /// Whether the path's two interfaces share one UMEM, so that a forwarded frame is sent
+    /// from where it was received, without a copy.
+    pub shared_umem: bool,
 }
-
-/// What the sockets on one queue share: the fill and completion rings and the free send
-/// frames (behind [`Shared::pool`]'s mutex), the program and the memory.
-struct Shared {
-    // Field order is drop order: the rings before the program, the memory last.
-    pool: Mutex<Pool>,
-    /// The interface's program (one for all its queues).
-    redirect: Arc<Redirect>,
-    area: Area,
-}
-
-/// The rings the kernel keeps one of per queue, and the send frames no socket holds.
-struct Pool {
-    device: DeviceQueue,
-    free_tx: Vec<u64>,
-}
-
-// SAFETY: the mapping is only read or written at a frame its reader owns at the time — one on
-// its RX ring until it is back on the fill ring, one taken from the free list until the
-// completion ring returns it — and the rings behind the mutex are touched under it.
-unsafe impl Send for Shared {}
-unsafe impl Sync for Shared {}
 
 /// An AF_XDP socket bound to one receive queue of an interface.
 pub struct QueueSocket {
@@ -119,11 +58,18 @@ pub struct QueueSocket {
     rx: RingRx,
     tx: RingTx,
     _user: User,
-    shared: Arc<Shared>,
-    /// Frames free to send (UMEM offsets), taken from the pool a batch at a time.
+    umem: Arc<Umem>,
+    /// Its queue's fill and completion rings: `umem.pool().devices[dev]`.
+    dev: usize,
+    /// Frames free to send copies in (UMEM offsets), taken from the pool a batch at a time.
     free_tx: Vec<u64>,
-    /// Receive frames handed back since the fill ring was last topped up.
+    /// Frames to put on the fill ring: received ones copied out, and spares standing in for
+    /// held ones.
     to_fill: Vec<u64>,
+    /// Frames taken from the pool (and counted there as held) to stand in for held frames.
+    spare: Vec<u64>,
+    /// Held frames put on the TX ring since the pool last counted them.
+    sent_held: usize,
     /// The first parts of a multi-buffer frame whose last descriptor has not been read yet.
     partial: Vec<u8>,
     /// The descriptors of the frames being sent.
@@ -139,7 +85,7 @@ pub struct QueueSocket {
 }
 
 // SAFETY: the socket's rings belong to it alone (xdpilone's rings are Send); what it shares
-// is Sync (above).
+// is Sync ([`Umem`]).
 unsafe impl Send for QueueSocket {}
 
 impl std::fmt::Debug for QueueSocket {
@@ -148,10 +94,6 @@ impl std::fmt::Debug for QueueSocket {
             .field("info", &self.info)
             .finish()
     }
-}
-
-fn errno(what: &str, e: xdpilone::Errno) -> String {
-    format!("{what}: {e}")
 }
 
 /// `XDP_OPTIONS` (linux/if_xdp.h) and its `XDP_OPTIONS_ZEROCOPY` flag.
@@ -175,94 +117,39 @@ fn zero_copy(fd: i32) -> bool {
 }
 
 impl QueueSocket {
-    /// `n` sockets on queue `queue` of `ifname` (`iface`, set to that queue) sharing one UMEM,
-    /// one per worker, entered in `redirect`'s map at `queue × n + i` for worker `i`.
-    pub(super) fn open_queue(
-        iface: &IfInfo,
-        ifname: &str,
-        n: usize,
-        redirect: &Arc<Redirect>,
-        multi_buffer: bool,
-    ) -> Result<Vec<QueueSocket>, String> {
-        let queue = iface.queue_id();
-        let area = Area::new((2 * RING * FRAME) as usize).map_err(|e| format!("UMEM: {e}"))?;
-        let cfg = UmemConfig {
-            fill_size: RING,
-            complete_size: RING,
-            frame_size: FRAME,
-            headroom: 0,
-            flags: 0,
-        };
-        let mem = NonNull::slice_from_raw_parts(area.base, area.len);
-        // SAFETY: the area is page aligned, of the length given, and outlives the UMEM and
-        // every socket on it (it is the last field of what they share to drop).
-        let umem = unsafe { Umem::new(cfg, mem) }.map_err(|e| errno("registering the UMEM", e))?;
-        // The first socket is the UMEM's own and keeps the queue's fill and completion rings;
-        // the others are bound to it with XDP_SHARED_UMEM.
-        let first = Socket::with_shared(iface, &umem).map_err(|e| errno("AF_XDP socket", e))?;
-        let mut device = umem
-            .fq_cq(&first)
-            .map_err(|e| errno("fill and completion rings", e))?;
-        let mut users = vec![bind(
-            &umem,
-            &first,
-            ifname,
-            queue,
-            SocketConfig::XDP_BIND_NEED_WAKEUP | if multi_buffer { XDP_USE_SG } else { 0 },
-        )?];
-        for _ in 1..n {
-            let sock = Socket::new(iface).map_err(|e| errno("AF_XDP socket", e))?;
-            // A socket sharing the UMEM takes its flags from the first (the kernel refuses any).
-            users.push(bind(&umem, &sock, ifname, queue, 0)?);
-        }
-        for (i, user) in users.iter().enumerate() {
-            redirect
-                .add_socket(queue * n as u32 + i as u32, user.as_raw_fd())
-                .map_err(|e| format!("adding a socket to the XSKMAP: {e}"))?;
-        }
-        // The receive half: every frame on the fill ring.
-        let mut fill = device.fill(RING);
-        fill.insert((0..RING).map(|i| u64::from(i * FRAME)));
-        fill.commit();
-        drop(fill);
-        let mode = redirect.mode;
-        let shared = Arc::new(Shared {
-            pool: Mutex::new(Pool {
-                device,
-                free_tx: (RING..2 * RING).map(|i| u64::from(i * FRAME)).collect(),
-            }),
-            redirect: Arc::clone(redirect),
-            area,
-        });
-        users
-            .into_iter()
-            .map(|user| QueueSocket::on(user, Arc::clone(&shared), mode, multi_buffer))
-            .collect()
-    }
-
-    /// A bound socket's rings mapped, as one worker's socket.
-    fn on(
+    /// A bound socket's rings mapped, as one worker's socket; `dev` is its queue's index
+    /// among the UMEM's fill and completion rings.
+    pub(super) fn on(
         user: User,
-        shared: Arc<Shared>,
+        umem: Arc<Umem>,
+        dev: usize,
         mode: XdpMode,
         multi_buffer: bool,
     ) -> Result<QueueSocket, String> {
-        let rx = user.map_rx().map_err(|e| errno("mapping the RX ring", e))?;
-        let tx = user.map_tx().map_err(|e| errno("mapping the TX ring", e))?;
+        let rx = user
+            .map_rx()
+            .map_err(|e| format!("mapping the RX ring: {e}"))?;
+        let tx = user
+            .map_tx()
+            .map_err(|e| format!("mapping the TX ring: {e}"))?;
         let info = XdpInfo {
             mode,
             zero_copy: zero_copy(user.as_raw_fd()),
             busy_poll: false,
             queues: 1,
             multi_buffer,
+            shared_umem: false,
         };
         Ok(QueueSocket {
             rx,
             tx,
             _user: user,
-            shared,
+            umem,
+            dev,
             free_tx: Vec::with_capacity(2 * BATCH),
-            to_fill: Vec::with_capacity(BATCH),
+            to_fill: Vec::with_capacity(2 * BATCH),
+            spare: Vec::with_capacity(BATCH),
+            sent_held: 0,
             partial: Vec::new(),
             descs: Vec::with_capacity(2 * BATCH),
             info,
@@ -270,6 +157,12 @@ impl QueueSocket {
             napi_checks: 0,
             napi: None,
         })
+    }
+
+    /// Whether `other` sends from the same UMEM (a frame held by one goes out on the other
+    /// without a copy).
+    pub fn shares_umem(&self, other: &QueueSocket) -> bool {
+        Arc::ptr_eq(&self.umem, &other.umem)
     }
 
     /// Ask for preferred busy polling ([`super::busy`]); Err says why the kernel refused, and
@@ -318,8 +211,10 @@ impl QueueSocket {
     /// Take the next frame: None when none is waiting. A descriptor pointing outside the UMEM
     /// (a kernel bug) is returned as an empty frame, which the caller counts and drops. A
     /// multi-buffer frame is read descriptor by descriptor into one buffer; should its last
-    /// descriptor not be on the ring yet, the parts wait in `partial` for the next call.
-    pub fn recv_frame(&mut self) -> Option<Vec<u8>> {
+    /// descriptor not be on the ring yet, the parts wait in `partial` for the next call. A
+    /// frame in one descriptor is held where it is if a spare frame can take its place on the
+    /// fill ring, else copied.
+    pub fn recv_frame(&mut self) -> Option<Buf> {
         loop {
             let desc = {
                 let mut r = self.rx.receive(1);
@@ -332,19 +227,30 @@ impl QueueSocket {
                 return None;
             };
             let more = options & XDP_PKT_CONTD != 0;
-            let frame = match (bytes(&self.shared.area, addr, len), more) {
+            let whole = !more && self.partial.is_empty();
+            if whole && self.umem.area.bytes(addr, len).is_some() {
+                if let Some(stand_in) = self.take_spare() {
+                    self.to_fill.push(stand_in);
+                    if self.to_fill.len() >= BATCH {
+                        self.refill();
+                    }
+                    let held = UmemFrame::new(Arc::clone(&self.umem), addr, len);
+                    return Some(Buf::Umem(held));
+                }
+            }
+            let frame = match (self.umem.area.bytes(addr, len), more) {
                 (None, _) => {
                     self.partial.clear();
-                    Some(Vec::new())
+                    Some(Buf::default())
                 }
                 (Some(b), true) => {
                     self.partial.extend_from_slice(b);
                     None
                 }
-                (Some(b), false) if self.partial.is_empty() => Some(b.to_vec()),
+                (Some(b), false) if self.partial.is_empty() => Some(Buf::Heap(b.to_vec())),
                 (Some(b), false) => {
                     self.partial.extend_from_slice(b);
-                    Some(std::mem::take(&mut self.partial))
+                    Some(Buf::Heap(std::mem::take(&mut self.partial)))
                 }
             };
             self.to_fill.push(addr);
@@ -357,83 +263,104 @@ impl QueueSocket {
         }
     }
 
+    /// A frame to stand in on the fill ring for one about to be held: from this socket's
+    /// cache, refilled from the pool a batch at a time while fewer than the UMEM's
+    /// `held_max` are held. None: copy the frame instead.
+    fn take_spare(&mut self) -> Option<u64> {
+        if self.spare.is_empty() {
+            let mut p = self.umem.pool();
+            let room = self.umem.held_max.saturating_sub(p.held);
+            let take = room.min(BATCH).min(p.free.len());
+            let from = p.free.len() - take;
+            self.spare.extend(p.free.drain(from..));
+            p.held += take;
+        }
+        self.spare.pop()
+    }
+
     /// Hand the frames read since the last time back to the fill ring (and wake the driver if
     /// it sleeps for want of them).
     fn refill(&mut self) {
         if self.to_fill.is_empty() {
             return;
         }
-        let mut pool = self
-            .shared
-            .pool
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let mut f = pool.device.fill(self.to_fill.len() as u32);
+        let mut pool = self.umem.pool();
+        let device = &mut pool.devices[self.dev];
+        let mut f = device.fill(self.to_fill.len() as u32);
         let n = f.insert(self.to_fill.iter().copied()) as usize;
         f.commit();
         drop(f);
         self.to_fill.drain(..n);
-        if pool.device.needs_wakeup() {
-            pool.device.wake();
+        if device.needs_wakeup() {
+            device.wake();
         }
     }
 
-    /// Take back the frames the kernel finished sending (any socket's: the completion ring is
-    /// the queue's), and take up to `want` free ones into this socket's cache.
-    fn restock(&mut self, want: usize) {
-        let mut pool = self
-            .shared
-            .pool
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let Pool { device, free_tx } = &mut *pool;
-        let mut c = device.complete(RING);
+    /// Take back the frames the kernel finished sending (any socket's on this queue: the
+    /// completion ring is the queue's), count `sent_held` held frames as sent, and take up to
+    /// `want` free frames into this socket's cache.
+    fn restock(&mut self, want: usize, sent_held: usize) {
+        let mut pool = self.umem.pool();
+        let p = &mut *pool;
+        let mut c = p.devices[self.dev].complete(RING);
         while let Some(addr) = c.read() {
-            free_tx.push(addr & !u64::from(FRAME - 1));
+            p.free.push(addr & !u64::from(FRAME - 1));
         }
         c.release();
-        let take = want.min(free_tx.len());
-        self.free_tx.extend(free_tx.drain(free_tx.len() - take..));
+        p.held = p.held.saturating_sub(sent_held);
+        let take = want.min(p.free.len());
+        let from = p.free.len() - take;
+        self.free_tx.extend(p.free.drain(from..));
     }
 
     /// Put frames on the TX ring and kick the kernel: returns how many it took (fewer when the
     /// ring or the free frames ran out, or a frame was longer than [`MAX_SEGS`] UMEM frames,
-    /// or than one without multi-buffer frames).
-    pub fn send_batch(&mut self, frames: &[&[u8]]) -> io::Result<usize> {
-        let segs = |f: &[u8]| f.len().div_ceil(FRAME as usize).max(1);
-        let need: usize = frames.iter().map(|f| segs(f)).sum();
-        if self.free_tx.len() < need {
-            self.restock(need.max(BATCH) - self.free_tx.len());
+    /// or than one without multi-buffer frames). A frame held in this socket's UMEM goes on
+    /// the ring as it is and is taken out of `frames` (left empty there); any other is copied.
+    pub fn send_batch(&mut self, frames: &mut [Buf]) -> io::Result<usize> {
+        let segs = |f: &Buf| match f {
+            Buf::Umem(u) if u.is_in(&self.umem) => 0,
+            _ => f.len().div_ceil(FRAME as usize).max(1),
+        };
+        let need: usize = frames.iter().map(segs).sum();
+        let short = need.saturating_sub(self.free_tx.len());
+        if short > 0 || self.sent_held > 0 {
+            // Held frames sent last time are counted as sent now, one lock for both.
+            let sent_held = std::mem::take(&mut self.sent_held);
+            self.restock(if short > 0 { short.max(BATCH) } else { 0 }, sent_held);
         }
         let most = if self.info.multi_buffer { MAX_SEGS } else { 1 };
         // The ring's room as the kernel's consumer index says now.
         let mut room = (RING - self.tx.pending().min(RING)) as usize;
-        let base = self.shared.area.base.as_ptr();
         let mut sent = 0;
         self.descs.clear();
-        for f in frames {
-            let n = segs(f);
+        for f in frames.iter_mut() {
+            if let Buf::Umem(u) = f {
+                if u.is_in(&self.umem) {
+                    if room == 0 {
+                        break;
+                    }
+                    room -= 1;
+                    let Buf::Umem(u) = std::mem::take(f) else {
+                        unreachable!("matched above")
+                    };
+                    let (_, addr, len) = u.into_parts();
+                    self.descs.push(XdpDesc {
+                        addr,
+                        len,
+                        options: 0,
+                    });
+                    sent += 1;
+                    self.sent_held += 1;
+                    continue;
+                }
+            }
+            let n = f.len().div_ceil(FRAME as usize).max(1);
             if n > most || self.free_tx.len() < n || room < n {
                 break;
             }
             room -= n;
-            for (i, part) in f.chunks(FRAME as usize).enumerate() {
-                let Some(addr) = self.free_tx.pop() else {
-                    break;
-                };
-                // SAFETY: `addr` is a free frame of this UMEM (on no ring, in no other
-                // socket's cache), FRAME bytes long, and `part` fits it (chunks of FRAME).
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        part.as_ptr(),
-                        base.add(addr as usize),
-                        part.len(),
-                    )
-                };
-                let options = if i + 1 < n { XDP_PKT_CONTD } else { 0 };
-                let len = part.len() as u32;
-                self.descs.push(XdpDesc { addr, len, options });
-            }
+            self.copy_in(f);
             sent += 1;
         }
         self.put_on_ring();
@@ -445,6 +372,26 @@ impl QueueSocket {
             return Err(io::Error::from_raw_os_error(libc::ENOBUFS));
         }
         Ok(sent)
+    }
+
+    /// Copy `f` into free UMEM frames (as many as it spans; the caller checked there are
+    /// enough) and queue its descriptors.
+    fn copy_in(&mut self, f: &[u8]) {
+        let n = f.len().div_ceil(FRAME as usize).max(1);
+        let base = self.umem.area.base.as_ptr();
+        for (i, part) in f.chunks(FRAME as usize).enumerate() {
+            let Some(addr) = self.free_tx.pop() else {
+                break;
+            };
+            // SAFETY: `addr` is a free frame of this UMEM (on no ring, in no other socket's
+            // cache), FRAME bytes long, and `part` fits it (chunks of FRAME).
+            unsafe {
+                std::ptr::copy_nonoverlapping(part.as_ptr(), base.add(addr as usize), part.len())
+            };
+            let options = if i + 1 < n { XDP_PKT_CONTD } else { 0 };
+            let len = part.len() as u32;
+            self.descs.push(XdpDesc { addr, len, options });
+        }
     }
 
     /// Put `descs` on the TX ring. xdpilone reserves from its cached view of the kernel's
@@ -470,36 +417,9 @@ impl QueueSocket {
 
     /// Where the XDP program runs.
     pub fn mode(&self) -> XdpMode {
-        self.shared.redirect.mode
+        self.info.mode
     }
-}
-
-/// The bytes at UMEM offset `addr`, None when outside the UMEM.
-fn bytes(area: &Area, addr: u64, len: u32) -> Option<&[u8]> {
-    let (a, l) = (addr as usize, len as usize);
-    if a.checked_add(l)? > area.len {
-        return None;
-    }
-    // SAFETY: in bounds (checked); the kernel handed this frame to this socket through its RX
-    // ring and writes it no more until it is back on the fill ring.
-    Some(unsafe { std::slice::from_raw_parts(area.base.as_ptr().add(a), l) })
 }
 
 /// Frames handed back to the fill ring, or taken for sending, at a time.
 const BATCH: usize = 64;
-
-/// A socket's RX and TX rings, and the socket bound to the queue (with the UMEM's own socket,
-/// or sharing its UMEM and rings).
-fn bind(umem: &Umem, sock: &Socket, ifname: &str, queue: u32, flags: u16) -> Result<User, String> {
-    let rings = SocketConfig {
-        rx_size: NonZeroU32::new(RING),
-        tx_size: NonZeroU32::new(RING),
-        bind_flags: flags,
-    };
-    let user = umem
-        .rx_tx(sock, &rings)
-        .map_err(|e| errno("RX and TX rings", e))?;
-    umem.bind(&user)
-        .map_err(|e| errno(&format!("binding to {ifname} queue {queue}"), e))?;
-    Ok(user)
-}
