@@ -156,8 +156,10 @@ impl RxRing {
             });
             // SAFETY: [mac, mac + snap) lies inside the slot (checked above).
             let data = unsafe { std::slice::from_raw_parts(slot.add(mac), snap) };
-            let mut f = Vec::with_capacity(snap + 4);
-            if status & libc::TP_STATUS_VLAN_VALID != 0 {
+            let tagged = status & libc::TP_STATUS_VLAN_VALID != 0;
+            // Exactly the frame's length: the data path keeps it as a boxed slice.
+            let mut f = Vec::with_capacity(snap + if tagged { 4 } else { 0 });
+            if tagged {
                 let tpid = if status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
                     h.tp_vlan_tpid
                 } else {

@@ -49,7 +49,7 @@ impl Setup {
     pub(super) fn new(queues: usize) -> Result<Setup, String> {
         let frames = FRAMES_PER_QUEUE as usize * queues.max(1);
         if frames * FRAME as usize > u32::MAX as usize {
-            // A held frame keeps its offset in 32 bits (`UmemFrame`).
+            // One mapping of at most 4 GiB (170 queues' worth), offsets within 32 bits.
             return Err(format!(
                 "{queues} receive queues are too many for one UMEM (at most 170)"
             ));

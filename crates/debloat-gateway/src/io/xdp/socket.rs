@@ -11,7 +11,7 @@
 //! ring, when a socket's cache of frames runs short, once per batch sent — never per frame.
 //! Each socket's RX and TX rings are its worker's alone.
 //!
-//! A received frame is held where it landed ([`Buf::Umem`]) while the UMEM has frames to spare
+//! A received frame is held where it landed ([`Buf::held`]) while the UMEM has frames to spare
 //! for the fill ring in its place, and copied into the heap otherwise (copy on pressure,
 //! [`super::umem`]). A held frame sent on a socket of the same UMEM goes out as it is: its
 //! descriptor on the TX ring, no copy. Any other frame is copied into a free UMEM frame, as
@@ -20,7 +20,7 @@
 
 use super::bpf::XdpMode;
 use super::limits::{FRAME, MAX_SEGS};
-use super::umem::{Umem, UmemFrame};
+use super::umem::Umem;
 use crate::io::buf::Buf;
 use std::io;
 use std::sync::Arc;
@@ -234,8 +234,9 @@ impl QueueSocket {
                     if self.to_fill.len() >= BATCH {
                         self.refill();
                     }
-                    let held = UmemFrame::new(Arc::clone(&self.umem), addr, len);
-                    return Some(Buf::Umem(held));
+                    if let Some(held) = Buf::held(Arc::clone(&self.umem), addr, len) {
+                        return Some(held);
+                    }
                 }
             }
             let frame = match (self.umem.area.bytes(addr, len), more) {
@@ -247,10 +248,10 @@ impl QueueSocket {
                     self.partial.extend_from_slice(b);
                     None
                 }
-                (Some(b), false) if self.partial.is_empty() => Some(Buf::Heap(b.to_vec())),
+                (Some(b), false) if self.partial.is_empty() => Some(Buf::from(b.to_vec())),
                 (Some(b), false) => {
                     self.partial.extend_from_slice(b);
-                    Some(Buf::Heap(std::mem::take(&mut self.partial)))
+                    Some(Buf::from(std::mem::take(&mut self.partial)))
                 }
             };
             self.to_fill.push(addr);
@@ -318,9 +319,9 @@ impl QueueSocket {
     /// or than one without multi-buffer frames). A frame held in this socket's UMEM goes on
     /// the ring as it is and is taken out of `frames` (left empty there); any other is copied.
     pub fn send_batch(&mut self, frames: &mut [Buf]) -> io::Result<usize> {
-        let segs = |f: &Buf| match f {
-            Buf::Umem(u) if u.is_in(&self.umem) => 0,
-            _ => f.len().div_ceil(FRAME as usize).max(1),
+        let segs = |f: &Buf| match f.is_held_in(&self.umem) {
+            true => 0,
+            false => f.len().div_ceil(FRAME as usize).max(1),
         };
         let need: usize = frames.iter().map(segs).sum();
         let short = need.saturating_sub(self.free_tx.len());
@@ -335,16 +336,12 @@ impl QueueSocket {
         let mut sent = 0;
         self.descs.clear();
         for f in frames.iter_mut() {
-            if let Buf::Umem(u) = f {
-                if u.is_in(&self.umem) {
-                    if room == 0 {
-                        break;
-                    }
+            if f.is_held_in(&self.umem) {
+                if room == 0 {
+                    break;
+                }
+                if let Some((_, addr, len)) = f.take_held() {
                     room -= 1;
-                    let Buf::Umem(u) = std::mem::take(f) else {
-                        unreachable!("matched above")
-                    };
-                    let (_, addr, len) = u.into_parts();
                     self.descs.push(XdpDesc {
                         addr,
                         len,

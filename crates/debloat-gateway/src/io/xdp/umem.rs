@@ -1,6 +1,6 @@
 //! The UMEM's memory and its frames: which are on a fill ring, which free, and which the data
 //! path holds. A frame the kernel received is not copied out: the path holds it where it
-//! landed ([`UmemFrame`]) for as long as a discipline queues it, and a socket on the same UMEM
+//! landed (a held [`crate::io::buf::Buf`]) for as long as a discipline queues it, and a socket on the same UMEM
 //! sends it from there ([`super::socket`]); the LAN and WAN interfaces of a path share one
 //! UMEM for that ([`super::queues::XdpPair`]).
 //!
@@ -8,7 +8,7 @@
 //! its place; a deep queue could otherwise starve the ring. So at most [`Umem::held_max`]
 //! frames are held at a time (a quarter of the UMEM, counted under the pool's lock); beyond
 //! that a frame is copied into the heap and its UMEM frame goes straight back to the fill
-//! ring, as every frame was before 2026-11-30 (copy on pressure). Linux's veth does the same
+//! ring, as every frame was before 2026-11-29 (copy on pressure). Linux's veth does the same
 //! with its pages: an XDP frame redirected to another device keeps its page until sent.
 #![allow(unsafe_code)]
 
@@ -19,9 +19,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use xdpilone::DeviceQueue;
 
 /// The UMEM's memory: an anonymous, page-aligned mapping.
-pub(super) struct Area {
-    pub(super) base: NonNull<u8>,
-    pub(super) len: usize,
+pub(crate) struct Area {
+    pub(crate) base: NonNull<u8>,
+    pub(crate) len: usize,
 }
 
 impl Area {
@@ -45,7 +45,7 @@ impl Area {
     }
 
     /// The bytes at UMEM offset `addr`, None when outside the UMEM.
-    pub(super) fn bytes(&self, addr: u64, len: u32) -> Option<&[u8]> {
+    pub(crate) fn bytes(&self, addr: u64, len: u32) -> Option<&[u8]> {
         let (a, l) = (addr as usize, len as usize);
         if a.checked_add(l)? > self.len {
             return None;
@@ -73,7 +73,7 @@ pub struct Umem {
     /// The programs of the interfaces bound to it (attached while a socket or held frame
     /// may still need them).
     pub(super) _redirects: Vec<Arc<Redirect>>,
-    pub(super) area: Area,
+    pub(crate) area: Area,
     /// Frames the data path may hold at a time.
     pub(super) held_max: usize,
 }
@@ -114,76 +114,6 @@ impl Umem {
     }
 }
 
-/// A received frame held where the kernel wrote it, until it is sent or dropped. Sixteen
-/// bytes, so that a [`crate::io::buf::Buf`] is no bigger than the `Vec` it may hold instead
-/// (the offset fits 32 bits: a UMEM has 24 MiB per queue).
-pub struct UmemFrame {
-    umem: Arc<Umem>,
-    addr: u32,
-    len: u32,
-}
-
-impl UmemFrame {
-    /// Frame `addr` (checked in the area by the caller, so below 4 GiB) of `umem`.
-    pub(super) fn new(umem: Arc<Umem>, addr: u64, len: u32) -> UmemFrame {
-        UmemFrame {
-            umem,
-            addr: addr as u32,
-            len,
-        }
-    }
-
-    /// The frame's UMEM and offset, no longer released on drop (the caller sends it, or
-    /// releases it with others).
-    pub(crate) fn into_parts(self) -> (Arc<Umem>, u64, u32) {
-        let me = std::mem::ManuallyDrop::new(self);
-        // SAFETY: `me` is never used or dropped again; the Arc is moved out once.
-        let umem = unsafe { std::ptr::read(&me.umem) };
-        (umem, u64::from(me.addr), me.len)
-    }
-
-    /// Whether the frame lives in `umem`.
-    pub(super) fn is_in(&self, umem: &Arc<Umem>) -> bool {
-        Arc::ptr_eq(&self.umem, umem)
-    }
-
-    /// The frame's bytes.
-    pub fn bytes(&self) -> &[u8] {
-        self.umem
-            .area
-            .bytes(u64::from(self.addr), self.len)
-            .unwrap_or_default()
-    }
-
-    /// The frame's bytes, to change (a CE mark, a DSCP wash).
-    pub fn bytes_mut(&mut self) -> &mut [u8] {
-        let a = &self.umem.area;
-        if (self.addr as usize).saturating_add(self.len as usize) > a.len {
-            return &mut [];
-        }
-        // SAFETY: in bounds (checked at receipt and above); the frame is this holder's alone
-        // (off every ring, in one `UmemFrame`), and `&mut self` makes the borrow unique.
-        unsafe {
-            std::slice::from_raw_parts_mut(
-                a.base.as_ptr().add(self.addr as usize),
-                self.len as usize,
-            )
-        }
-    }
-}
-
-impl Drop for UmemFrame {
-    fn drop(&mut self) {
-        self.umem.release(std::iter::once(u64::from(self.addr)));
-    }
-}
-
-impl std::fmt::Debug for UmemFrame {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "UmemFrame({} bytes at {:#x})", self.len, self.addr)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -219,7 +149,7 @@ mod tests {
         drop(p);
         addrs
             .into_iter()
-            .map(|a| Buf::Umem(UmemFrame::new(Arc::clone(u), a, 60)))
+            .map(|a| Buf::held(Arc::clone(u), a, 60).expect("inside"))
             .collect()
     }
 
@@ -238,8 +168,14 @@ mod tests {
             "a clone is a copy in the heap"
         );
         assert_eq!(counts(&u), (7, 1));
+        assert!(b.is_held_in(&u) && !b.is_held_in(&umem(1, 1)));
         drop(b);
         assert_eq!(counts(&u), (8, 0));
+        let f = super::super::limits::FRAME;
+        assert!(
+            Buf::held(Arc::clone(&u), u64::from(8 * f - 10), 11).is_none(),
+            "a frame running past the UMEM's end is refused"
+        );
     }
 
     #[test]
@@ -259,10 +195,10 @@ mod tests {
     #[test]
     fn a_frame_sent_as_it_is_is_not_given_back_twice() {
         let u = umem(4, 4);
-        let Some(Buf::Umem(f)) = hold(&u, 1).pop() else {
-            panic!("held")
-        };
-        let (_, addr, len) = f.into_parts();
+        let mut f = hold(&u, 1).pop().expect("one");
+        let (_, addr, len) = f.take_held().expect("held");
+        assert!(f.is_empty() && !f.is_held());
+        drop(f);
         assert_eq!(len, 60);
         // On a TX ring now: the completion ring gives it back, not the drop.
         let p = u.pool();
